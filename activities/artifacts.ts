@@ -1,0 +1,106 @@
+// Artifacts in S3-compatible object storage. Keys are deterministic (a retried activity
+// overwrites the same object instead of writing a second one). Presigned GET URLs expire.
+import { createReadStream, statSync } from 'node:fs';
+import {
+  CreateBucketCommand,
+  GetObjectCommand,
+  HeadBucketCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  S3Client,
+} from '@aws-sdk/client-s3';
+import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
+
+export interface StorageConfig {
+  endpoint: string;
+  bucket: string;
+  region: string;
+  accessKeyId?: string;
+  secretAccessKey?: string;
+}
+
+/** Client settings that work with s3rver, moto and real S3 alike (see FIELD-NOTES: checksums). */
+export function createS3Client(cfg: StorageConfig): S3Client {
+  return new S3Client({
+    endpoint: cfg.endpoint,
+    region: cfg.region,
+    forcePathStyle: true,
+    credentials: {
+      accessKeyId: cfg.accessKeyId ?? process.env.AWS_ACCESS_KEY_ID ?? 'S3RVER',
+      secretAccessKey: cfg.secretAccessKey ?? process.env.AWS_SECRET_ACCESS_KEY ?? 'S3RVER',
+    },
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+    responseChecksumValidation: 'WHEN_REQUIRED',
+  });
+}
+
+export interface ArtifactRef {
+  key: string;
+  bytes: number;
+  contentType: string;
+}
+
+export class ArtifactStore {
+  constructor(
+    readonly s3: S3Client,
+    readonly bucket: string,
+  ) {}
+
+  async ensureBucket(): Promise<void> {
+    try {
+      await this.s3.send(new HeadBucketCommand({ Bucket: this.bucket }));
+    } catch {
+      await this.s3.send(new CreateBucketCommand({ Bucket: this.bucket }));
+    }
+  }
+
+  async putText(key: string, body: string, contentType = 'text/plain; charset=utf-8'): Promise<ArtifactRef> {
+    await this.s3.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body, ContentType: contentType }));
+    return { key, bytes: Buffer.byteLength(body), contentType };
+  }
+
+  async putJson(key: string, value: unknown): Promise<ArtifactRef> {
+    return this.putText(key, JSON.stringify(value, null, 2), 'application/json');
+  }
+
+  /** Uploads a file from disk with a known length (streams, so a large plan never sits in memory). */
+  async putFile(key: string, path: string, contentType = 'application/octet-stream'): Promise<ArtifactRef> {
+    const bytes = statSync(path).size;
+    await this.s3.send(
+      new PutObjectCommand({
+        Bucket: this.bucket,
+        Key: key,
+        Body: createReadStream(path),
+        ContentLength: bytes,
+        ContentType: contentType,
+      }),
+    );
+    return { key, bytes, contentType };
+  }
+
+  async getText(key: string): Promise<string> {
+    const res = await this.s3.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }));
+    if (!res.Body) throw new Error(`artifact ${key} has no body`);
+    return res.Body.transformToString('utf8');
+  }
+
+  async list(prefix: string): Promise<string[]> {
+    const keys: string[] = [];
+    let token: string | undefined;
+    do {
+      const res = await this.s3.send(
+        new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, ContinuationToken: token }),
+      );
+      for (const o of res.Contents ?? []) if (o.Key) keys.push(o.Key);
+      token = res.IsTruncated ? res.NextContinuationToken : undefined;
+    } while (token);
+    return keys;
+  }
+
+  /** A GET URL that works without credentials until it expires. */
+  async presignGet(key: string, expiresInSeconds: number): Promise<string> {
+    return getSignedUrl(this.s3, new GetObjectCommand({ Bucket: this.bucket, Key: key }), {
+      expiresIn: expiresInSeconds,
+    });
+  }
+}

@@ -1,0 +1,104 @@
+// Detection on a Terraform root in a repository: clone, init, plan -out, show -json, derive the
+// drifted addresses. The plan and its JSON go to object storage; only keys and addresses return
+// (claim check: plans never travel through workflow history).
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import { driftedAddresses, parsePlanJson } from '../shared/drift';
+import { ErrorTypes } from '../shared/errors';
+import type { ArtifactStore } from './artifacts';
+import { EngineClient, EngineError, type EngineBinary } from './engine';
+import type { GitClient } from './git';
+
+export interface EngineDeps {
+  kind: EngineBinary;
+  binary: string;
+  cliConfigFile: string;
+  timeoutMs: number;
+}
+
+export interface DriftDetectionDeps {
+  engine: EngineDeps;
+  git: GitClient;
+  artifacts: ArtifactStore;
+}
+
+export interface DetectDriftInput {
+  repositoryUrl: string;
+  /** Branch to read; default: the repository's default branch. */
+  branch?: string;
+  iacPath?: string;
+  scopeId: string;
+  targets?: string[];
+  /** Object-storage prefix for the plan artifacts. */
+  artifactPrefix: string;
+}
+
+export interface DetectDriftOutput {
+  drifted: string[];
+  hasChanges: boolean;
+  planKey: string;
+  planJsonKey: string;
+  terraformVersion?: string;
+}
+
+function hooks() {
+  const ctx = Context.current();
+  return { signal: ctx.cancellationSignal, heartbeat: (d: string) => ctx.heartbeat(d) };
+}
+
+/** Translates engine failures: permanent ones must not be retried. */
+export function toActivityFailure(err: unknown): unknown {
+  if (err instanceof EngineError && err.permanent) {
+    return ApplicationFailure.nonRetryable(err.message, ErrorTypes.EngineConfiguration, err.output.slice(0, 4000));
+  }
+  return err;
+}
+
+export function createDriftDetectionActivities(deps: DriftDetectionDeps) {
+  return {
+    async detectDrift(input: DetectDriftInput): Promise<DetectDriftOutput> {
+      const work = mkdtempSync(join(tmpdir(), 'kumoss-detect-'));
+      try {
+        const checkout = join(work, 'repo');
+        const branch = input.branch ?? 'main';
+        const remote = await deps.git.remoteBranches(input.repositoryUrl);
+        if (!remote.has(branch)) {
+          throw ApplicationFailure.nonRetryable(
+            `branch ${branch} not found in ${input.repositoryUrl}`,
+            ErrorTypes.RepositoryNotFound,
+          );
+        }
+        await deps.git.checkout({ url: input.repositoryUrl, dir: checkout, branch });
+        const engine = new EngineClient({
+          ...deps.engine,
+          workdir: join(checkout, input.iacPath ?? '.'),
+          scopeId: input.scopeId,
+        });
+        const h = hooks();
+        const planFile = join(work, 'plan.tfplan');
+        const jsonFile = join(work, 'plan.json');
+        const plan = await engine.plan({ out: planFile, targets: input.targets }, h);
+        await engine.showJson(planFile, jsonFile, h);
+        const parsed = parsePlanJson(JSON.parse(readFileSync(jsonFile, 'utf8')));
+        const planKey = `${input.artifactPrefix}/plan.tfplan`;
+        const planJsonKey = `${input.artifactPrefix}/plan.json`;
+        await deps.artifacts.putFile(planKey, planFile);
+        await deps.artifacts.putFile(planJsonKey, jsonFile, 'application/json');
+        return {
+          drifted: driftedAddresses(parsed),
+          hasChanges: plan.hasChanges,
+          planKey,
+          planJsonKey,
+          terraformVersion: parsed.terraform_version,
+        };
+      } catch (err) {
+        throw toActivityFailure(err);
+      } finally {
+        rmSync(work, { recursive: true, force: true });
+      }
+    },
+  };
+}

@@ -1,0 +1,188 @@
+// The IaC engine client: terraform or tofu, chosen by config, run as a process with argument
+// arrays. One client per background run; it remembers whether `init` ran (init is submitted at
+// most once per round) and re-runs init when the engine's output asks for it (a remediation added
+// a provider or a module). The scope id reaches every call as TF_VAR_kumoss_scope_id: a root that
+// declares `variable "kumoss_scope_id"` sees it, one that does not is unaffected.
+import { ProcessError, runProcess, type RunResult } from './process';
+
+export type EngineBinary = 'terraform' | 'tofu';
+
+export interface EngineOptions {
+  /** terraform or tofu */
+  kind: EngineBinary;
+  /** Path of the binary. */
+  binary: string;
+  /** CLI config file that installs providers from the filesystem mirror. */
+  cliConfigFile: string;
+  /** Root module directory (the checked-out IaC path). */
+  workdir: string;
+  scopeId: string;
+  timeoutMs?: number;
+  /** Extra environment (cloud credentials); never logged. */
+  env?: NodeJS.ProcessEnv;
+}
+
+export interface CallHooks {
+  signal?: AbortSignal;
+  heartbeat?: (detail: string) => void;
+}
+
+export interface PlanResult {
+  planFile: string;
+  /** True when the plan has changes (exit code 2 of -detailed-exitcode). */
+  hasChanges: boolean;
+  output: string;
+  reinitialized: boolean;
+}
+
+export interface EngineCall {
+  args: string[];
+  exitCode: number;
+  durationMs: number;
+}
+
+/** The engine rejected the call; `permanent` when the configuration itself is wrong. */
+export class EngineError extends Error {
+  override name = 'EngineError';
+  constructor(
+    message: string,
+    readonly permanent: boolean,
+    readonly output: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Output that means "run init (again)": missing providers/modules, a changed lock file. */
+const NEEDS_INIT = [
+  /Run "(terraform|tofu) init"/i,
+  /please run "(terraform|tofu) init"/i,
+  /Inconsistent dependency lock file/i,
+  /Module not installed/i,
+  /Missing required provider/i,
+  /required provider .* is not available/i,
+  /Backend initialization required/i,
+  /Could not load plugin/i,
+];
+
+/** Output that no retry can fix: the configuration is wrong. */
+const PERMANENT = [
+  /Error: (Invalid|Unsupported|Missing required argument|Reference to undeclared|Unclosed|Argument or block definition required|Duplicate|Unterminated|Incorrect attribute value type|Invalid reference)/,
+  /Error: Failed to query available provider packages/,
+  /There are some problems with the configuration/,
+];
+
+export function needsInit(output: string): boolean {
+  return NEEDS_INIT.some((re) => re.test(output));
+}
+
+export function isPermanentEngineFailure(output: string): boolean {
+  return PERMANENT.some((re) => re.test(output));
+}
+
+export class EngineClient {
+  private initialized = false;
+  private initCount = 0;
+  readonly calls: EngineCall[] = [];
+
+  constructor(private readonly opts: EngineOptions) {}
+
+  get initRuns(): number {
+    return this.initCount;
+  }
+
+  private env(): NodeJS.ProcessEnv {
+    return {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      ...this.opts.env,
+      TF_CLI_CONFIG_FILE: this.opts.cliConfigFile,
+      TF_IN_AUTOMATION: '1',
+      TF_INPUT: '0',
+      CHECKPOINT_DISABLE: '1',
+      TF_VAR_kumoss_scope_id: this.opts.scopeId,
+    };
+  }
+
+  private async run(args: string[], hooks: CallHooks = {}, stdoutFile?: string): Promise<RunResult> {
+    const verb = args[0] ?? '';
+    try {
+      const r = await runProcess(this.opts.binary, args, {
+        cwd: this.opts.workdir,
+        env: this.env(),
+        timeoutMs: this.opts.timeoutMs ?? 30 * 60 * 1000,
+        signal: hooks.signal,
+        stdoutFile,
+        onHeartbeat: (ms) => hooks.heartbeat?.(`${this.opts.kind} ${verb} running for ${Math.round(ms / 1000)}s`),
+      });
+      this.calls.push({ args, exitCode: r.exitCode, durationMs: r.durationMs });
+      return r;
+    } catch (err) {
+      if (err instanceof ProcessError && err.reason === 'spawn') {
+        throw new EngineError(`${this.opts.kind} is not runnable at ${this.opts.binary}: ${err.message}`, true, '');
+      }
+      throw err;
+    }
+  }
+
+  private fail(verb: string, r: RunResult): never {
+    const output = `${r.stderr}\n${r.stdout}`.trim();
+    const firstError = /Error: .*/.exec(output)?.[0] ?? `exit code ${r.exitCode}`;
+    throw new EngineError(`${this.opts.kind} ${verb} failed: ${firstError}`, isPermanentEngineFailure(output), output);
+  }
+
+  async init(hooks: CallHooks = {}): Promise<string> {
+    const r = await this.run(['init', '-input=false', '-no-color'], hooks);
+    this.initCount += 1;
+    if (r.exitCode !== 0) this.fail('init', r);
+    this.initialized = true;
+    return r.stdout;
+  }
+
+  /** Runs init unless it already ran for this client. */
+  async ensureInit(hooks: CallHooks = {}): Promise<boolean> {
+    if (this.initialized) return false;
+    await this.init(hooks);
+    return true;
+  }
+
+  /** Runs `args`, and when the engine asks for init, runs init once and the call again. */
+  private async withReinit(verb: string, args: string[], ok: (code: number) => boolean, hooks: CallHooks) {
+    await this.ensureInit(hooks);
+    let r = await this.run(args, hooks);
+    let reinitialized = false;
+    if (!ok(r.exitCode) && needsInit(`${r.stderr}\n${r.stdout}`)) {
+      await this.init(hooks);
+      reinitialized = true;
+      r = await this.run(args, hooks);
+    }
+    if (!ok(r.exitCode)) this.fail(verb, r);
+    return { r, reinitialized };
+  }
+
+  async validate(hooks: CallHooks = {}): Promise<{ valid: boolean; output: string; reinitialized: boolean }> {
+    const { r, reinitialized } = await this.withReinit('validate', ['validate', '-no-color'], (c) => c === 0, hooks);
+    return { valid: true, output: r.stdout, reinitialized };
+  }
+
+  async plan(opts: { out: string; targets?: string[] }, hooks: CallHooks = {}): Promise<PlanResult> {
+    const args = ['plan', '-input=false', '-no-color', '-lock-timeout=60s', '-detailed-exitcode', `-out=${opts.out}`];
+    for (const t of opts.targets ?? []) args.push(`-target=${t}`);
+    const { r, reinitialized } = await this.withReinit('plan', args, (c) => c === 0 || c === 2, hooks);
+    return { planFile: opts.out, hasChanges: r.exitCode === 2, output: r.stdout, reinitialized };
+  }
+
+  /** `show -json` of a saved plan, written to `outFile` (plans can be large: they go to object
+   * storage by key, never through workflow history). */
+  async showJson(planFile: string, outFile: string, hooks: CallHooks = {}): Promise<void> {
+    const r = await this.run(['show', '-json', '-no-color', planFile], hooks, outFile);
+    if (r.exitCode !== 0) this.fail('show', r);
+  }
+
+  async apply(opts: { parallelism?: number } = {}, hooks: CallHooks = {}): Promise<string> {
+    const args = ['apply', '-input=false', '-no-color', '-auto-approve', '-lock-timeout=60s'];
+    if (opts.parallelism) args.push(`-parallelism=${opts.parallelism}`);
+    const { r } = await this.withReinit('apply', args, (c) => c === 0, hooks);
+    return r.stdout;
+  }
+}

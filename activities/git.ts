@@ -1,0 +1,116 @@
+// Git over HTTPS: clone a repository, work on the session branch, commit, push. Git runs as a
+// process with argument arrays and an explicit environment. The token (GIT_TOKEN) travels as an
+// HTTP header through GIT_CONFIG_* environment entries — never in a URL, an argument list or a
+// log line. The embedded git host's CA is trusted through GIT_SSL_CAINFO.
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { runProcess } from './process';
+
+export interface GitOptions {
+  /** CA bundle for the git host (the embedded host's self-signed CA). */
+  caFile?: string;
+  /** Token for the git host (GIT_TOKEN); sent as a basic-auth header. */
+  token?: string;
+  author?: { name: string; email: string };
+  timeoutMs?: number;
+}
+
+export interface CommitResult {
+  sha: string;
+  /** False when there was nothing to commit (the change was already committed: idempotent). */
+  created: boolean;
+}
+
+export class GitError extends Error {
+  override name = 'GitError';
+  constructor(
+    message: string,
+    readonly stderr: string,
+  ) {
+    super(message);
+  }
+}
+
+export class GitClient {
+  constructor(private readonly opts: GitOptions = {}) {}
+
+  env(): Record<string, string> {
+    const author = this.opts.author ?? { name: 'Kumoss', email: 'kumoss@localhost' };
+    const env: Record<string, string> = {
+      PATH: process.env.PATH ?? '/usr/bin:/bin',
+      HOME: process.env.HOME ?? '/tmp',
+      GIT_TERMINAL_PROMPT: '0',
+      GIT_AUTHOR_NAME: author.name,
+      GIT_AUTHOR_EMAIL: author.email,
+      GIT_COMMITTER_NAME: author.name,
+      GIT_COMMITTER_EMAIL: author.email,
+    };
+    if (this.opts.caFile) env.GIT_SSL_CAINFO = this.opts.caFile;
+    if (this.opts.token) {
+      const basic = Buffer.from(`x-access-token:${this.opts.token}`).toString('base64');
+      env.GIT_CONFIG_COUNT = '1';
+      env.GIT_CONFIG_KEY_0 = 'http.extraHeader';
+      env.GIT_CONFIG_VALUE_0 = `Authorization: Basic ${basic}`;
+    }
+    return env;
+  }
+
+  /** Runs `git args…` in `cwd`; throws GitError with git's own message on failure. */
+  async run(args: string[], cwd?: string): Promise<string> {
+    const r = await runProcess('git', args, {
+      cwd,
+      env: this.env(),
+      timeoutMs: this.opts.timeoutMs ?? 5 * 60 * 1000,
+    });
+    if (r.exitCode !== 0) {
+      const msg = r.stderr.trim().split('\n').filter(Boolean).pop() ?? `exit code ${r.exitCode}`;
+      throw new GitError(`git ${args[0]} failed: ${msg}`, r.stderr);
+    }
+    return r.stdout;
+  }
+
+  /** Remote branches of a repository (`git ls-remote --heads`), name → sha. */
+  async remoteBranches(url: string): Promise<Map<string, string>> {
+    const out = await this.run(['ls-remote', '--heads', url]);
+    const branches = new Map<string, string>();
+    for (const line of out.split('\n')) {
+      const [sha, ref] = line.trim().split(/\s+/);
+      if (sha && ref?.startsWith('refs/heads/')) branches.set(ref.slice('refs/heads/'.length), sha);
+    }
+    return branches;
+  }
+
+  /**
+   * Clones `url` into `dir` and checks out `branch`: the remote branch when it exists (a later
+   * round continues the session branch), else a new branch from `base` (default: remote HEAD).
+   */
+  async checkout(opts: { url: string; dir: string; branch: string; base?: string }): Promise<void> {
+    mkdirSync(dirname(opts.dir), { recursive: true });
+    await this.run(['clone', '--quiet', '--no-tags', opts.url, opts.dir]);
+    const remote = await this.remoteBranches(opts.url);
+    if (remote.has(opts.branch)) {
+      await this.run(['checkout', '--quiet', '-B', opts.branch, `origin/${opts.branch}`], opts.dir);
+    } else {
+      const from = opts.base ? [`origin/${opts.base}`] : [];
+      await this.run(['checkout', '--quiet', '-b', opts.branch, ...from], opts.dir);
+    }
+  }
+
+  async head(dir: string): Promise<string> {
+    return (await this.run(['rev-parse', 'HEAD'], dir)).trim();
+  }
+
+  /** Commits every change in the work tree; a tree with nothing new returns HEAD, not a new commit. */
+  async commitAll(dir: string, message: string): Promise<CommitResult> {
+    await this.run(['add', '--all'], dir);
+    const status = await this.run(['status', '--porcelain'], dir);
+    if (status.trim() === '') return { sha: await this.head(dir), created: false };
+    await this.run(['commit', '--quiet', '-m', message], dir);
+    return { sha: await this.head(dir), created: true };
+  }
+
+  /** Pushes `branch`; pushing a commit the remote already has is a no-op. */
+  async push(dir: string, branch: string): Promise<void> {
+    await this.run(['push', '--quiet', 'origin', `${branch}:refs/heads/${branch}`], dir);
+  }
+}

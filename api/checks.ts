@@ -1,0 +1,54 @@
+// Component checks for /health, built from configuration.
+import { request } from 'node:https';
+import { readFileSync } from 'node:fs';
+import { HeadBucketCommand } from '@aws-sdk/client-s3';
+import type { Connection } from '@temporalio/client';
+import type { ArtifactStore } from '../activities/artifacts';
+import type { Db } from '../shared/db';
+import { ping } from '../shared/db';
+import type { ComponentCheck } from './routes/health';
+
+export function temporalCheck(connection: Connection, namespace: string): ComponentCheck {
+  return {
+    name: 'temporal',
+    async check() {
+      const info = await connection.workflowService.getSystemInfo({});
+      await connection.workflowService.describeNamespace({ namespace });
+      return `server ${info.serverVersion ?? 'unknown'}, namespace ${namespace}`;
+    },
+  };
+}
+
+export function storageCheck(store: ArtifactStore): ComponentCheck {
+  return {
+    name: 'object_store',
+    async check() {
+      await store.s3.send(new HeadBucketCommand({ Bucket: store.bucket }));
+      return `bucket ${store.bucket}`;
+    },
+  };
+}
+
+export function databaseCheck(db: Db): ComponentCheck {
+  return { name: 'database', check: async () => (await ping(db)).split(' on ')[0] ?? 'up' };
+}
+
+export function gitHostCheck(url: string, caFile: string): ComponentCheck {
+  return {
+    name: 'git_host',
+    check: () =>
+      new Promise((resolve, reject) => {
+        const req = request(`${url}/`, { ca: readFileSync(caFile), timeout: 2000 }, (res) => {
+          let body = '';
+          res.on('data', (d: Buffer) => (body += d.toString()));
+          res.on('end', () => {
+            if (res.statusCode !== 200) return reject(new Error(`HTTP ${res.statusCode}`));
+            const repos = (JSON.parse(body) as { repositories: string[] }).repositories.length;
+            resolve(`${url} (${repos} repositories)`);
+          });
+        });
+        req.on('error', reject);
+        req.end();
+      }),
+  };
+}

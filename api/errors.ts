@@ -1,0 +1,34 @@
+// Errors at the edge: {"error": {"code", "message"}} with a 4xx for anything the caller got wrong.
+import type { ErrorRequestHandler, RequestHandler } from 'express';
+
+export class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export const notFound: RequestHandler = (req, res) => {
+  res.status(404).json({ error: { code: 'not_found', message: `No route for ${req.method} ${req.path}` } });
+};
+
+export function errorHandler(log: (err: unknown) => void): ErrorRequestHandler {
+  return (err: unknown, _req, res, _next) => {
+    if (err instanceof HttpError) {
+      res.status(err.status).json({ error: { code: err.code, message: err.message } });
+      return;
+    }
+    // body-parser errors carry a 4xx status: malformed JSON, a body too large.
+    const e = err as { status?: unknown; type?: unknown; message?: unknown };
+    if (typeof e.status === 'number' && e.status >= 400 && e.status < 500) {
+      const code = typeof e.type === 'string' ? e.type.replace(/\./g, '_') : 'bad_request';
+      res.status(e.status).json({ error: { code, message: String(e.message ?? 'Bad request') } });
+      return;
+    }
+    log(err);
+    res.status(500).json({ error: { code: 'internal', message: 'Internal error' } });
+  };
+}

@@ -1,0 +1,41 @@
+// The API process.
+import { Connection } from '@temporalio/client';
+import { ArtifactStore, createS3Client } from '../activities/artifacts';
+import { databaseUrl, gitCaFile, loadConfig } from '../shared/config';
+import { createDb, migrate } from '../shared/db';
+import { logger } from '../shared/logger';
+import { createApp } from './app';
+import { databaseCheck, gitHostCheck, storageCheck, temporalCheck } from './checks';
+
+const config = loadConfig();
+const log = logger.child({ component: 'api' });
+const db = createDb(databaseUrl(config));
+await migrate(db);
+const connection = await Connection.connect({ address: config.temporal.address });
+const artifacts = new ArtifactStore(createS3Client(config.storage), config.storage.bucket);
+const app = createApp({
+  checks: [
+    temporalCheck(connection, config.temporal.namespace),
+    storageCheck(artifacts),
+    databaseCheck(db),
+    gitHostCheck(
+      `https://${config.git_host.host}:${config.git_host.port}`,
+      gitCaFile(config),
+    ),
+  ],
+  log: (err) => log.error({ err }, 'unhandled error'),
+});
+const server = app.listen(config.api.port, config.api.host, () => {
+  log.info({ url: `http://${config.api.host}:${config.api.port}` }, 'api listening');
+});
+server.on('error', (err) => {
+  log.fatal({ err }, 'api cannot listen');
+  process.exit(1);
+});
+const stop = () => {
+  server.close();
+  server.closeAllConnections();
+  void Promise.all([connection.close(), db.destroy()]).then(() => process.exit(0));
+};
+process.once('SIGINT', stop);
+process.once('SIGTERM', stop);

@@ -1,0 +1,222 @@
+#!/usr/bin/env node
+// Installs whatever is missing, idempotently: npm dependencies (from package-lock.json), the
+// Temporal CLI, the IaC engine, the fakeserver and the Terraform providers (built with
+// `go install module@version` into a cache outside the clone, keyed by version), the provider
+// filesystem mirror and the CLI config that points the engine at it. A second run is a no-op.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import {
+  GO_TOOLS,
+  PROVIDER_HOSTS,
+  cacheDir,
+  cliConfigPath,
+  cliConfigText,
+  probeTool,
+  providerMirrorBinary,
+  toolInstallDir,
+  toolPath,
+  toolsDir,
+} from './tools.mjs';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const started = Date.now();
+const quiet = process.argv.includes('--quiet');
+/** @param {string} msg */
+const log = (msg) => console.log(`[setup] ${msg}`);
+/** @param {number} t0 */
+const seconds = (t0) => `${((Date.now() - t0) / 1000).toFixed(1)}s`;
+
+/** @param {string} msg @returns {never} */
+function fail(msg) {
+  console.error(`[setup] ERROR: ${msg}`);
+  process.exit(1);
+}
+
+/** One setup at a time per machine: a second `npm test` waits instead of building twice. */
+/** @param {() => void} fn */
+function withLock(fn) {
+  const lock = join(cacheDir(), 'setup.lock');
+  mkdirSync(cacheDir(), { recursive: true });
+  const deadline = Date.now() + 60 * 60 * 1000;
+  let announced = false;
+  for (;;) {
+    try {
+      mkdirSync(lock);
+      writeFileSync(join(lock, 'pid'), String(process.pid));
+      break;
+    } catch {
+      let holder = NaN;
+      try {
+        holder = Number(readFileSync(join(lock, 'pid'), 'utf8'));
+      } catch {
+        /* lock being created or removed */
+      }
+      let alive = false;
+      if (Number.isInteger(holder)) {
+        try {
+          process.kill(holder, 0);
+          alive = true;
+        } catch {
+          alive = false;
+        }
+      }
+      if (Number.isInteger(holder) && !alive) {
+        rmSync(lock, { recursive: true, force: true });
+        continue;
+      }
+      if (Date.now() > deadline) fail(`timed out waiting for ${lock}`);
+      if (!announced) log(`another setup (pid ${holder}) is running; waiting for it`);
+      announced = true;
+      execFileSync('sleep', ['1']);
+    }
+  }
+  try {
+    fn();
+  } finally {
+    rmSync(lock, { recursive: true, force: true });
+  }
+}
+
+function ensureNodeModules() {
+  const lockFile = join(root, 'package-lock.json');
+  if (!existsSync(lockFile)) fail('package-lock.json is missing; run `npm install` once');
+  const want = createHash('sha256').update(readFileSync(lockFile)).digest('hex');
+  const stamp = join(root, 'node_modules', '.kumoss-lock-sha256');
+  if (existsSync(stamp) && readFileSync(stamp, 'utf8') === want) return;
+  const t0 = Date.now();
+  log('installing npm dependencies (npm ci; packages come from the npm cache when present)');
+  const r = spawnSync('npm', ['ci', '--no-audit', '--no-fund', '--loglevel=error'], {
+    cwd: root,
+    stdio: 'inherit',
+  });
+  if (r.status !== 0) fail('npm ci failed');
+  writeFileSync(stamp, want);
+  log(`npm dependencies installed in ${seconds(t0)}`);
+}
+
+function goEnv() {
+  try {
+    execFileSync('go', ['version'], { stdio: 'ignore' });
+  } catch {
+    fail('Go is required to build the Temporal CLI, the IaC engine and the providers (go >= 1.25)');
+  }
+  return { ...process.env, CGO_ENABLED: '0', GOFLAGS: '-buildvcs=false' };
+}
+
+/** @param {import('./tools.mjs').GoTool} tool */
+function ensureGoTool(tool) {
+  const dir = toolInstallDir(tool);
+  const bin = join(dir, tool.bin);
+  const override = process.env[tool.envOverride];
+  if (override) {
+    const p = probeTool(tool, override);
+    if (!p.ok) fail(`${tool.envOverride}=${override}: ${p.detail}`);
+    return;
+  }
+  if (existsSync(bin) && probeTool(tool, bin).ok) return;
+  // A fitting binary already on PATH is reused rather than rebuilt.
+  const onPath = spawnSync('sh', ['-c', `command -v ${tool.bin}`], { encoding: 'utf8' }).stdout.trim();
+  if (onPath && probeTool(tool, onPath).ok) {
+    mkdirSync(dir, { recursive: true });
+    rmSync(bin, { force: true });
+    symlinkSync(onPath, bin);
+    log(`${tool.name} ${tool.version}: using ${onPath}`);
+    return;
+  }
+  const staging = `${dir}.partial-${process.pid}`;
+  rmSync(staging, { recursive: true, force: true });
+  mkdirSync(staging, { recursive: true });
+  const t0 = Date.now();
+  const what = tool.source ? `go build ./${tool.source}` : `go install ${tool.module}@${tool.ref}`;
+  log(`building ${tool.name} ${tool.version}: ${what} (first time only; minutes)`);
+  const ldflags = tool.ldflags ?? '-s -w';
+  /** @param {string} flags */
+  const attempt = (flags) =>
+    tool.source
+      ? spawnSync('go', ['build', `-ldflags=${flags}`, '-o', join(staging, tool.bin), '.'], {
+          cwd: join(root, tool.source),
+          env: goEnv(),
+          stdio: ['ignore', 'inherit', 'pipe'],
+          encoding: 'utf8',
+        })
+      : spawnSync('go', ['install', `-ldflags=${flags}`, `${tool.module}@${tool.ref}`], {
+          env: { ...goEnv(), GOBIN: staging },
+          stdio: ['ignore', 'inherit', 'pipe'],
+          encoding: 'utf8',
+        });
+  let r = attempt(ldflags);
+  if (r.status !== 0 && /linkname/.test(r.stderr ?? '')) {
+    log(`${tool.name}: the linker rejected an old //go:linkname; retrying with -checklinkname=0`);
+    r = attempt(`${ldflags} -checklinkname=0`);
+  }
+  if (r.status !== 0) {
+    process.stderr.write(r.stderr ?? '');
+    rmSync(staging, { recursive: true, force: true });
+    if (tool.optional) {
+      log(`${tool.name} ${tool.version} did not build; it is optional, continuing without it`);
+      return;
+    }
+    fail(`${what} failed`);
+  }
+  rmSync(dir, { recursive: true, force: true });
+  renameSync(staging, dir);
+  log(`${tool.name} ${tool.version} built in ${seconds(t0)} -> ${bin}`);
+}
+
+function ensureProviderMirror() {
+  for (const tool of GO_TOOLS.filter((t) => t.provider)) {
+    const src = toolPath(tool.name);
+    for (const host of PROVIDER_HOSTS) {
+      const dest = providerMirrorBinary(tool, host);
+      // The marker names the build the mirror copy came from: a rebuilt provider is copied again.
+      const marker = `${dest}.from`;
+      if (existsSync(dest) && existsSync(marker) && readFileSync(marker, 'utf8') === src) continue;
+      mkdirSync(dirname(dest), { recursive: true });
+      copyFileSync(src, `${dest}.tmp`);
+      renameSync(`${dest}.tmp`, dest);
+      writeFileSync(marker, src);
+    }
+  }
+  const cfg = cliConfigPath();
+  const text = cliConfigText();
+  if (!existsSync(cfg) || readFileSync(cfg, 'utf8') !== text) writeFileSync(cfg, text);
+}
+
+function ensureSystemTools() {
+  /** @type {[string, string[], string][]} */
+  const needed = [
+    ['git', ['--version'], 'the git host and the session branches'],
+    ['openssl', ['version'], "the git host's self-signed CA"],
+  ];
+  for (const [cmd, args, why] of needed) {
+    try {
+      execFileSync(cmd, args, { stdio: 'ignore' });
+    } catch {
+      fail(`${cmd} is required (${why}); on Debian: apt-get install ${cmd}`);
+    }
+  }
+}
+
+/** @param {import('./tools.mjs').GoTool} tool */
+const wanted = (tool) => !tool.optional || process.env.KUMOSS_ENGINE === tool.name || process.env.KUMOSS_BUILD_OPTIONAL === '1';
+
+withLock(() => {
+  ensureSystemTools();
+  ensureNodeModules();
+  mkdirSync(toolsDir(), { recursive: true });
+  for (const tool of GO_TOOLS.filter(wanted)) ensureGoTool(tool);
+  ensureProviderMirror();
+});
+if (!quiet) log(`ready in ${seconds(started)} (tool cache: ${toolsDir()})`);

@@ -1,0 +1,184 @@
+// `npm start`: the whole system on its embedded defaults — Temporal dev server with its Web UI,
+// object store, metadata store, git host, worker and API — one command, Ctrl-C stops it all.
+// A component whose configured address is not loopback (TEMPORAL_ADDRESS, S3_ENDPOINT,
+// DATABASE_URL pointing elsewhere) is used as it is instead of being started here.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  ConfigError,
+  dataDir,
+  databaseUrl,
+  gitCaFile,
+  gitReposDir,
+  isLoopback,
+  loadConfig,
+  projectRoot,
+  type KumossConfig,
+} from '../shared/config';
+import { startEmbeddedDatabase } from './embedded/database';
+import { startGitHost } from './embedded/git-host';
+import { startObjectStore } from './embedded/object-store';
+import { assertPortFree, PortTakenError } from './embedded/ports';
+import { loadDevServerSpec, startDevServer } from './embedded/temporal-dev';
+
+const say = (msg: string): void => console.log(`[kumoss] ${msg}`);
+const stops: { name: string; stop: () => Promise<void> }[] = [];
+let stopping = false;
+
+async function shutdown(code: number): Promise<never> {
+  if (!stopping) {
+    stopping = true;
+    say('stopping…');
+    for (const s of [...stops].reverse()) {
+      try {
+        await s.stop();
+      } catch (err) {
+        say(`${s.name} did not stop cleanly: ${(err as Error).message}`);
+      }
+    }
+    say('stopped');
+  }
+  process.exit(code);
+}
+
+function spawnService(name: string, script: string, env: NodeJS.ProcessEnv, logDir: string): ChildProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', script], {
+    cwd: projectRoot,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const file = createWriteStream(join(logDir, `${name}.log`), { flags: 'a' });
+  for (const stream of [child.stdout, child.stderr]) {
+    stream?.on('data', (d: Buffer) => {
+      file.write(d);
+      for (const line of d.toString().split('\n')) if (line.trim()) console.log(`[${name}] ${line}`);
+    });
+  }
+  child.once('exit', (code, signal) => {
+    if (!stopping) {
+      say(`${name} exited unexpectedly (${signal ?? `code ${code}`}); see ${join(logDir, `${name}.log`)}`);
+      void shutdown(1);
+    }
+  });
+  stops.push({
+    name,
+    stop: () =>
+      new Promise<void>((resolveStop) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resolveStop();
+        child.once('exit', () => resolveStop());
+        child.kill('SIGTERM');
+        setTimeout(() => child.kill('SIGKILL'), 10_000).unref();
+      }),
+  });
+  return child;
+}
+
+async function waitForHealth(url: string, timeoutMs: number): Promise<unknown> {
+  const deadline = Date.now() + timeoutMs;
+  let last = '';
+  while (Date.now() < deadline) {
+    try {
+      const res = await fetch(url);
+      const body: unknown = await res.json();
+      if (res.ok) return body;
+      last = JSON.stringify(body);
+    } catch (err) {
+      last = (err as Error).message;
+    }
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  throw new Error(`API health did not turn ok in ${timeoutMs / 1000}s: ${last}`);
+}
+
+async function main(config: KumossConfig): Promise<void> {
+  const data = dataDir(config);
+  const logDir = join(data, 'logs');
+  mkdirSync(logDir, { recursive: true });
+  const spec = loadDevServerSpec();
+  const embeddedTemporal = isLoopback(config.temporal.address);
+  const storageUrl = new URL(config.storage.endpoint);
+  const embeddedStorage = isLoopback(config.storage.endpoint);
+  const embeddedDb = !config.database.url;
+
+  // Fail before starting anything when a port is taken.
+  if (embeddedTemporal) {
+    await assertPortFree(spec.port, 'Temporal frontend (temporal-dev.yaml port)');
+    await assertPortFree(spec.ui_port, 'Temporal Web UI (temporal-dev.yaml ui_port)');
+  }
+  if (embeddedStorage) await assertPortFree(Number(storageUrl.port), 'object store (storage.endpoint)');
+  if (embeddedDb) await assertPortFree(config.database.embedded_port, 'metadata store (database.embedded_port)');
+  await assertPortFree(config.git_host.port, 'git host (git_host.port)', config.git_host.host);
+  await assertPortFree(config.api.port, 'API (api.port)', config.api.host);
+
+  let uiUrl = config.temporal.ui_url;
+  if (embeddedTemporal) {
+    say(`starting Temporal dev server on ${spec.ip}:${spec.port} (history in ${join(data, spec.db_filename ?? '')})`);
+    const temporalLog = createWriteStream(join(logDir, 'temporal.log'), { flags: 'a' });
+    const server = await startDevServer(spec, { dataDir: data, onLog: (l) => temporalLog.write(`${l}\n`) });
+    server.process.once('exit', (code) => {
+      if (!stopping) {
+        say(`Temporal dev server exited unexpectedly (code ${code}); see ${join(logDir, 'temporal.log')}`);
+        void shutdown(1);
+      }
+    });
+    stops.push({ name: 'temporal', stop: () => server.stop() });
+    uiUrl = server.uiUrl;
+  }
+  if (embeddedStorage) {
+    const store = await startObjectStore({
+      directory: join(data, 's3'),
+      bucket: config.storage.bucket,
+      host: storageUrl.hostname,
+      port: Number(storageUrl.port),
+    });
+    stops.push({ name: 'object store', stop: () => store.close() });
+    say(`object store (s3rver) on ${store.endpoint}, bucket ${config.storage.bucket}`);
+  }
+  if (embeddedDb) {
+    const db = await startEmbeddedDatabase({ dataDir: join(data, 'pgdata'), port: config.database.embedded_port });
+    stops.push({ name: 'database', stop: () => db.close() });
+    say(`metadata store (PGlite) on 127.0.0.1:${db.port}`);
+  }
+  const gitHost = await startGitHost({
+    reposDir: gitReposDir(config),
+    certsDir: join(data, 'certs'),
+    host: config.git_host.host,
+    port: config.git_host.port,
+    log: (m) => say(`git host: ${m}`),
+  });
+  stops.push({ name: 'git host', stop: () => gitHost.close() });
+  say(`git host on ${gitHost.url}, serving bare repositories under ${gitHost.reposDir}`);
+
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    GIT_SSL_CAINFO: gitCaFile(config),
+    DATABASE_URL: databaseUrl(config),
+  };
+  spawnService('worker', 'worker/main.ts', env, logDir);
+  spawnService('api', 'api/main.ts', env, logDir);
+  const apiUrl = `http://${config.api.host}:${config.api.port}`;
+  const health = await waitForHealth(`${apiUrl}/health`, 120_000);
+  say('all components up:');
+  for (const c of (health as { components: { name: string; detail: string }[] }).components) {
+    say(`  ${c.name.padEnd(12)} ${c.detail}`);
+  }
+  say(`Temporal Web UI  ${uiUrl}`);
+  say(`API              ${apiUrl}  (health: ${apiUrl}/health)`);
+  say(`git host         ${gitHost.url}  (CA: ${gitHost.caPath})`);
+  say('press Ctrl-C to stop');
+}
+
+process.once('SIGINT', () => void shutdown(0));
+process.once('SIGTERM', () => void shutdown(0));
+let config: KumossConfig;
+try {
+  config = loadConfig();
+} catch (err) {
+  console.error(`[kumoss] ${err instanceof ConfigError ? err.message : String(err)}`);
+  process.exit(2);
+}
+main(config).catch(async (err: unknown) => {
+  console.error(`[kumoss] cannot start: ${err instanceof PortTakenError ? err.message : String(err)}`);
+  await shutdown(1);
+});

@@ -1,0 +1,198 @@
+// The one list of external tools Kumoss needs, with pinned versions and where they live.
+// Plain ESM JavaScript on purpose: `npm start` / `npm test` run setup before node_modules exist.
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const projectRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+/** Cache root, outside the clone, shared by every clone on the machine. */
+export function cacheDir() {
+  if (process.env.KUMOSS_CACHE_DIR) return process.env.KUMOSS_CACHE_DIR;
+  const base = process.env.XDG_CACHE_HOME || join(homedir(), '.cache');
+  return join(base, 'kumoss');
+}
+
+export function toolsDir() {
+  return join(cacheDir(), 'tools');
+}
+
+/**
+ * Go-built tools, installed with `go install module@ref` into a directory keyed by version.
+ * @typedef {{ name: string, version: string, module: string, ref: string, bin: string,
+ *   versionArgs: string[], versionMatch: RegExp, envOverride: string, optional?: boolean,
+ *   ldflags?: string, provider?: { namespace: string, type: string }, source?: string }} GoTool
+ * @type {GoTool[]}
+ */
+export const GO_TOOLS = [
+  {
+    name: 'temporal',
+    version: '1.5.1',
+    module: 'github.com/temporalio/cli/cmd/temporal',
+    ref: 'v1.5.1',
+    bin: 'temporal',
+    versionArgs: ['--version'],
+    versionMatch: /^temporal version 1\.5\.1\b/,
+    envOverride: 'KUMOSS_TEMPORAL_BIN',
+    // As the CLI's release build stamps it; a plain `go install` would report 0.0.0-DEV.
+    ldflags: '-s -w -X github.com/temporalio/cli/temporalcli.Version=1.5.1',
+  },
+  {
+    name: 'terraform',
+    version: '1.5.7',
+    module: 'github.com/hashicorp/terraform',
+    ref: 'v1.5.7',
+    bin: 'terraform',
+    versionArgs: ['version'],
+    versionMatch: /Terraform v1\.5\.7\b/,
+    envOverride: 'KUMOSS_TERRAFORM_BIN',
+  },
+  {
+    name: 'tofu',
+    version: '1.6.3',
+    module: 'github.com/opentofu/opentofu/cmd/tofu',
+    ref: 'v1.6.3',
+    bin: 'tofu',
+    versionArgs: ['version'],
+    versionMatch: /OpenTofu v1\.6\.3\b/,
+    envOverride: 'KUMOSS_TOFU_BIN',
+    optional: true,
+  },
+  {
+    name: 'provider-rest',
+    version: '0.1.0',
+    // Our own provider for the drift test bed (test/support/provider-rest), built from source:
+    // the restapi provider and its fakeserver are not served by the Go module proxy here.
+    module: '',
+    ref: '',
+    source: 'test/support/provider-rest',
+    bin: 'terraform-provider-rest',
+    versionArgs: [],
+    versionMatch: /plugin/i,
+    envOverride: 'KUMOSS_PROVIDER_REST_BIN',
+    provider: { namespace: 'kumoss', type: 'rest' },
+  },
+  {
+    name: 'provider-local',
+    version: '1.4.0',
+    // v2.x is not served by the Go module proxy here; v1.4.0 is, under its historical path.
+    module: 'github.com/terraform-providers/terraform-provider-local',
+    ref: 'v1.4.0',
+    bin: 'terraform-provider-local',
+    versionArgs: [],
+    versionMatch: /plugin/i,
+    envOverride: 'KUMOSS_PROVIDER_LOCAL_BIN',
+    provider: { namespace: 'hashicorp', type: 'local' },
+  },
+  {
+    name: 'provider-time',
+    version: '0.14.2',
+    module: 'github.com/hashicorp/terraform-provider-time',
+    ref: 'v0.14.2',
+    bin: 'terraform-provider-time',
+    versionArgs: [],
+    versionMatch: /plugin/i,
+    envOverride: 'KUMOSS_PROVIDER_TIME_BIN',
+    provider: { namespace: 'hashicorp', type: 'time' },
+  },
+];
+
+/** Registry hosts the filesystem mirror answers for: one per engine. */
+export const PROVIDER_HOSTS = ['registry.terraform.io', 'registry.opentofu.org'];
+
+/** Content hash of a tool built from this repository's source (its cache key with the version). */
+/** @param {string} relDir */
+export function sourceHash(relDir) {
+  const dir = join(projectRoot, relDir);
+  const hash = createHash('sha256');
+  for (const name of readdirSync(dir).sort()) {
+    if (!/\.go$|^go\.(mod|sum)$/.test(name)) continue;
+    hash.update(name).update('\0').update(readFileSync(join(dir, name))).update('\0');
+  }
+  return hash.digest('hex').slice(0, 12);
+}
+
+/** @param {GoTool} tool */
+export function toolInstallDir(tool) {
+  const key = tool.source ? `${tool.version}-${sourceHash(tool.source)}` : tool.version;
+  return join(toolsDir(), `${tool.name}-${key}`);
+}
+
+/** Path of a tool's binary: the env override, else the cached build. @param {string} name */
+export function toolPath(name) {
+  const tool = GO_TOOLS.find((t) => t.name === name);
+  if (!tool) throw new Error(`unknown tool ${name}`);
+  const override = process.env[tool.envOverride];
+  if (override) return override;
+  return join(toolInstallDir(tool), tool.bin);
+}
+
+export function providerMirrorDir() {
+  return join(toolsDir(), 'provider-mirror');
+}
+
+/** CLI config file that points terraform/tofu at the mirror and nowhere else. */
+export function cliConfigPath() {
+  return join(toolsDir(), 'kumoss.tfrc');
+}
+
+export function cliConfigText() {
+  const include = PROVIDER_HOSTS.map((h) => `"${h}/*/*"`).join(', ');
+  return [
+    '# Written by Kumoss setup: providers come only from the local filesystem mirror.',
+    'provider_installation {',
+    '  filesystem_mirror {',
+    `    path    = "${providerMirrorDir()}"`,
+    `    include = [${include}]`,
+    '  }',
+    '}',
+    '',
+  ].join('\n');
+}
+
+/** @param {GoTool} tool @param {string} host */
+export function providerMirrorBinary(tool, host) {
+  if (!tool.provider) throw new Error(`${tool.name} is not a provider`);
+  return join(
+    providerMirrorDir(),
+    host,
+    tool.provider.namespace,
+    tool.provider.type,
+    tool.version,
+    'linux_amd64',
+    `terraform-provider-${tool.provider.type}_v${tool.version}`,
+  );
+}
+
+/**
+ * Runs a tool's version command and says whether its version fits.
+ * Providers print a plugin banner and exit non-zero when run by hand, so their output is read
+ * regardless of the exit code.
+ * @param {GoTool} tool @param {string} path
+ */
+export function probeTool(tool, path) {
+  if (!existsSync(path)) return { ok: false, detail: 'missing' };
+  try {
+    let out = '';
+    try {
+      out = execFileSync(path, tool.versionArgs, {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'pipe'],
+        timeout: 15000,
+        env: { ...process.env, CHECKPOINT_DISABLE: '1', TF_CLI_CONFIG_FILE: cliConfigPath() },
+      });
+    } catch (err) {
+      const e = /** @type {{ stdout?: string, stderr?: string }} */ (err);
+      out = `${e.stdout ?? ''}${e.stderr ?? ''}`;
+    }
+    const firstLine = out.trim().split('\n')[0] ?? '';
+    return tool.versionMatch.test(out)
+      ? { ok: true, detail: firstLine }
+      : { ok: false, detail: `unexpected version output: ${firstLine}` };
+  } catch (err) {
+    return { ok: false, detail: String(err) };
+  }
+}

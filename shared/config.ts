@@ -1,0 +1,164 @@
+// Configuration: one YAML file plus environment overrides, validated with zod at start-up.
+// Node-only (reads files); workflows receive the values they need in their input instead.
+import { readFileSync } from 'node:fs';
+import { isAbsolute, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+
+export const projectRoot = resolve(fileURLToPath(new URL('..', import.meta.url)));
+
+const port = z.number().int().min(0).max(65535);
+
+export const configSchema = z.object({
+  data_dir: z.string().min(1).default('.kumoss'),
+  temporal: z.object({
+    address: z.string().min(1).default('127.0.0.1:7233'),
+    namespace: z.string().min(1).default('default'),
+    task_queue: z.string().min(1).default('kumoss'),
+    ui_url: z.string().url().default('http://127.0.0.1:8233'),
+  }),
+  engine: z.object({
+    binary: z.enum(['terraform', 'tofu']).default('terraform'),
+    timeout_seconds: z.number().int().positive().default(1800),
+  }),
+  api: z.object({
+    host: z.string().min(1).default('127.0.0.1'),
+    port: port.default(8787),
+  }),
+  storage: z.object({
+    endpoint: z.string().url().default('http://127.0.0.1:4568'),
+    bucket: z.string().min(3).default('kumoss'),
+    region: z.string().min(1).default('us-east-1'),
+    presign_ttl_seconds: z.number().int().positive().max(604800).default(900),
+  }),
+  database: z.object({
+    url: z.string().default(''),
+    embedded_port: port.default(5433),
+  }),
+  git_host: z.object({
+    host: z.string().min(1).default('127.0.0.1'),
+    port: port.default(8443),
+    repos_dir: z.string().min(1).default('git'),
+  }),
+  orchestration: z.object({
+    max_drift_reports: z.number().int().min(1).max(20).default(3),
+    drift_group_operations: z.number().int().min(1).max(100).default(8),
+    max_session_events_iteration: z.number().int().min(1).default(2400),
+  }),
+  services: z.object({
+    authz: z.object({
+      enabled: z.boolean().default(false),
+      url: z.string().default(''),
+    }),
+  }),
+});
+
+export type KumossConfig = z.infer<typeof configSchema>;
+
+/** Environment variables that override a config key; numbers and booleans are parsed. */
+export const ENV_OVERRIDES: Record<string, string> = {
+  KUMOSS_DATA_DIR: 'data_dir',
+  TEMPORAL_ADDRESS: 'temporal.address',
+  TEMPORAL_NAMESPACE: 'temporal.namespace',
+  KUMOSS_TASK_QUEUE: 'temporal.task_queue',
+  KUMOSS_TEMPORAL_UI_URL: 'temporal.ui_url',
+  KUMOSS_ENGINE: 'engine.binary',
+  KUMOSS_API_HOST: 'api.host',
+  KUMOSS_API_PORT: 'api.port',
+  S3_ENDPOINT: 'storage.endpoint',
+  S3_BUCKET: 'storage.bucket',
+  AWS_REGION: 'storage.region',
+  DATABASE_URL: 'database.url',
+  KUMOSS_DB_PORT: 'database.embedded_port',
+  KUMOSS_GIT_HOST_PORT: 'git_host.port',
+  KUMOSS_GIT_REPOS_DIR: 'git_host.repos_dir',
+  KUMOSS_MAX_DRIFT_REPORTS: 'orchestration.max_drift_reports',
+  KUMOSS_DRIFT_GROUP_OPERATIONS: 'orchestration.drift_group_operations',
+  KUMOSS_MAX_SESSION_EVENTS_ITERATION: 'orchestration.max_session_events_iteration',
+  KUMOSS_AUTHZ_ENABLED: 'services.authz.enabled',
+  KUMOSS_AUTHZ_URL: 'services.authz.url',
+};
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+function coerce(raw: string): unknown {
+  if (raw === 'true') return true;
+  if (raw === 'false') return false;
+  if (/^-?\d+$/.test(raw)) return Number(raw);
+  return raw;
+}
+
+function setPath(target: Record<string, unknown>, path: string, value: unknown): void {
+  const keys = path.split('.');
+  let node = target;
+  for (const key of keys.slice(0, -1)) {
+    const next = node[key];
+    if (typeof next !== 'object' || next === null) node[key] = {};
+    node = node[key] as Record<string, unknown>;
+  }
+  node[keys[keys.length - 1] as string] = value;
+}
+
+/**
+ * Loads the YAML file (KUMOSS_CONFIG, default kumoss.yaml in the project root), applies the
+ * environment overrides and validates the result. Throws ConfigError with every problem named.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): KumossConfig {
+  const file = env.KUMOSS_CONFIG ?? join(projectRoot, 'kumoss.yaml');
+  let raw: unknown;
+  try {
+    raw = parseYaml(readFileSync(file, 'utf8')) ?? {};
+  } catch (err) {
+    throw new ConfigError(`cannot read config file ${file}: ${(err as Error).message}`);
+  }
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    throw new ConfigError(`config file ${file} must hold a YAML mapping`);
+  }
+  const merged = structuredClone(raw) as Record<string, unknown>;
+  for (const key of ['temporal', 'engine', 'api', 'storage', 'database', 'git_host', 'orchestration']) {
+    merged[key] ??= {};
+  }
+  merged.services ??= {};
+  (merged.services as Record<string, unknown>).authz ??= {};
+  for (const [name, path] of Object.entries(ENV_OVERRIDES)) {
+    const value = env[name];
+    if (value !== undefined && value !== '') setPath(merged, path, coerce(value));
+  }
+  const parsed = configSchema.safeParse(merged);
+  if (!parsed.success) {
+    const problems = parsed.error.issues
+      .map((i) => `  ${i.path.join('.') || '(root)'}: ${i.message}`)
+      .join('\n');
+    throw new ConfigError(`invalid configuration (${file} plus environment overrides):\n${problems}`);
+  }
+  return parsed.data;
+}
+
+/** Absolute data directory (relative paths are taken from the project root). */
+export function dataDir(config: KumossConfig): string {
+  return isAbsolute(config.data_dir) ? config.data_dir : join(projectRoot, config.data_dir);
+}
+
+export function gitReposDir(config: KumossConfig): string {
+  const dir = config.git_host.repos_dir;
+  return isAbsolute(dir) ? dir : join(dataDir(config), dir);
+}
+
+/** CA bundle the worker's git and the API trust for the git host. */
+export function gitCaFile(config: KumossConfig, env: NodeJS.ProcessEnv = process.env): string {
+  return env.GIT_SSL_CAINFO ?? join(dataDir(config), 'certs', 'ca.pem');
+}
+
+/** DATABASE_URL, or the embedded engine the launcher serves on loopback. */
+export function databaseUrl(config: KumossConfig): string {
+  return config.database.url || `postgres://postgres@127.0.0.1:${config.database.embedded_port}/postgres`;
+}
+
+/** True when an address or URL points at this machine's loopback (an embedded component). */
+export function isLoopback(addressOrUrl: string): boolean {
+  const host = addressOrUrl.includes('://') ? new URL(addressOrUrl).hostname : addressOrUrl.split(':')[0];
+  return host === '127.0.0.1' || host === 'localhost' || host === '[::1]' || host === '::1';
+}

@@ -1,0 +1,62 @@
+// The metadata store: PostgreSQL through `pg` + Kysely. DATABASE_URL selects a real server; by
+// default the embedded PGlite engine that the launcher serves on loopback.
+import { Kysely, PostgresDialect, sql, type Generated } from 'kysely';
+import pg from 'pg';
+import { migrations } from './migrations';
+
+export interface OrganizationsTable {
+  organization_uuid: string;
+  name: string;
+  created_at: Generated<Date>;
+}
+
+export interface UsersTable {
+  user_uuid: string;
+  name: string;
+  role: 'developer' | 'devops' | 'admin';
+  organization_uuid: string;
+  token_sha256: string;
+  created_at: Generated<Date>;
+}
+
+export interface MigrationsTable {
+  id: string;
+  applied_at: Generated<Date>;
+}
+
+export interface Database {
+  organizations: OrganizationsTable;
+  users: UsersTable;
+  kumoss_migrations: MigrationsTable;
+}
+
+export type Db = Kysely<Database>;
+
+export function createDb(url: string, opts: { max?: number } = {}): Db {
+  const pool = new pg.Pool({ connectionString: url, max: opts.max ?? 4, connectionTimeoutMillis: 10_000 });
+  return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+}
+
+/** Applies the migrations not applied yet, in order, each in its own transaction. */
+export async function migrate(db: Db): Promise<string[]> {
+  await sql`create table if not exists kumoss_migrations (
+    id text primary key,
+    applied_at timestamptz not null default now()
+  )`.execute(db);
+  const done = new Set((await db.selectFrom('kumoss_migrations').select('id').execute()).map((r) => r.id));
+  const applied: string[] = [];
+  for (const m of migrations) {
+    if (done.has(m.id)) continue;
+    await db.transaction().execute(async (trx) => {
+      await m.up(trx);
+      await trx.insertInto('kumoss_migrations').values({ id: m.id }).execute();
+    });
+    applied.push(m.id);
+  }
+  return applied;
+}
+
+export async function ping(db: Db): Promise<string> {
+  const r = await sql<{ version: string }>`select version() as version`.execute(db);
+  return r.rows[0]?.version ?? 'unknown';
+}

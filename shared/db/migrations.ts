@@ -1,0 +1,29 @@
+// Schema migrations, applied in order by migrate(); never edit one that has shipped, add another.
+import { sql, type Kysely } from 'kysely';
+
+export interface Migration {
+  id: string;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- migrations run before the typed schema exists
+  up(db: Kysely<any>): Promise<void>;
+}
+
+export const migrations: Migration[] = [
+  {
+    id: '0001_organizations_and_users',
+    async up(db) {
+      await sql`create table organizations (
+        organization_uuid uuid primary key,
+        name text not null unique,
+        created_at timestamptz not null default now()
+      )`.execute(db);
+      await sql`create table users (
+        user_uuid uuid primary key,
+        name text not null unique,
+        role text not null check (role in ('developer', 'devops', 'admin')),
+        organization_uuid uuid not null references organizations(organization_uuid),
+        token_sha256 text not null unique,
+        created_at timestamptz not null default now()
+      )`.execute(db);
+    },
+  },
+];

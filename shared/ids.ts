@@ -1,0 +1,11 @@
+// ID and key helpers. Sandbox-safe (workflows use them).
+
+/** Artifact keys of a round: sessions/<session>/rounds/<round>/<name>. */
+export function roundArtifactKey(sessionId: string, roundId: string, name: string): string {
+  return `sessions/${sessionId}/rounds/${roundId}/${name}`;
+}
+
+/** Workflow id of a one-off drift detection (probe) on a repository. */
+export function detectDriftWorkflowId(probeId: string): string {
+  return `drift-detect:${probeId}`;
+}

@@ -1,0 +1,81 @@
+// Proof (c): clone over HTTPS from the local git host, commit on a branch, push, see the branch.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { gitClient, stack } from '../support/stack';
+
+describe('git over HTTPS on the embedded git host', () => {
+  const dirs: string[] = [];
+  afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+  const tmp = () => {
+    const d = mkdtempSync(join(tmpdir(), 'kumoss-git-'));
+    dirs.push(d);
+    return d;
+  };
+
+  async function seedRepository(name: string): Promise<string> {
+    const git = gitClient();
+    const src = tmp();
+    const run = (...args: string[]) => execFileSync('git', args, { cwd: src, env: git.env(), stdio: 'pipe' });
+    run('init', '--quiet', '--initial-branch=main');
+    writeFileSync(join(src, 'main.tf'), 'terraform {}\n');
+    run('add', '--all');
+    run('commit', '--quiet', '-m', 'initial');
+    const url = `${stack().gitHostUrl}/${name}.git`;
+    run('push', '--quiet', url, 'main'); // the first push creates the repository on the host
+    return url;
+  }
+
+  it('clones, commits on a session branch, pushes, and the host has the branch', async () => {
+    const url = await seedRepository(`team/git-proof-${Date.now()}`);
+    const git = gitClient();
+    const dir = join(tmp(), 'checkout');
+    await git.checkout({ url, dir, branch: 'kumoss/session-1' });
+    writeFileSync(join(dir, 'main.tf'), 'terraform {}\n# remediated\n');
+    const first = await git.commitAll(dir, 'Remediate drift');
+    expect(first.created).toBe(true);
+    await git.push(dir, 'kumoss/session-1');
+
+    const branches = await git.remoteBranches(url);
+    expect(branches.get('kumoss/session-1')).toBe(first.sha);
+    expect(branches.has('main')).toBe(true);
+    // And the bare repository on disk has it too.
+    const bare = join(stack().gitReposDir, new URL(url).pathname.slice(1));
+    const sha = execFileSync('git', ['rev-parse', 'refs/heads/kumoss/session-1'], { cwd: bare }).toString().trim();
+    expect(sha).toBe(first.sha);
+  });
+
+  it('makes a repeated commit and push no-ops (idempotent activities)', async () => {
+    const url = await seedRepository(`idempotent-${Date.now()}`);
+    const git = gitClient();
+    const dir = join(tmp(), 'checkout');
+    await git.checkout({ url, dir, branch: 'kumoss/s2' });
+    writeFileSync(join(dir, 'extra.tf'), '# change\n');
+    const a = await git.commitAll(dir, 'change');
+    const b = await git.commitAll(dir, 'change');
+    expect(b).toEqual({ sha: a.sha, created: false });
+    await git.push(dir, 'kumoss/s2');
+    await git.push(dir, 'kumoss/s2');
+    expect((await git.remoteBranches(url)).get('kumoss/s2')).toBe(a.sha);
+  });
+
+  it('continues an existing session branch on a later checkout', async () => {
+    const url = await seedRepository(`continue-${Date.now()}`);
+    const git = gitClient();
+    const d1 = join(tmp(), 'c1');
+    await git.checkout({ url, dir: d1, branch: 'kumoss/s3' });
+    writeFileSync(join(d1, 'a.tf'), '# a\n');
+    const a = await git.commitAll(d1, 'a');
+    await git.push(d1, 'kumoss/s3');
+    const d2 = join(tmp(), 'c2');
+    await git.checkout({ url, dir: d2, branch: 'kumoss/s3' });
+    const head = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: d2 }).toString().trim();
+    expect(head).toBe(a.sha);
+  });
+
+  it('refuses to clone a repository that does not exist', async () => {
+    await expect(gitClient().remoteBranches(`${stack().gitHostUrl}/missing-${Date.now()}.git`)).rejects.toThrow();
+  });
+});

@@ -1,0 +1,69 @@
+// What a test file needs from the run's stack: clients, a worker on its own task queue.
+import { randomUUID } from 'node:crypto';
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection, type Worker } from '@temporalio/worker';
+import { inject } from 'vitest';
+import { createActivities, type Activities } from '../../activities';
+import { ArtifactStore, createS3Client } from '../../activities/artifacts';
+import { GitClient } from '../../activities/git';
+import { cliConfigPath, toolPath } from '../../scripts/tools.mjs';
+import { createWorker } from '../../worker/worker';
+import type { TestStack } from './global-setup';
+
+export function stack(): TestStack {
+  return inject('stack');
+}
+
+export function artifactStore(): ArtifactStore {
+  const s = stack();
+  return new ArtifactStore(createS3Client({ endpoint: s.s3Endpoint, bucket: s.bucket, region: 'us-east-1' }), s.bucket);
+}
+
+export function gitClient(token?: string): GitClient {
+  return new GitClient({ caFile: stack().gitCaFile, token });
+}
+
+export function engineDeps() {
+  const kind = (process.env.KUMOSS_ENGINE === 'tofu' ? 'tofu' : 'terraform') as 'terraform' | 'tofu';
+  return { kind, binary: toolPath(kind), cliConfigFile: cliConfigPath(), timeoutMs: 10 * 60 * 1000 };
+}
+
+export function testActivities(): Activities {
+  return createActivities({ engine: engineDeps(), git: gitClient(), artifacts: artifactStore() });
+}
+
+export interface TemporalHarness {
+  client: Client;
+  taskQueue: string;
+  worker: Worker;
+  /** Stops the worker (it runs from creation until then) and closes the connections. */
+  close(): Promise<void>;
+}
+
+/** A worker on a task queue of its own (unique per test file) and a client, on the run's server. */
+export async function temporalHarness(name: string, activities: Activities = testActivities()): Promise<TemporalHarness> {
+  const s = stack();
+  const taskQueue = `test-${name}-${randomUUID().slice(0, 8)}`;
+  const nativeConnection = await NativeConnection.connect({ address: s.temporalAddress });
+  const connection = await Connection.connect({ address: s.temporalAddress });
+  const client = new Client({ connection, namespace: s.namespace });
+  const worker = await createWorker({
+    connection: nativeConnection,
+    namespace: s.namespace,
+    taskQueue,
+    activities,
+    workflowBundlePath: s.workflowBundlePath,
+  });
+  const running = worker.run();
+  return {
+    client,
+    taskQueue,
+    worker,
+    async close() {
+      worker.shutdown();
+      await running;
+      await connection.close();
+      await nativeConnection.close();
+    },
+  };
+}

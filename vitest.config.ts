@@ -1,0 +1,14 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    // Native addons (Temporal's core bridge) misbehave in worker threads.
+    pool: 'forks',
+    globalSetup: ['test/support/global-setup.ts'],
+    include: ['test/**/*.test.ts'],
+    testTimeout: 180_000,
+    hookTimeout: 300_000,
+    fileParallelism: true,
+    maxWorkers: 2,
+  },
+});

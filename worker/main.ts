@@ -1,0 +1,23 @@
+// The worker process: every workflow and activity on the configured task queue.
+import { NativeConnection } from '@temporalio/worker';
+import { loadConfig } from '../shared/config';
+import { logger } from '../shared/logger';
+import { buildActivities } from './deps';
+import { createWorker } from './worker';
+
+const config = loadConfig();
+const log = logger.child({ component: 'worker' });
+const connection = await NativeConnection.connect({ address: config.temporal.address });
+const { activities, artifacts } = buildActivities(config);
+await artifacts.ensureBucket();
+const worker = await createWorker({
+  connection,
+  namespace: config.temporal.namespace,
+  taskQueue: config.temporal.task_queue,
+  activities,
+});
+log.info({ taskQueue: config.temporal.task_queue, address: config.temporal.address }, 'worker started');
+for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => worker.shutdown());
+await worker.run();
+await connection.close();
+log.info('worker stopped');

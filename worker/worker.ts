@@ -1,0 +1,28 @@
+// Builds a worker from its parts; main.ts wires the real clients, tests wire theirs.
+import { fileURLToPath } from 'node:url';
+import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import type { Activities } from '../activities';
+
+export const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+
+export interface CreateWorkerOptions {
+  connection: NativeConnection;
+  namespace: string;
+  taskQueue: string;
+  activities: Activities;
+  /** A prebuilt bundle (tests build one per run); default: bundle workflows/ at start. */
+  workflowBundlePath?: string;
+  identity?: string;
+}
+
+export async function createWorker(opts: CreateWorkerOptions): Promise<Worker> {
+  const options: WorkerOptions = {
+    connection: opts.connection,
+    namespace: opts.namespace,
+    taskQueue: opts.taskQueue,
+    activities: opts.activities,
+    ...(opts.identity ? { identity: opts.identity } : {}),
+    ...(opts.workflowBundlePath ? { workflowBundle: { codePath: opts.workflowBundlePath } } : { workflowsPath }),
+  };
+  return Worker.create(options);
+}

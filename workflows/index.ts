@@ -1,0 +1,2 @@
+// Every workflow type the worker registers (the worker's workflowsPath).
+export { detectDrift } from './detect-drift';
