@@ -15,12 +15,13 @@ export default tseslint.config(
       parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
     },
     plugins: { 'import-x': importX },
+    settings: { 'import-x/ignore': ['node_modules'], 'import-x/extensions': ['.ts', '.js', '.mjs'] },
     rules: {
       '@typescript-eslint/no-floating-promises': 'error',
       '@typescript-eslint/consistent-type-imports': 'error',
       '@typescript-eslint/no-explicit-any': 'error',
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
-      'import-x/no-cycle': 'error',
+      'import-x/no-cycle': ['error', { ignoreExternal: true }],
     },
   },
   {
@@ -40,7 +41,14 @@ export default tseslint.config(
       'no-console': 'error',
       'no-restricted-imports': [
         'error',
-        { patterns: [{ group: ['node:*', 'fs', 'path', 'child_process', 'crypto', 'os'], message: 'Workflows must stay sandbox-safe.' }] },
+        {
+          patterns: [
+            {
+              group: ['node:*', 'fs', 'path', 'child_process', 'crypto', 'os'],
+              message: 'Workflows must stay sandbox-safe.',
+            },
+          ],
+        },
       ],
     },
   },

@@ -55,7 +55,9 @@ export class ArtifactStore {
   }
 
   async putText(key: string, body: string, contentType = 'text/plain; charset=utf-8'): Promise<ArtifactRef> {
-    await this.s3.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body, ContentType: contentType }));
+    await this.s3.send(
+      new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body, ContentType: contentType }),
+    );
     return { key, bytes: Buffer.byteLength(body), contentType };
   }
 

@@ -52,7 +52,11 @@ function hooks() {
 /** Translates engine failures: permanent ones must not be retried. */
 export function toActivityFailure(err: unknown): unknown {
   if (err instanceof EngineError && err.permanent) {
-    return ApplicationFailure.nonRetryable(err.message, ErrorTypes.EngineConfiguration, err.output.slice(0, 4000));
+    return ApplicationFailure.nonRetryable(
+      err.message,
+      ErrorTypes.EngineConfiguration,
+      err.output.slice(0, 4000),
+    );
   }
   return err;
 }

@@ -113,13 +113,18 @@ export class EngineClient {
         timeoutMs: this.opts.timeoutMs ?? 30 * 60 * 1000,
         signal: hooks.signal,
         stdoutFile,
-        onHeartbeat: (ms) => hooks.heartbeat?.(`${this.opts.kind} ${verb} running for ${Math.round(ms / 1000)}s`),
+        onHeartbeat: (ms) =>
+          hooks.heartbeat?.(`${this.opts.kind} ${verb} running for ${Math.round(ms / 1000)}s`),
       });
       this.calls.push({ args, exitCode: r.exitCode, durationMs: r.durationMs });
       return r;
     } catch (err) {
       if (err instanceof ProcessError && err.reason === 'spawn') {
-        throw new EngineError(`${this.opts.kind} is not runnable at ${this.opts.binary}: ${err.message}`, true, '');
+        throw new EngineError(
+          `${this.opts.kind} is not runnable at ${this.opts.binary}: ${err.message}`,
+          true,
+          '',
+        );
       }
       throw err;
     }
@@ -128,7 +133,11 @@ export class EngineClient {
   private fail(verb: string, r: RunResult): never {
     const output = `${r.stderr}\n${r.stdout}`.trim();
     const firstError = /Error: .*/.exec(output)?.[0] ?? `exit code ${r.exitCode}`;
-    throw new EngineError(`${this.opts.kind} ${verb} failed: ${firstError}`, isPermanentEngineFailure(output), output);
+    throw new EngineError(
+      `${this.opts.kind} ${verb} failed: ${firstError}`,
+      isPermanentEngineFailure(output),
+      output,
+    );
   }
 
   async init(hooks: CallHooks = {}): Promise<string> {
@@ -161,12 +170,24 @@ export class EngineClient {
   }
 
   async validate(hooks: CallHooks = {}): Promise<{ valid: boolean; output: string; reinitialized: boolean }> {
-    const { r, reinitialized } = await this.withReinit('validate', ['validate', '-no-color'], (c) => c === 0, hooks);
+    const { r, reinitialized } = await this.withReinit(
+      'validate',
+      ['validate', '-no-color'],
+      (c) => c === 0,
+      hooks,
+    );
     return { valid: true, output: r.stdout, reinitialized };
   }
 
   async plan(opts: { out: string; targets?: string[] }, hooks: CallHooks = {}): Promise<PlanResult> {
-    const args = ['plan', '-input=false', '-no-color', '-lock-timeout=60s', '-detailed-exitcode', `-out=${opts.out}`];
+    const args = [
+      'plan',
+      '-input=false',
+      '-no-color',
+      '-lock-timeout=60s',
+      '-detailed-exitcode',
+      `-out=${opts.out}`,
+    ];
     for (const t of opts.targets ?? []) args.push(`-target=${t}`);
     const { r, reinitialized } = await this.withReinit('plan', args, (c) => c === 0 || c === 2, hooks);
     return { planFile: opts.out, hasChanges: r.exitCode === 2, output: r.stdout, reinitialized };

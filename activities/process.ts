@@ -131,7 +131,9 @@ export function runProcess(command: string, args: string[], opts: RunOptions = {
       cleanup();
       const r = result(code ?? (signal ? 128 : -1));
       if (reason === 'timeout') {
-        reject(new ProcessError(`${command} ${args[0] ?? ''} timed out after ${opts.timeoutMs} ms`, r, 'timeout'));
+        reject(
+          new ProcessError(`${command} ${args[0] ?? ''} timed out after ${opts.timeoutMs} ms`, r, 'timeout'),
+        );
       } else if (reason === 'cancelled') {
         reject(new ProcessError(`${command} ${args[0] ?? ''} was cancelled`, r, 'cancelled'));
       } else resolve(r);

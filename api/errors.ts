@@ -25,7 +25,8 @@ export function errorHandler(log: (err: unknown) => void): ErrorRequestHandler {
     const e = err as { status?: unknown; type?: unknown; message?: unknown };
     if (typeof e.status === 'number' && e.status >= 400 && e.status < 500) {
       const code = typeof e.type === 'string' ? e.type.replace(/\./g, '_') : 'bad_request';
-      res.status(e.status).json({ error: { code, message: String(e.message ?? 'Bad request') } });
+      const message = typeof e.message === 'string' ? e.message : 'Bad request';
+      res.status(e.status).json({ error: { code, message } });
       return;
     }
     log(err);

@@ -1,12 +1,13 @@
 // The API process.
 import { Connection } from '@temporalio/client';
 import { ArtifactStore, createS3Client } from '../activities/artifacts';
-import { databaseUrl, gitCaFile, loadConfig } from '../shared/config';
+import { databaseUrl, gitTrustBundle, loadConfig } from '../shared/config';
 import { createDb, migrate } from '../shared/db';
-import { logger } from '../shared/logger';
+import { logger, quietKnownWarnings } from '../shared/logger';
 import { createApp } from './app';
 import { databaseCheck, gitHostCheck, storageCheck, temporalCheck } from './checks';
 
+quietKnownWarnings();
 const config = loadConfig();
 const log = logger.child({ component: 'api' });
 const db = createDb(databaseUrl(config));
@@ -18,10 +19,7 @@ const app = createApp({
     temporalCheck(connection, config.temporal.namespace),
     storageCheck(artifacts),
     databaseCheck(db),
-    gitHostCheck(
-      `https://${config.git_host.host}:${config.git_host.port}`,
-      gitCaFile(config),
-    ),
+    gitHostCheck(`https://${config.git_host.host}:${config.git_host.port}`, gitTrustBundle(config)),
   ],
   log: (err) => log.error({ err }, 'unhandled error'),
 });

@@ -164,10 +164,6 @@ function ensureGoTool(tool) {
   if (r.status !== 0) {
     process.stderr.write(r.stderr ?? '');
     rmSync(staging, { recursive: true, force: true });
-    if (tool.optional) {
-      log(`${tool.name} ${tool.version} did not build; it is optional, continuing without it`);
-      return;
-    }
     fail(`${what} failed`);
   }
   rmSync(dir, { recursive: true, force: true });
@@ -209,14 +205,11 @@ function ensureSystemTools() {
   }
 }
 
-/** @param {import('./tools.mjs').GoTool} tool */
-const wanted = (tool) => !tool.optional || process.env.KUMOSS_ENGINE === tool.name || process.env.KUMOSS_BUILD_OPTIONAL === '1';
-
 withLock(() => {
   ensureSystemTools();
   ensureNodeModules();
   mkdirSync(toolsDir(), { recursive: true });
-  for (const tool of GO_TOOLS.filter(wanted)) ensureGoTool(tool);
+  for (const tool of GO_TOOLS) ensureGoTool(tool);
   ensureProviderMirror();
 });
 if (!quiet) log(`ready in ${seconds(started)} (tool cache: ${toolsDir()})`);

@@ -9,7 +9,6 @@ import {
   ConfigError,
   dataDir,
   databaseUrl,
-  gitCaFile,
   gitReposDir,
   isLoopback,
   loadConfig,
@@ -107,13 +106,16 @@ async function main(config: KumossConfig): Promise<void> {
     await assertPortFree(spec.ui_port, 'Temporal Web UI (temporal-dev.yaml ui_port)');
   }
   if (embeddedStorage) await assertPortFree(Number(storageUrl.port), 'object store (storage.endpoint)');
-  if (embeddedDb) await assertPortFree(config.database.embedded_port, 'metadata store (database.embedded_port)');
+  if (embeddedDb)
+    await assertPortFree(config.database.embedded_port, 'metadata store (database.embedded_port)');
   await assertPortFree(config.git_host.port, 'git host (git_host.port)', config.git_host.host);
   await assertPortFree(config.api.port, 'API (api.port)', config.api.host);
 
   let uiUrl = config.temporal.ui_url;
   if (embeddedTemporal) {
-    say(`starting Temporal dev server on ${spec.ip}:${spec.port} (history in ${join(data, spec.db_filename ?? '')})`);
+    say(
+      `starting Temporal dev server on ${spec.ip}:${spec.port} (history in ${join(data, spec.db_filename ?? '')})`,
+    );
     const temporalLog = createWriteStream(join(logDir, 'temporal.log'), { flags: 'a' });
     const server = await startDevServer(spec, { dataDir: data, onLog: (l) => temporalLog.write(`${l}\n`) });
     server.process.once('exit', (code) => {
@@ -136,7 +138,10 @@ async function main(config: KumossConfig): Promise<void> {
     say(`object store (s3rver) on ${store.endpoint}, bucket ${config.storage.bucket}`);
   }
   if (embeddedDb) {
-    const db = await startEmbeddedDatabase({ dataDir: join(data, 'pgdata'), port: config.database.embedded_port });
+    const db = await startEmbeddedDatabase({
+      dataDir: join(data, 'pgdata'),
+      port: config.database.embedded_port,
+    });
     stops.push({ name: 'database', stop: () => db.close() });
     say(`metadata store (PGlite) on 127.0.0.1:${db.port}`);
   }
@@ -152,7 +157,6 @@ async function main(config: KumossConfig): Promise<void> {
 
   const env: NodeJS.ProcessEnv = {
     ...process.env,
-    GIT_SSL_CAINFO: gitCaFile(config),
     DATABASE_URL: databaseUrl(config),
   };
   spawnService('worker', 'worker/main.ts', env, logDir);

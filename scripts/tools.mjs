@@ -23,7 +23,7 @@ export function toolsDir() {
 /**
  * Go-built tools, installed with `go install module@ref` into a directory keyed by version.
  * @typedef {{ name: string, version: string, module: string, ref: string, bin: string,
- *   versionArgs: string[], versionMatch: RegExp, envOverride: string, optional?: boolean,
+ *   versionArgs: string[], versionMatch: RegExp, envOverride: string,
  *   ldflags?: string, provider?: { namespace: string, type: string }, source?: string }} GoTool
  * @type {GoTool[]}
  */
@@ -59,7 +59,6 @@ export const GO_TOOLS = [
     versionArgs: ['version'],
     versionMatch: /OpenTofu v1\.6\.3\b/,
     envOverride: 'KUMOSS_TOFU_BIN',
-    optional: true,
   },
   {
     name: 'provider-rest',
@@ -110,7 +109,11 @@ export function sourceHash(relDir) {
   const hash = createHash('sha256');
   for (const name of readdirSync(dir).sort()) {
     if (!/\.go$|^go\.(mod|sum)$/.test(name)) continue;
-    hash.update(name).update('\0').update(readFileSync(join(dir, name))).update('\0');
+    hash
+      .update(name)
+      .update('\0')
+      .update(readFileSync(join(dir, name)))
+      .update('\0');
   }
   return hash.digest('hex').slice(0, 12);
 }

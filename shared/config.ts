@@ -1,7 +1,7 @@
 // Configuration: one YAML file plus environment overrides, validated with zod at start-up.
 // Node-only (reads files); workflows receive the values they need in their input instead.
-import { readFileSync } from 'node:fs';
-import { isAbsolute, join, resolve } from 'node:path';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
@@ -40,6 +40,8 @@ export const configSchema = z.object({
     host: z.string().min(1).default('127.0.0.1'),
     port: port.default(8443),
     repos_dir: z.string().min(1).default('git'),
+    /** CA certificate of the git host; empty: the embedded host's own CA. */
+    ca_file: z.string().default(''),
   }),
   orchestration: z.object({
     max_drift_reports: z.number().int().min(1).max(20).default(3),
@@ -73,6 +75,7 @@ export const ENV_OVERRIDES: Record<string, string> = {
   KUMOSS_DB_PORT: 'database.embedded_port',
   KUMOSS_GIT_HOST_PORT: 'git_host.port',
   KUMOSS_GIT_REPOS_DIR: 'git_host.repos_dir',
+  KUMOSS_GIT_CA_FILE: 'git_host.ca_file',
   KUMOSS_MAX_DRIFT_REPORTS: 'orchestration.max_drift_reports',
   KUMOSS_DRIFT_GROUP_OPERATIONS: 'orchestration.drift_group_operations',
   KUMOSS_MAX_SESSION_EVENTS_ITERATION: 'orchestration.max_session_events_iteration',
@@ -147,9 +150,27 @@ export function gitReposDir(config: KumossConfig): string {
   return isAbsolute(dir) ? dir : join(dataDir(config), dir);
 }
 
-/** CA bundle the worker's git and the API trust for the git host. */
-export function gitCaFile(config: KumossConfig, env: NodeJS.ProcessEnv = process.env): string {
-  return env.GIT_SSL_CAINFO ?? join(dataDir(config), 'certs', 'ca.pem');
+/** The embedded git host's CA certificate (or git_host.ca_file for another private CA). */
+export function gitCaFile(config: KumossConfig): string {
+  const file = config.git_host.ca_file;
+  if (!file) return join(dataDir(config), 'certs', 'ca.pem');
+  return isAbsolute(file) ? file : join(projectRoot, file);
+}
+
+/**
+ * The CA bundle git and the API trust: the system's roots plus the git host's CA, so the same
+ * worker reaches the embedded host and GitHub alike. Written under data_dir/certs.
+ */
+export function gitTrustBundle(config: KumossConfig, env: NodeJS.ProcessEnv = process.env): string {
+  const parts: string[] = [];
+  const system = [env.SSL_CERT_FILE, '/etc/ssl/certs/ca-certificates.crt'].find((f) => f && existsSync(f));
+  if (system) parts.push(readFileSync(system, 'utf8'));
+  const own = gitCaFile(config);
+  if (existsSync(own)) parts.push(readFileSync(own, 'utf8'));
+  const bundle = join(dataDir(config), 'certs', 'trust-bundle.pem');
+  mkdirSync(dirname(bundle), { recursive: true });
+  writeFileSync(bundle, parts.join('\n'));
+  return bundle;
 }
 
 /** DATABASE_URL, or the embedded engine the launcher serves on loopback. */

@@ -32,7 +32,8 @@ export function parsePlanJson(raw: unknown): PlanJson {
   return planJsonSchema.parse(raw);
 }
 
-const isNoop = (actions: string[]): boolean => actions.length === 0 || actions.every((a) => a === 'no-op' || a === 'read');
+const isNoop = (actions: string[]): boolean =>
+  actions.length === 0 || actions.every((a) => a === 'no-op' || a === 'read');
 
 /**
  * Addresses of managed resources changed outside the engine (`resource_drift` with a real

@@ -1,10 +1,13 @@
 // The worker process: every workflow and activity on the configured task queue.
-import { NativeConnection } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { loadConfig } from '../shared/config';
-import { logger } from '../shared/logger';
+import { logger, quietKnownWarnings } from '../shared/logger';
 import { buildActivities } from './deps';
 import { createWorker } from './worker';
 
+quietKnownWarnings();
+// The SDK's own lines (bundle statistics, state changes) only from warnings up; ours are pino.
+Runtime.install({ logger: new DefaultLogger('WARN') });
 const config = loadConfig();
 const log = logger.child({ component: 'worker' });
 const connection = await NativeConnection.connect({ address: config.temporal.address });

@@ -1,6 +1,7 @@
 // Builds a worker from its parts; main.ts wires the real clients, tests wire theirs.
 import { fileURLToPath } from 'node:url';
-import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import type { NativeConnection } from '@temporalio/worker';
+import { Worker, type WorkerOptions } from '@temporalio/worker';
 import type { Activities } from '../activities';
 
 export const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
@@ -22,7 +23,9 @@ export async function createWorker(opts: CreateWorkerOptions): Promise<Worker> {
     taskQueue: opts.taskQueue,
     activities: opts.activities,
     ...(opts.identity ? { identity: opts.identity } : {}),
-    ...(opts.workflowBundlePath ? { workflowBundle: { codePath: opts.workflowBundlePath } } : { workflowsPath }),
+    ...(opts.workflowBundlePath
+      ? { workflowBundle: { codePath: opts.workflowBundlePath } }
+      : { workflowsPath }),
   };
   return Worker.create(options);
 }

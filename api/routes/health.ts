@@ -20,7 +20,9 @@ export async function runChecks(checks: ComponentCheck[], timeoutMs = 3000): Pro
       try {
         const detail = await Promise.race([
           c.check(),
-          new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer in ${timeoutMs} ms`)), timeoutMs)),
+          new Promise<never>((_, reject) =>
+            setTimeout(() => reject(new Error(`no answer in ${timeoutMs} ms`)), timeoutMs),
+          ),
         ]);
         return { name: c.name, ok: true, detail, latency_ms: Date.now() - t0 };
       } catch (err) {

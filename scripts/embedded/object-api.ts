@@ -23,7 +23,9 @@ async function readBody(req: IncomingMessage): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
-export async function startObjectApi(opts: { host?: string; port?: number; stateFile?: string } = {}): Promise<ObjectApi> {
+export async function startObjectApi(
+  opts: { host?: string; port?: number; stateFile?: string } = {},
+): Promise<ObjectApi> {
   const objects = new Map<string, ApiObject>();
   if (opts.stateFile && existsSync(opts.stateFile)) {
     for (const o of JSON.parse(readFileSync(opts.stateFile, 'utf8')) as ApiObject[]) objects.set(o.id, o);
@@ -38,7 +40,8 @@ export async function startObjectApi(opts: { host?: string; port?: number; state
     };
     const url = new URL(req.url ?? '/', 'http://object-api.invalid');
     const parts = url.pathname.split('/').filter(Boolean);
-    if (parts[0] !== 'api' || parts[1] !== 'objects' || parts.length > 3) return send(404, { error: 'not found' });
+    if (parts[0] !== 'api' || parts[1] !== 'objects' || parts.length > 3)
+      return send(404, { error: 'not found' });
     const id = parts[2] ? decodeURIComponent(parts[2]) : undefined;
     readBody(req)
       .then((text) => {

@@ -1,7 +1,6 @@
 // The embedded S3-compatible object store (s3rver) on loopback. Anything that speaks S3 replaces
 // it in production: set storage.endpoint / S3_ENDPOINT and the AWS credentials.
 import { mkdirSync } from 'node:fs';
-import type { AddressInfo } from 'node:net';
 import S3rver from 's3rver';
 
 export interface ObjectStore {
@@ -24,7 +23,7 @@ export async function startObjectStore(opts: {
     silent: true,
     configureBuckets: [{ name: opts.bucket }],
   });
-  const address = (await server.run()) as AddressInfo;
+  const address = await server.run();
   return {
     endpoint: `http://${opts.host ?? '127.0.0.1'}:${address.port}`,
     port: address.port,

@@ -3,7 +3,9 @@ import { isPermanentEngineFailure, needsInit } from '../../activities/engine';
 
 describe('engine output classification', () => {
   it('asks for init when a provider or module is missing', () => {
-    expect(needsInit('Error: Inconsistent dependency lock file\n  provider registry.terraform.io/hashicorp/time')).toBe(true);
+    expect(
+      needsInit('Error: Inconsistent dependency lock file\n  provider registry.terraform.io/hashicorp/time'),
+    ).toBe(true);
     expect(needsInit('Error: Module not installed')).toBe(true);
     expect(needsInit('Error: Missing required provider\nPlease run "terraform init".')).toBe(true);
     expect(needsInit('Error: Invalid reference')).toBe(false);

@@ -15,7 +15,7 @@ describe('git over HTTPS on the embedded git host', () => {
     return d;
   };
 
-  async function seedRepository(name: string): Promise<string> {
+  function seedRepository(name: string): string {
     const git = gitClient();
     const src = tmp();
     const run = (...args: string[]) => execFileSync('git', args, { cwd: src, env: git.env(), stdio: 'pipe' });
@@ -29,7 +29,7 @@ describe('git over HTTPS on the embedded git host', () => {
   }
 
   it('clones, commits on a session branch, pushes, and the host has the branch', async () => {
-    const url = await seedRepository(`team/git-proof-${Date.now()}`);
+    const url = seedRepository(`team/git-proof-${Date.now()}`);
     const git = gitClient();
     const dir = join(tmp(), 'checkout');
     await git.checkout({ url, dir, branch: 'kumoss/session-1' });
@@ -43,12 +43,14 @@ describe('git over HTTPS on the embedded git host', () => {
     expect(branches.has('main')).toBe(true);
     // And the bare repository on disk has it too.
     const bare = join(stack().gitReposDir, new URL(url).pathname.slice(1));
-    const sha = execFileSync('git', ['rev-parse', 'refs/heads/kumoss/session-1'], { cwd: bare }).toString().trim();
+    const sha = execFileSync('git', ['rev-parse', 'refs/heads/kumoss/session-1'], { cwd: bare })
+      .toString()
+      .trim();
     expect(sha).toBe(first.sha);
   });
 
   it('makes a repeated commit and push no-ops (idempotent activities)', async () => {
-    const url = await seedRepository(`idempotent-${Date.now()}`);
+    const url = seedRepository(`idempotent-${Date.now()}`);
     const git = gitClient();
     const dir = join(tmp(), 'checkout');
     await git.checkout({ url, dir, branch: 'kumoss/s2' });
@@ -62,7 +64,7 @@ describe('git over HTTPS on the embedded git host', () => {
   });
 
   it('continues an existing session branch on a later checkout', async () => {
-    const url = await seedRepository(`continue-${Date.now()}`);
+    const url = seedRepository(`continue-${Date.now()}`);
     const git = gitClient();
     const d1 = join(tmp(), 'c1');
     await git.checkout({ url, dir: d1, branch: 'kumoss/s3' });
@@ -76,6 +78,8 @@ describe('git over HTTPS on the embedded git host', () => {
   });
 
   it('refuses to clone a repository that does not exist', async () => {
-    await expect(gitClient().remoteBranches(`${stack().gitHostUrl}/missing-${Date.now()}.git`)).rejects.toThrow();
+    await expect(
+      gitClient().remoteBranches(`${stack().gitHostUrl}/missing-${Date.now()}.git`),
+    ).rejects.toThrow();
   });
 });

@@ -46,7 +46,9 @@ describe('loadConfig', () => {
   });
 
   it('says which file it could not read', () => {
-    expect(() => loadConfig({ KUMOSS_CONFIG: '/nonexistent/kumoss.yaml' })).toThrow(/\/nonexistent\/kumoss.yaml/);
+    expect(() => loadConfig({ KUMOSS_CONFIG: '/nonexistent/kumoss.yaml' })).toThrow(
+      /\/nonexistent\/kumoss.yaml/,
+    );
   });
 
   it('rejects a file that is not a mapping', () => {

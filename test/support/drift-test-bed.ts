@@ -41,7 +41,11 @@ function hclJson(value: unknown): string {
   return `jsonencode(${JSON.stringify(value, null, 2).replace(/\n/g, '\n  ')})`;
 }
 
-export function rootFiles(opts: { apiUrl: string; filesDir: string; statePath: string }): Record<string, string> {
+export function rootFiles(opts: {
+  apiUrl: string;
+  filesDir: string;
+  statePath: string;
+}): Record<string, string> {
   return {
     'main.tf': `terraform {
   required_version = ">= 1.5.0"
@@ -132,7 +136,11 @@ export async function createDriftTestBed(opts: {
   try {
     const files = rootFiles({ apiUrl: api.url, filesDir, statePath: join(stateDir, 'terraform.tfstate') });
     for (const [name, text] of Object.entries(files)) writeFileSync(join(sourceDir, name), text);
-    const engine = new EngineClient({ ...opts.engine, workdir: sourceDir, scopeId: opts.scopeId ?? 'test-scope' });
+    const engine = new EngineClient({
+      ...opts.engine,
+      workdir: sourceDir,
+      scopeId: opts.scopeId ?? 'test-scope',
+    });
     await engine.init();
     await engine.apply();
     const name = opts.name ?? `bed-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`;

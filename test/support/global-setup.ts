@@ -47,7 +47,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
     startObjectStore({ directory: join(root, 's3'), bucket: 'kumoss-test' }),
     startGitHost({ reposDir: join(root, 'git'), certsDir: join(root, 'certs') }),
     startEmbeddedDatabase({}),
-    bundleWorkflowCode({ workflowsPath, logger: { info() {}, warn() {}, error() {}, debug() {}, trace() {}, log() {} } }),
+    bundleWorkflowCode({
+      workflowsPath,
+      logger: { info() {}, warn() {}, error() {}, debug() {}, trace() {}, log() {} },
+    }),
   ]);
   const workflowBundlePath = join(root, 'workflow-bundle.js');
   writeFileSync(workflowBundlePath, bundle.code);

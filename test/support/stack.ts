@@ -1,7 +1,7 @@
 // What a test file needs from the run's stack: clients, a worker on its own task queue.
 import { randomUUID } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, type Worker } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
 import { inject } from 'vitest';
 import { createActivities, type Activities } from '../../activities';
 import { ArtifactStore, createS3Client } from '../../activities/artifacts';
@@ -10,26 +10,34 @@ import { cliConfigPath, toolPath } from '../../scripts/tools.mjs';
 import { createWorker } from '../../worker/worker';
 import type { TestStack } from './global-setup';
 
+// Worker lifecycle lines are noise in test output; warnings and errors still show.
+Runtime.install({ logger: new DefaultLogger('WARN') });
+
 export function stack(): TestStack {
   return inject('stack');
 }
 
 export function artifactStore(): ArtifactStore {
   const s = stack();
-  return new ArtifactStore(createS3Client({ endpoint: s.s3Endpoint, bucket: s.bucket, region: 'us-east-1' }), s.bucket);
+  return new ArtifactStore(
+    createS3Client({ endpoint: s.s3Endpoint, bucket: s.bucket, region: 'us-east-1' }),
+    s.bucket,
+  );
 }
 
 export function gitClient(token?: string): GitClient {
   return new GitClient({ caFile: stack().gitCaFile, token });
 }
 
-export function engineDeps() {
-  const kind = (process.env.KUMOSS_ENGINE === 'tofu' ? 'tofu' : 'terraform') as 'terraform' | 'tofu';
+export const ENGINES = ['terraform', 'tofu'] as const;
+export type EngineKind = (typeof ENGINES)[number];
+
+export function engineDeps(kind: EngineKind = 'terraform') {
   return { kind, binary: toolPath(kind), cliConfigFile: cliConfigPath(), timeoutMs: 10 * 60 * 1000 };
 }
 
-export function testActivities(): Activities {
-  return createActivities({ engine: engineDeps(), git: gitClient(), artifacts: artifactStore() });
+export function testActivities(engine: EngineKind = 'terraform'): Activities {
+  return createActivities({ engine: engineDeps(engine), git: gitClient(), artifacts: artifactStore() });
 }
 
 export interface TemporalHarness {
@@ -41,7 +49,10 @@ export interface TemporalHarness {
 }
 
 /** A worker on a task queue of its own (unique per test file) and a client, on the run's server. */
-export async function temporalHarness(name: string, activities: Activities = testActivities()): Promise<TemporalHarness> {
+export async function temporalHarness(
+  name: string,
+  activities: Activities = testActivities(),
+): Promise<TemporalHarness> {
   const s = stack();
   const taskQueue = `test-${name}-${randomUUID().slice(0, 8)}`;
   const nativeConnection = await NativeConnection.connect({ address: s.temporalAddress });

@@ -4,7 +4,14 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { detectDrift } from '../../workflows';
 import { createDriftTestBed, DRIFT_ADDRESSES, type DriftTestBed } from '../support/drift-test-bed';
-import { artifactStore, engineDeps, gitClient, stack, temporalHarness, type TemporalHarness } from '../support/stack';
+import {
+  artifactStore,
+  engineDeps,
+  gitClient,
+  stack,
+  temporalHarness,
+  type TemporalHarness,
+} from '../support/stack';
 
 describe('detectDrift workflow on the drift test bed', () => {
   let h: TemporalHarness;
@@ -19,7 +26,11 @@ describe('detectDrift workflow on the drift test bed', () => {
   });
 
   async function bed(): Promise<DriftTestBed> {
-    const b = await createDriftTestBed({ gitHostUrl: stack().gitHostUrl, git: gitClient(), engine: engineDeps() });
+    const b = await createDriftTestBed({
+      gitHostUrl: stack().gitHostUrl,
+      git: gitClient(),
+      engine: engineDeps(),
+    });
     beds.push(b);
     return b;
   }
@@ -49,7 +60,9 @@ describe('detectDrift workflow on the drift test bed', () => {
       [DRIFT_ADDRESSES.attribute, DRIFT_ADDRESSES.ingress, DRIFT_ADDRESSES.file].sort(),
     );
     // The plan travelled by key: it is in object storage, not in the workflow result.
-    const planJson = JSON.parse(await artifactStore().getText(result.planJsonKey)) as { resource_drift: unknown[] };
+    const planJson = JSON.parse(await artifactStore().getText(result.planJsonKey)) as {
+      resource_drift: unknown[];
+    };
     expect(planJson.resource_drift).toHaveLength(3);
   });
 
