@@ -83,3 +83,28 @@ describe('git over HTTPS on the embedded git host', () => {
     ).rejects.toThrow();
   });
 });
+
+describe('embedded git host', () => {
+  it('lists its repositories and refuses paths outside its directory', async () => {
+    const s = stack();
+    const { request } = await import('node:https');
+    const { readFileSync } = await import('node:fs');
+    const get = (path: string) =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const req = request(`${s.gitHostUrl}${path}`, { ca: readFileSync(s.gitCaFile) }, (res) => {
+          let body = '';
+          res.on('data', (d: Buffer) => (body += d.toString()));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    const list = await get('/');
+    expect(list.status).toBe(200);
+    expect(JSON.parse(list.body)).toHaveProperty('repositories');
+    const traversal = await get('/../../etc.git/info/refs?service=git-upload-pack');
+    expect(traversal.status).toBe(404);
+    const missing = await get(`/missing-${Date.now()}.git/info/refs?service=git-upload-pack`);
+    expect(missing.status).toBe(404);
+  });
+});

@@ -8,9 +8,11 @@ import { ArtifactStore, createS3Client } from '../../activities/artifacts';
 import { GitClient } from '../../activities/git';
 import { cliConfigPath, toolPath } from '../../scripts/tools.mjs';
 import { createWorker } from '../../worker/worker';
+import { quietKnownWarnings } from '../../shared/logger';
 import type { TestStack } from './global-setup';
 
 // Worker lifecycle lines are noise in test output; warnings and errors still show.
+quietKnownWarnings();
 Runtime.install({ logger: new DefaultLogger('WARN') });
 
 export function stack(): TestStack {

@@ -7,18 +7,20 @@ import { createDriftTestBed, DRIFT_ADDRESSES, type DriftTestBed } from '../suppo
 import {
   artifactStore,
   engineDeps,
+  ENGINES,
   gitClient,
   stack,
   temporalHarness,
+  testActivities,
   type TemporalHarness,
 } from '../support/stack';
 
-describe('detectDrift workflow on the drift test bed', () => {
+describe.each(ENGINES)('detectDrift workflow on the drift test bed (%s)', (engine) => {
   let h: TemporalHarness;
   const beds: DriftTestBed[] = [];
 
   beforeAll(async () => {
-    h = await temporalHarness('detect-drift');
+    h = await temporalHarness(`detect-drift-${engine}`, testActivities(engine));
   });
   afterAll(async () => {
     await Promise.all(beds.map((b) => b.destroy()));
@@ -29,7 +31,7 @@ describe('detectDrift workflow on the drift test bed', () => {
     const b = await createDriftTestBed({
       gitHostUrl: stack().gitHostUrl,
       git: gitClient(),
-      engine: engineDeps(),
+      engine: engineDeps(engine),
     });
     beds.push(b);
     return b;

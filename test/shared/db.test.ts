@@ -1,0 +1,55 @@
+// The metadata store over the PostgreSQL wire protocol (PGlite served on loopback).
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDb, migrate, type Db } from '../../shared/db';
+import { stack } from '../support/stack';
+
+describe('metadata store', () => {
+  let db: Db;
+  beforeAll(() => {
+    db = createDb(stack().databaseUrl);
+  });
+  afterAll(async () => {
+    await db.destroy();
+  });
+
+  it('applies migrations once; a second run applies none', async () => {
+    await migrate(db);
+    expect(await migrate(db)).toEqual([]);
+    const ids = (await db.selectFrom('kumoss_migrations').select('id').execute()).map((r) => r.id);
+    expect(ids).toContain('0001_organizations_and_users');
+  });
+
+  it('stores an organization and a user, and enforces the role check', async () => {
+    await migrate(db);
+    const org = randomUUID();
+    await db
+      .insertInto('organizations')
+      .values({ organization_uuid: org, name: `org-${org}` })
+      .execute();
+    await db
+      .insertInto('users')
+      .values({
+        user_uuid: randomUUID(),
+        name: `u-${org}`,
+        role: 'devops',
+        organization_uuid: org,
+        token_sha256: org,
+      })
+      .execute();
+    const users = await db.selectFrom('users').selectAll().where('organization_uuid', '=', org).execute();
+    expect(users.map((u) => u.role)).toEqual(['devops']);
+    await expect(
+      db
+        .insertInto('users')
+        .values({
+          user_uuid: randomUUID(),
+          name: `v-${org}`,
+          role: 'root' as 'admin',
+          organization_uuid: org,
+          token_sha256: `x${org}`,
+        })
+        .execute(),
+    ).rejects.toThrow(/check constraint/);
+  });
+});
