@@ -1,6 +1,8 @@
 // Artifacts in S3-compatible object storage. Keys are deterministic (a retried activity
 // overwrites the same object instead of writing a second one). Presigned GET URLs expire.
-import { createReadStream, statSync } from 'node:fs';
+import { createReadStream, createWriteStream, statSync } from 'node:fs';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import {
   CreateBucketCommand,
   GetObjectCommand,
@@ -84,6 +86,13 @@ export class ArtifactStore {
     const res = await this.s3.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }));
     if (!res.Body) throw new Error(`artifact ${key} has no body`);
     return res.Body.transformToString('utf8');
+  }
+
+  /** Streams an object to a file (plans are binary and can be large). */
+  async download(key: string, path: string): Promise<void> {
+    const res = await this.s3.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }));
+    if (!res.Body) throw new Error(`artifact ${key} has no body`);
+    await pipeline(res.Body as Readable, createWriteStream(path));
   }
 
   async list(prefix: string): Promise<string[]> {

@@ -1,11 +1,13 @@
 // All activities, built from their clients (createActivities(deps)); workflows import the type only.
 import { createDriftDetectionActivities, type DriftDetectionDeps } from './drift-detection';
+import { createDriftRoundActivities, type DriftRoundDeps } from './drift-round';
 
-export type ActivityDeps = DriftDetectionDeps;
+export type ActivityDeps = DriftDetectionDeps & DriftRoundDeps;
 
 export function createActivities(deps: ActivityDeps) {
   return {
     ...createDriftDetectionActivities(deps),
+    ...createDriftRoundActivities(deps),
   };
 }
 

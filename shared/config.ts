@@ -48,6 +48,17 @@ export const configSchema = z.object({
     drift_group_operations: z.number().int().min(1).max(100).default(8),
     max_session_events_iteration: z.number().int().min(1).default(2400),
   }),
+  prompts: z.object({
+    /** The prompt catalogue: targeting policies, drift-exception rules, resource prompts. */
+    dir: z.string().min(1).default('prompts'),
+  }),
+  model: z.object({
+    provider: z.enum(['offline', 'anthropic']).default('offline'),
+    name: z.string().min(1).default('claude-sonnet-4-5'),
+    small_name: z.string().min(1).default('claude-haiku-4-5'),
+    /** Empty: the SDK's default (or ANTHROPIC_BASE_URL). */
+    base_url: z.string().default(''),
+  }),
   services: z.object({
     authz: z.object({
       enabled: z.boolean().default(false),
@@ -79,6 +90,11 @@ export const ENV_OVERRIDES: Record<string, string> = {
   KUMOSS_MAX_DRIFT_REPORTS: 'orchestration.max_drift_reports',
   KUMOSS_DRIFT_GROUP_OPERATIONS: 'orchestration.drift_group_operations',
   KUMOSS_MAX_SESSION_EVENTS_ITERATION: 'orchestration.max_session_events_iteration',
+  KUMOSS_PROMPTS_DIR: 'prompts.dir',
+  KUMOSS_MODEL_PROVIDER: 'model.provider',
+  KUMOSS_MODEL: 'model.name',
+  KUMOSS_SMALL_MODEL: 'model.small_name',
+  ANTHROPIC_BASE_URL: 'model.base_url',
   KUMOSS_AUTHZ_ENABLED: 'services.authz.enabled',
   KUMOSS_AUTHZ_URL: 'services.authz.url',
 };
@@ -121,7 +137,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): KumossConfig {
     throw new ConfigError(`config file ${file} must hold a YAML mapping`);
   }
   const merged = structuredClone(raw) as Record<string, unknown>;
-  for (const key of ['temporal', 'engine', 'api', 'storage', 'database', 'git_host', 'orchestration']) {
+  for (const key of [
+    'temporal',
+    'engine',
+    'api',
+    'storage',
+    'database',
+    'git_host',
+    'orchestration',
+    'prompts',
+    'model',
+  ]) {
     merged[key] ??= {};
   }
   merged.services ??= {};
@@ -143,6 +169,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): KumossConfig {
 /** Absolute data directory (relative paths are taken from the project root). */
 export function dataDir(config: KumossConfig): string {
   return isAbsolute(config.data_dir) ? config.data_dir : join(projectRoot, config.data_dir);
+}
+
+export function promptsDir(config: KumossConfig): string {
+  return isAbsolute(config.prompts.dir) ? config.prompts.dir : join(projectRoot, config.prompts.dir);
 }
 
 export function gitReposDir(config: KumossConfig): string {

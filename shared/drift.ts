@@ -1,10 +1,18 @@
 // Drift as the engine reports it: `show -json` of a saved plan. Pure functions, sandbox-safe.
+//
+// A resource drifted when `resource_drift` lists it (real state differs from the last recorded
+// state). That drift is still live when applying the code would change the resource
+// (`resource_changes` action other than no-op): the code and reality disagree. Once the code has
+// been reconciled, the planned action is no-op and the drift no longer counts, even though the
+// recorded state stays stale until the next apply.
 import { z } from 'zod';
 
 const changeSchema = z.object({
   actions: z.array(z.string()),
   before: z.unknown().optional(),
   after: z.unknown().optional(),
+  after_unknown: z.unknown().optional(),
+  after_sensitive: z.unknown().optional(),
 });
 
 const resourceChangeSchema = z.object({
@@ -32,18 +40,157 @@ export function parsePlanJson(raw: unknown): PlanJson {
   return planJsonSchema.parse(raw);
 }
 
+/** Placeholder for a sensitive value: Kumoss never copies one out of a plan. */
+export const SENSITIVE = '(sensitive)';
+
 const isNoop = (actions: string[]): boolean =>
   actions.length === 0 || actions.every((a) => a === 'no-op' || a === 'read');
 
-/**
- * Addresses of managed resources changed outside the engine (`resource_drift` with a real
- * action), sorted. A resource deleted out of band shows as drift `delete`; one edited, `update`.
- */
-export function driftedAddresses(plan: PlanJson): string[] {
-  const addresses = new Set<string>();
-  for (const rc of plan.resource_drift ?? []) {
-    if (rc.mode === 'data') continue;
-    if (!isNoop(rc.change.actions)) addresses.add(rc.address);
+/** One changed attribute: `path` is dotted (`data.ingress` reaches into a JSON-string attribute). */
+export interface AttributeChange {
+  path: string;
+  /** What the code declares (the planned value). */
+  declared: unknown;
+  /** What the real resource holds now (the refreshed value). */
+  actual: unknown;
+}
+
+/** A drifted resource with what differs between the code and reality. */
+export interface DriftOperation {
+  address: string;
+  type: string;
+  name: string;
+  module_address?: string;
+  /** How reality moved away from the recorded state: `update` or `delete`. */
+  drift_actions: string[];
+  /** What applying the code would do about it. */
+  planned_actions: string[];
+  changes: AttributeChange[];
+  /** Whole values of the top-level attributes the changes touch: declared (code) and actual. */
+  attributes: Record<string, { declared: unknown; actual: unknown }>;
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** Parses a string holding a JSON object or array (attributes such as `data = jsonencode(…)`). */
+export function parseJsonString(v: unknown): unknown {
+  if (typeof v !== 'string') return undefined;
+  const t = v.trim();
+  if (!(t.startsWith('{') || t.startsWith('['))) return undefined;
+  try {
+    return JSON.parse(t) as unknown;
+  } catch {
+    return undefined;
   }
-  return [...addresses].sort();
+}
+
+export function deepEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (Array.isArray(a) && Array.isArray(b)) {
+    return a.length === b.length && a.every((x, i) => deepEqual(x, b[i]));
+  }
+  if (isPlainObject(a) && isPlainObject(b)) {
+    const ka = Object.keys(a);
+    const kb = Object.keys(b);
+    return (
+      ka.length === kb.length &&
+      ka.every((k) => Object.prototype.hasOwnProperty.call(b, k) && deepEqual(a[k], b[k]))
+    );
+  }
+  return false;
+}
+
+/**
+ * Paths where `declared` and `actual` differ. Objects are compared key by key; lists and scalars
+ * as a whole; a string that holds JSON on both sides is compared as that JSON.
+ */
+export function diffValues(
+  declared: unknown,
+  actual: unknown,
+  path: string,
+  out: AttributeChange[] = [],
+): AttributeChange[] {
+  if (deepEqual(declared, actual)) return out;
+  const dj = parseJsonString(declared);
+  const aj = parseJsonString(actual);
+  if (dj !== undefined && aj !== undefined && isPlainObject(dj) && isPlainObject(aj)) {
+    return diffValues(dj, aj, path, out);
+  }
+  if (isPlainObject(declared) && isPlainObject(actual)) {
+    const keys = new Set([...Object.keys(declared), ...Object.keys(actual)]);
+    for (const k of keys) diffValues(declared[k], actual[k], path ? `${path}.${k}` : k, out);
+    return out;
+  }
+  out.push({ path, declared, actual });
+  return out;
+}
+
+/** Drifted resources whose code still disagrees with reality, with their changed attributes. */
+export function deriveDrift(plan: PlanJson): DriftOperation[] {
+  const planned = new Map<string, ResourceChange>();
+  for (const rc of plan.resource_changes ?? []) planned.set(rc.address, rc);
+  const ops: DriftOperation[] = [];
+  for (const d of plan.resource_drift ?? []) {
+    if (d.mode === 'data' || isNoop(d.change.actions)) continue;
+    const p = planned.get(d.address);
+    const plannedActions = p?.change.actions ?? ['no-op'];
+    if (isNoop(plannedActions)) continue; // the code already matches reality
+    const gone = d.change.actions.includes('delete');
+    // Values the engine will only know after apply (computed) are not drift; sensitive values
+    // never leave the plan.
+    const unknown = isPlainObject(p?.change.after_unknown) ? p.change.after_unknown : {};
+    const sensitive = isPlainObject(p?.change.after_sensitive) ? p.change.after_sensitive : {};
+    const changes = gone
+      ? [{ path: '', declared: null, actual: null }]
+      : diffValues(p?.change.after, d.change.after, '')
+          .filter((c) => unknown[c.path.split('.')[0] ?? ''] !== true)
+          .map((c) =>
+            sensitive[c.path.split('.')[0] ?? ''] === true
+              ? { ...c, declared: SENSITIVE, actual: SENSITIVE }
+              : c,
+          );
+    const attributes: DriftOperation['attributes'] = {};
+    const declaredAll = isPlainObject(p?.change.after) ? p.change.after : {};
+    const actualAll = isPlainObject(d.change.after) ? d.change.after : {};
+    for (const c of changes) {
+      const top = c.path.split('.')[0] ?? '';
+      if (!top || top in attributes) continue;
+      attributes[top] =
+        sensitive[top] === true
+          ? { declared: SENSITIVE, actual: SENSITIVE }
+          : { declared: declaredAll[top], actual: actualAll[top] };
+    }
+    ops.push({
+      address: d.address,
+      type: d.type,
+      name: d.name,
+      ...(d.module_address ? { module_address: d.module_address } : {}),
+      drift_actions: d.change.actions,
+      planned_actions: plannedActions,
+      changes,
+      attributes,
+    });
+  }
+  return ops.sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
+}
+
+/** Addresses of the live drift, sorted. */
+export function driftedAddresses(plan: PlanJson): string[] {
+  return deriveDrift(plan).map((o) => o.address);
+}
+
+/** True when applying the plan would change nothing managed (code and reality agree). */
+export function planInSync(plan: PlanJson): boolean {
+  return (plan.resource_changes ?? []).every((rc) => rc.mode === 'data' || isNoop(rc.change.actions));
+}
+
+/** Batches of at most `size` operations (orchestration.drift_group_operations). */
+export function groupOperations<T>(ops: T[], size: number): T[][] {
+  if (!Number.isInteger(size) || size < 1)
+    throw new Error(`group size must be a positive integer, got ${size}`);
+  const groups: T[][] = [];
+  for (let i = 0; i < ops.length; i += size) groups.push(ops.slice(i, i + size));
+  return groups;
 }

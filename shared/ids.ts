@@ -9,3 +9,13 @@ export function roundArtifactKey(sessionId: string, roundId: string, name: strin
 export function detectDriftWorkflowId(probeId: string): string {
   return `drift-detect:${probeId}`;
 }
+
+/** Workflow id of a drift round. */
+export function driftRoundWorkflowId(sessionId: string, roundId: string): string {
+  return `drift-round:${sessionId}:${roundId}`;
+}
+
+/** The session branch. */
+export function sessionBranch(sessionId: string): string {
+  return `kumoss/${sessionId}`;
+}

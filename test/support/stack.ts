@@ -1,11 +1,19 @@
 // What a test file needs from the run's stack: clients, a worker on its own task queue.
 import { randomUUID } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
 import { inject } from 'vitest';
 import { createActivities, type Activities } from '../../activities';
 import { ArtifactStore, createS3Client } from '../../activities/artifacts';
 import { GitClient } from '../../activities/git';
+import { OfflineModel } from '../../activities/model/offline';
+import type { ModelProvider } from '../../activities/model/port';
+import { PromptCatalogue } from '../../activities/prompt-catalogue';
+import { RoundWorkspaces } from '../../activities/workspace';
+import { projectRoot } from '../../shared/config';
 import { cliConfigPath, toolPath } from '../../scripts/tools.mjs';
 import { createWorker } from '../../worker/worker';
 import { quietKnownWarnings } from '../../shared/logger';
@@ -38,8 +46,26 @@ export function engineDeps(kind: EngineKind = 'terraform') {
   return { kind, binary: toolPath(kind), cliConfigFile: cliConfigPath(), timeoutMs: 10 * 60 * 1000 };
 }
 
-export function testActivities(engine: EngineKind = 'terraform'): Activities {
-  return createActivities({ engine: engineDeps(engine), git: gitClient(), artifacts: artifactStore() });
+export interface TestActivityOptions {
+  engine?: EngineKind;
+  model?: ModelProvider;
+  /** Prompt catalogue directory (default: the repository's prompts/). */
+  promptsDir?: string;
+}
+
+export function testActivities(opts: TestActivityOptions | EngineKind = {}): Activities {
+  const o = typeof opts === 'string' ? { engine: opts } : opts;
+  const engine = o.engine ?? 'terraform';
+  const git = gitClient();
+  const engines = { terraform: engineDeps('terraform'), tofu: engineDeps('tofu') };
+  return createActivities({
+    engine: engines[engine],
+    git,
+    artifacts: artifactStore(),
+    model: o.model ?? new OfflineModel(),
+    catalogue: new PromptCatalogue(o.promptsDir ?? join(projectRoot, 'prompts')),
+    workspaces: new RoundWorkspaces(mkdtempSync(join(tmpdir(), 'kumoss-ws-')), git, engines, engine),
+  });
 }
 
 export interface TemporalHarness {

@@ -1,0 +1,457 @@
+// The activities of a drift round. Each takes one object and returns one small object: plans,
+// drift reports and operation lists go to object storage under deterministic keys
+// (sessions/<session>/rounds/<round>/…) and only their keys travel through workflow history.
+// Every activity is idempotent: a retried cycle finds its commit by trailer instead of committing
+// twice, a retried push of a pushed commit is a no-op, an artifact is overwritten in place.
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import {
+  deriveDrift,
+  groupOperations,
+  parsePlanJson,
+  planInSync,
+  type DriftOperation,
+} from '../shared/drift';
+import { applyExceptions, type WhitelistedException } from '../shared/drift-exceptions';
+import {
+  computeOutcome,
+  driftReportSchema,
+  type DriftReport,
+  type UnreconciledDrift,
+} from '../shared/drift-report';
+import { ErrorTypes } from '../shared/errors';
+import { roundArtifactKey } from '../shared/ids';
+import type { ArtifactStore } from './artifacts';
+import { toActivityFailure } from './drift-detection';
+import { diffHistory } from './diff-history';
+import { EngineError } from './engine';
+import type { GitClient } from './git';
+import { listResources } from './hcl';
+import type {
+  ConfigResource,
+  FilterDecision,
+  ModelProvider,
+  TargetSelection,
+  Unremediable,
+} from './model/port';
+import type { PromptCatalogue } from './prompt-catalogue';
+import { readRootFiles, type RoundRef, type RoundWorkspaces } from './workspace';
+
+export interface DriftRoundDeps {
+  workspaces: RoundWorkspaces;
+  git: GitClient;
+  artifacts: ArtifactStore;
+  model: ModelProvider;
+  catalogue: PromptCatalogue;
+}
+
+export interface PrepareRoundOutput {
+  rules: NonNullable<RoundRef['rules']>;
+  baseCommit: string;
+  resourceCount: number;
+  promptKey: string;
+}
+
+export interface IterationInput {
+  ref: RoundRef;
+  /** `1`, `2`, … or `final` (the examination after the last iteration's cycles). */
+  iteration: string;
+  targets: string[];
+  /** The plan the predecessor's last cycle validated; absent: plan now. */
+  planKey?: string;
+  groupSize: number;
+}
+
+export interface IterationOutput {
+  inSync: boolean;
+  /** Live drift before exceptions. */
+  driftCount: number;
+  /** Operations left after the exception rules. */
+  operationCount: number;
+  whitelistedCount: number;
+  groupCount: number;
+  planKey: string;
+  reportKey: string;
+  operationsKey: string;
+  whitelistedKey: string;
+  planned: boolean;
+  reinitialized: boolean;
+}
+
+export interface CycleInput {
+  ref: RoundRef;
+  iteration: string;
+  group: number;
+  operationsKey: string;
+  groupSize: number;
+  targets: string[];
+}
+
+export interface GenerateOutput {
+  changed: boolean;
+  commit?: string;
+  files: string[];
+  unremediableCount: number;
+  resultKey: string;
+}
+
+export interface ValidateOutput {
+  valid: boolean;
+  planKey?: string;
+  reinitialized: boolean;
+  reason?: string;
+}
+
+export interface ReportInput {
+  ref: RoundRef;
+  mode: 'partial' | 'full';
+  text: string;
+  baseCommit: string;
+  iterations: number;
+  /** The last examination: its live drift is what stays unreconciled. */
+  finalOperationsKey?: string;
+  whitelistedKey?: string;
+  /** Result keys of every generate cycle (their unremediable lists give the reasons). */
+  cycleResultKeys: string[];
+}
+
+export interface ReportOutput {
+  reportKey: string;
+  outcome: DriftReport['outcome'];
+  summary: string;
+  remediated: string[];
+  unreconciledCount: number;
+  whitelistedCount: number;
+  changed: boolean;
+}
+
+function hooks() {
+  const ctx = Context.current();
+  return { signal: ctx.cancellationSignal, heartbeat: (d: string) => ctx.heartbeat(d) };
+}
+
+const key = (ref: RoundRef, name: string) => roundArtifactKey(ref.sessionId, ref.roundId, name);
+const cycleMarker = (ref: RoundRef, iteration: string, group: number) =>
+  `Kumoss-Cycle: ${ref.sessionId}/${ref.roundId}/${iteration}/${group}`;
+
+async function configResources(iacDir: string): Promise<ConfigResource[]> {
+  const out: ConfigResource[] = [];
+  for (const f of readRootFiles(iacDir)) {
+    for (const r of await listResources(f.content)) {
+      out.push({
+        address: r.address,
+        type: r.type,
+        name: r.name,
+        file: f.path,
+        source: f.content.slice(r.start, r.end),
+      });
+    }
+  }
+  return out;
+}
+
+async function getJson<T>(artifacts: ArtifactStore, k: string): Promise<T> {
+  return JSON.parse(await artifacts.getText(k)) as T;
+}
+
+export function createDriftRoundActivities(deps: DriftRoundDeps) {
+  const { workspaces, git, artifacts, model, catalogue } = deps;
+
+  return {
+    /** Checks out the session branch, loads the cloud's exception rules, composes the prompt. */
+    async prepareRound(input: { ref: RoundRef; text: string }): Promise<PrepareRoundOutput> {
+      try {
+        const ws = await workspaces.get(input.ref);
+        const rules = catalogue.driftExceptions(input.ref.cloud).rules;
+        const resources = await configResources(ws.iacDir);
+        const prompt = catalogue.compose(
+          input.ref.cloud,
+          resources.map((r) => r.type),
+          input.text,
+        );
+        const promptKey = key(input.ref, 'prompt.md');
+        await artifacts.putText(promptKey, prompt, 'text/markdown; charset=utf-8');
+        const baseRef = input.ref.baseBranch
+          ? `origin/${input.ref.baseBranch}`
+          : (await git.run(['symbolic-ref', '--short', 'refs/remotes/origin/HEAD'], ws.dir)).trim();
+        const baseCommit = (await git.run(['merge-base', baseRef, 'HEAD'], ws.dir)).trim();
+        return { rules, baseCommit, resourceCount: resources.length, promptKey };
+      } catch (err) {
+        if (
+          err instanceof Error &&
+          /does not exist|leaves the repository|not found|Repository not found/i.test(err.message)
+        ) {
+          throw ApplicationFailure.nonRetryable(err.message, ErrorTypes.RepositoryNotFound);
+        }
+        if (err instanceof Error && err.name === 'CatalogueError') {
+          throw ApplicationFailure.nonRetryable(err.message, ErrorTypes.InvalidInput);
+        }
+        throw err;
+      }
+    },
+
+    async filterRequest(input: { ref: RoundRef; text: string }): Promise<FilterDecision> {
+      return model.filterRequest({ text: input.text, prompt: catalogue.targetingPolicies() });
+    },
+
+    async selectTargets(input: { ref: RoundRef; text: string }): Promise<TargetSelection> {
+      const ws = await workspaces.get(input.ref);
+      const resources = await configResources(ws.iacDir);
+      const selection = await model.selectTargets({
+        text: input.text,
+        resources,
+        prompt: catalogue.compose(
+          input.ref.cloud,
+          resources.map((r) => r.type),
+          input.text,
+        ),
+      });
+      const known = new Set(resources.map((r) => r.address));
+      const targets = selection.targets.filter((t) => known.has(t));
+      await artifacts.putJson(key(input.ref, 'targets.json'), { ...selection, targets });
+      return { ...selection, targets };
+    },
+
+    /** Plans (or reads the plan the last cycle validated), derives the drift, drops exceptions. */
+    async planIteration(input: IterationInput): Promise<IterationOutput> {
+      const { ref, iteration } = input;
+      try {
+        const ws = await workspaces.get(ref);
+        const h = hooks();
+        const planFile = join(ws.dir, '..', `${ref.roundId}-${iteration}.tfplan`);
+        let planKey = input.planKey;
+        let reinitialized = false;
+        if (planKey) {
+          await artifacts.download(planKey, planFile);
+          await ws.engine.ensureInit(h);
+        } else {
+          const plan = await ws.engine.plan({ out: planFile, targets: input.targets }, h);
+          reinitialized = plan.reinitialized;
+          planKey = key(ref, `iteration-${iteration}/plan.tfplan`);
+          await artifacts.putFile(planKey, planFile);
+          await artifacts.putText(key(ref, `iteration-${iteration}/plan.txt`), plan.output);
+        }
+        const jsonFile = `${planFile}.json`;
+        await ws.engine.showJson(planFile, jsonFile, h);
+        await artifacts.putFile(key(ref, `iteration-${iteration}/plan.json`), jsonFile, 'application/json');
+        const plan = parsePlanJson(JSON.parse(readFileSync(jsonFile, 'utf8')));
+        const drift = deriveDrift(plan);
+        const inSync = drift.length === 0;
+        const reportKey = key(
+          ref,
+          inSync ? `iteration-${iteration}/plan.txt` : `iteration-${iteration}/drift-report.json`,
+        );
+        if (inSync && input.planKey) {
+          await artifacts.putText(
+            reportKey,
+            `No drift: the plan validated by the last cycle is in sync (${planInSync(plan) ? 'no changes' : 'changes outside drift'}).\n`,
+          );
+        }
+        const { survivors, whitelisted } = applyExceptions(drift, ref.rules ?? []);
+        if (!inSync) {
+          await artifacts.putJson(reportKey, { iteration, drift, operations: survivors, whitelisted });
+        }
+        const operationsKey = key(ref, `iteration-${iteration}/operations.json`);
+        const whitelistedKey = key(ref, `iteration-${iteration}/whitelisted.json`);
+        await artifacts.putJson(operationsKey, survivors);
+        await artifacts.putJson(whitelistedKey, whitelisted);
+        return {
+          inSync,
+          driftCount: drift.length,
+          operationCount: survivors.length,
+          whitelistedCount: whitelisted.length,
+          groupCount: survivors.length === 0 ? 0 : groupOperations(survivors, input.groupSize).length,
+          planKey,
+          reportKey,
+          operationsKey,
+          whitelistedKey,
+          planned: !input.planKey,
+          reinitialized,
+        };
+      } catch (err) {
+        throw toActivityFailure(err);
+      }
+    },
+
+    /** One generate cycle: the model's changes for one group, written, committed and pushed. */
+    async generateRemediation(input: CycleInput): Promise<GenerateOutput> {
+      const { ref, iteration, group } = input;
+      const ws = await workspaces.get(ref);
+      const resultKey = key(ref, `iteration-${iteration}/group-${group}/remediation.json`);
+      const marker = cycleMarker(ref, iteration, group);
+      const found = (await git.run(['log', '--format=%H', '-F', `--grep=${marker}`], ws.dir))
+        .trim()
+        .split('\n')[0];
+      if (found) {
+        // This cycle already committed (a retry after a crash): report that commit, do not redo it.
+        const previous = await getJson<GenerateOutput>(artifacts, resultKey);
+        await git.push(ws.dir, ref.branch);
+        return { ...previous, changed: true, commit: found };
+      }
+      const all = await getJson<DriftOperation[]>(artifacts, input.operationsKey);
+      const ops = groupOperations(all, input.groupSize)[group] ?? [];
+      const files = readRootFiles(ws.iacDir);
+      const remediation = await model.remediate({
+        operations: ops,
+        files,
+        prompt: catalogue.compose(
+          ref.cloud,
+          ops.map((o) => o.type),
+          '',
+        ),
+      });
+      for (const e of remediation.edits) {
+        const target = join(ws.iacDir, e.path);
+        mkdirSync(dirname(target), { recursive: true });
+        writeFileSync(target, e.content);
+        await artifacts.putText(
+          key(ref, `iteration-${iteration}/group-${group}/changes/${e.path}`),
+          e.content,
+        );
+      }
+      const result: GenerateOutput = {
+        changed: false,
+        files: remediation.edits.map((e) => e.path),
+        unremediableCount: remediation.unremediable.length,
+        resultKey,
+      };
+      await artifacts.putJson(resultKey, { ...result, unremediable: remediation.unremediable });
+      if (remediation.edits.length === 0) return result;
+      const addresses = ops
+        .filter((o) => !remediation.unremediable.some((u) => u.address === o.address))
+        .map((o) => o.address);
+      const message = `Reconcile drift: ${addresses.join(', ') || 'code changes'}\n\nRound ${ref.roundId}, iteration ${iteration}, group ${group + 1}.\n\n${marker}`;
+      const commit = await git.commitAll(ws.dir, message);
+      if (commit.created) {
+        const diff = await git.run(['show', '--format=', '--no-color', commit.sha], ws.dir);
+        await artifacts.putText(
+          key(ref, `iteration-${iteration}/group-${group}/changes.diff`),
+          diff,
+          'text/x-diff',
+        );
+      }
+      await git.push(ws.dir, ref.branch);
+      const done = { ...result, changed: commit.created, commit: commit.sha };
+      await artifacts.putJson(resultKey, { ...done, unremediable: remediation.unremediable });
+      return done;
+    },
+
+    /** Validates the cycle's code with the engine: validate, then plan -out on the targets. */
+    async validateRemediation(input: CycleInput): Promise<ValidateOutput> {
+      const { ref, iteration, group } = input;
+      const ws = await workspaces.get(ref);
+      const h = hooks();
+      try {
+        const v = await ws.engine.validate(h);
+        const planFile = join(ws.dir, '..', `${ref.roundId}-${iteration}-${group}.tfplan`);
+        const plan = await ws.engine.plan({ out: planFile, targets: input.targets }, h);
+        const planKey = key(ref, `iteration-${iteration}/group-${group}/plan.tfplan`);
+        await artifacts.putFile(planKey, planFile);
+        await artifacts.putText(key(ref, `iteration-${iteration}/group-${group}/plan.txt`), plan.output);
+        return { valid: true, planKey, reinitialized: v.reinitialized || plan.reinitialized };
+      } catch (err) {
+        if (err instanceof EngineError && err.permanent) {
+          // The proposed code does not validate: take it back so the branch stays valid, and say
+          // why its drift stays unreconciled.
+          await git.run(['revert', '--no-edit', 'HEAD'], ws.dir);
+          await git.push(ws.dir, ref.branch);
+          const resultKey = key(ref, `iteration-${iteration}/group-${group}/remediation.json`);
+          const result = await getJson<GenerateOutput & { unremediable: Unremediable[] }>(
+            artifacts,
+            resultKey,
+          );
+          const all = await getJson<DriftOperation[]>(artifacts, input.operationsKey);
+          const ops = groupOperations(all, input.groupSize)[group] ?? [];
+          result.unremediable = ops.map((o) => ({
+            address: o.address,
+            attributes: o.changes.map((c) => c.path || '*'),
+            reason: `The proposed change did not validate (${err.message}); it was reverted.`,
+          }));
+          await artifacts.putJson(resultKey, result);
+          return { valid: false, reinitialized: false, reason: err.message };
+        }
+        throw toActivityFailure(err);
+      }
+    },
+
+    /** The drift JSON report: diff_history first, then the leftovers of the round. */
+    async writeReport(input: ReportInput): Promise<ReportOutput> {
+      const { ref } = input;
+      const ws = await workspaces.get(ref);
+      await git.run(['fetch', '--quiet', 'origin', ref.branch], ws.dir);
+      const history = await diffHistory(git, ws.dir, input.baseCommit, ref.iacPath);
+      const remediated = [...history.resources.entries()]
+        .map(([address, files]) => ({ address, files: [...files].sort() }))
+        .sort((a, b) => a.address.localeCompare(b.address));
+      const reasons = new Map<string, Unremediable>();
+      for (const k of input.cycleResultKeys) {
+        const r = await getJson<{ unremediable?: Unremediable[] }>(artifacts, k);
+        for (const u of r.unremediable ?? []) reasons.set(u.address, u);
+      }
+      const leftover = input.finalOperationsKey
+        ? await getJson<DriftOperation[]>(artifacts, input.finalOperationsKey)
+        : [];
+      const unreconciled: UnreconciledDrift[] = leftover.map((op) => ({
+        address: op.address,
+        attributes: op.changes.map((c) => c.path || '*'),
+        reason:
+          reasons.get(op.address)?.reason ??
+          `Still drifted after ${input.iterations} iteration(s) (orchestration.max_drift_reports).`,
+      }));
+      const whitelisted = input.whitelistedKey
+        ? await getJson<WhitelistedException[]>(artifacts, input.whitelistedKey)
+        : [];
+      const outcome = computeOutcome(remediated.length, unreconciled.length);
+      const summary = await model.summarize({
+        mode: input.mode,
+        request: input.text,
+        remediated: remediated.map((r) => r.address),
+        unreconciled: unreconciled,
+        whitelisted: whitelisted.map((w) => ({ address: w.address, rule_id: w.rule_id })),
+        outcome,
+      });
+      const report: DriftReport = driftReportSchema.parse({
+        session_id: ref.sessionId,
+        round_id: ref.roundId,
+        mode: input.mode,
+        summary,
+        outcome,
+        remediated_resources: remediated,
+        ...(unreconciled.length > 0 ? { unreconciled_drift: unreconciled } : {}),
+        ...(whitelisted.length > 0 ? { whitelisted_exceptions: whitelisted } : {}),
+        iterations: input.iterations,
+        branch: ref.branch,
+        commit: history.head,
+      });
+      const reportKey = key(ref, 'drift-report.json');
+      await artifacts.putJson(reportKey, report);
+      const changedThisRound =
+        (
+          await git.run(
+            [
+              'log',
+              '--format=%H',
+              '-F',
+              `--grep=Kumoss-Cycle: ${ref.sessionId}/${ref.roundId}/`,
+              `${input.baseCommit}..HEAD`,
+            ],
+            ws.dir,
+          )
+        ).trim() !== '';
+      workspaces.release(ref);
+      return {
+        reportKey,
+        outcome,
+        summary,
+        remediated: remediated.map((r) => r.address),
+        unreconciledCount: unreconciled.length,
+        whitelistedCount: whitelisted.length,
+        changed: changedThisRound,
+      };
+    },
+  };
+}
+
+export type DriftRoundActivities = ReturnType<typeof createDriftRoundActivities>;

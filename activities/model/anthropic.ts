@@ -1,0 +1,140 @@
+// The Anthropic provider: the same port through the Messages API (@anthropic-ai/sdk). Each call
+// asks for one JSON object and parses it with zod; an answer that does not parse is an error the
+// activity retries, never a guess.
+import Anthropic from '@anthropic-ai/sdk';
+import { z } from 'zod';
+import type { DriftOperation } from '../../shared/drift';
+import type {
+  ConfigResource,
+  FilterDecision,
+  ModelProvider,
+  Remediation,
+  ReportFacts,
+  SourceFile,
+  TargetSelection,
+} from './port';
+
+export interface AnthropicOptions {
+  apiKey: string;
+  baseURL?: string;
+  /** Model for filtering, targeting and remediation. */
+  model: string;
+  /** The small model: summaries (and pull-request texts). */
+  smallModel: string;
+  maxTokens?: number;
+  timeoutMs?: number;
+}
+
+const filterSchema = z.object({ accepted: z.boolean(), reason: z.string() });
+const targetsSchema = z.object({ targets: z.array(z.string()), reason: z.string() });
+const remediationSchema = z.object({
+  edits: z.array(z.object({ path: z.string(), content: z.string() })),
+  unremediable: z.array(
+    z.object({ address: z.string(), attributes: z.array(z.string()), reason: z.string() }),
+  ),
+});
+const summarySchema = z.object({ summary: z.string().min(1) });
+
+export class ModelAnswerError extends Error {
+  override name = 'ModelAnswerError';
+}
+
+/** The first JSON object in a text answer (models sometimes wrap it in prose or a code fence). */
+export function extractJson(text: string): unknown {
+  const start = text.indexOf('{');
+  const end = text.lastIndexOf('}');
+  if (start < 0 || end < start)
+    throw new ModelAnswerError(`the model answered without a JSON object: ${text.slice(0, 200)}`);
+  try {
+    return JSON.parse(text.slice(start, end + 1)) as unknown;
+  } catch (err) {
+    throw new ModelAnswerError(`the model answered with invalid JSON: ${(err as Error).message}`);
+  }
+}
+
+export class AnthropicModel implements ModelProvider {
+  readonly name = 'anthropic';
+  private readonly client: Anthropic;
+
+  constructor(private readonly opts: AnthropicOptions) {
+    this.client = new Anthropic({
+      apiKey: opts.apiKey,
+      ...(opts.baseURL ? { baseURL: opts.baseURL } : {}),
+      timeout: opts.timeoutMs ?? 120_000,
+      maxRetries: 2,
+    });
+  }
+
+  private async ask<T>(schema: z.ZodType<T>, model: string, system: string, payload: unknown): Promise<T> {
+    const res = await this.client.messages.create({
+      model,
+      max_tokens: this.opts.maxTokens ?? 8192,
+      system,
+      messages: [{ role: 'user', content: JSON.stringify(payload, null, 2) }],
+    });
+    const text = res.content.map((b) => (b.type === 'text' ? b.text : '')).join('');
+    const parsed = schema.safeParse(extractJson(text));
+    if (!parsed.success) {
+      throw new ModelAnswerError(
+        `the model's answer has the wrong shape: ${parsed.error.issues[0]?.message ?? ''}`,
+      );
+    }
+    return parsed.data;
+  }
+
+  filterRequest(input: { text: string; prompt: string }): Promise<FilterDecision> {
+    return this.ask(
+      filterSchema,
+      this.opts.model,
+      `${input.prompt}\n\nYou are the request filter of a drift remediation tool, in drift mode. Accept requests to resolve or scope drift on existing resources. Decline requests to create or modify infrastructure as an operation mismatch. Answer with one JSON object: {"accepted": boolean, "reason": string}.`,
+      { request: input.text },
+    );
+  }
+
+  selectTargets(input: {
+    text: string;
+    resources: ConfigResource[];
+    prompt: string;
+  }): Promise<TargetSelection> {
+    return this.ask(
+      targetsSchema,
+      this.opts.model,
+      `${input.prompt}\n\nYou are the target generator of a drift remediation tool. From the request and the resources of the configuration, choose the Terraform resource addresses to pass as -target. Use only addresses from the list. Answer with one JSON object: {"targets": string[], "reason": string}.`,
+      {
+        request: input.text,
+        resources: input.resources.map(({ address, type, name }) => ({ address, type, name })),
+      },
+    );
+  }
+
+  async remediate(input: {
+    operations: DriftOperation[];
+    files: SourceFile[];
+    prompt: string;
+  }): Promise<Remediation> {
+    const answer = await this.ask(
+      remediationSchema,
+      this.opts.model,
+      `${input.prompt}\n\nYou reconcile Terraform code with reality. For each drift operation, change the code so that planning it against the real resources shows no change: write the actual values into the attributes. Keep formatting and comments. Do not touch anything else. When an operation cannot be fixed safely in code, list it under "unremediable" with the reason. Answer with one JSON object: {"edits": [{"path": string, "content": string}], "unremediable": [{"address": string, "attributes": string[], "reason": string}]} where each edit is a whole file.`,
+      { operations: input.operations, files: input.files },
+    );
+    const known = new Set(input.files.map((f) => f.path));
+    const unknown = answer.edits.filter((e) => !known.has(e.path));
+    if (unknown.length > 0) {
+      throw new ModelAnswerError(
+        `the model edited files outside the root: ${unknown.map((e) => e.path).join(', ')}`,
+      );
+    }
+    return answer;
+  }
+
+  async summarize(input: ReportFacts): Promise<string> {
+    const answer = await this.ask(
+      summarySchema,
+      this.opts.smallModel,
+      'Summarize the outcome of a drift remediation round for an operator in two or three sentences. Name the remediated resources, what was left unreconciled and why, and what the exception rules left alone. Answer with one JSON object: {"summary": string}.',
+      input,
+    );
+    return answer.summary;
+  }
+}

@@ -1,0 +1,72 @@
+// The model port: what a drift round asks of a language model. Two providers implement it — the
+// deterministic offline one (the default, no key) and Anthropic's Messages API.
+import type { DriftOperation } from '../../shared/drift';
+
+export interface FilterDecision {
+  accepted: boolean;
+  reason: string;
+}
+
+export interface ConfigResource {
+  address: string;
+  type: string;
+  name: string;
+  file: string;
+  /** The block's source text. */
+  source: string;
+}
+
+export interface TargetSelection {
+  targets: string[];
+  reason: string;
+}
+
+export interface SourceFile {
+  path: string;
+  content: string;
+}
+
+export interface Unremediable {
+  address: string;
+  attributes: string[];
+  reason: string;
+}
+
+export interface Remediation {
+  /** Files to write, whole (paths relative to the IaC root). */
+  edits: SourceFile[];
+  /** Drift the provider could not fix; reported as unreconciled, never faked. */
+  unremediable: Unremediable[];
+}
+
+export interface ReportFacts {
+  mode: 'partial' | 'full';
+  request: string;
+  remediated: string[];
+  unreconciled: Unremediable[];
+  whitelisted: { address: string; rule_id: string }[];
+  outcome: string;
+}
+
+export interface ModelProvider {
+  readonly name: string;
+  /** Drift mode: accept requests to resolve or scope drift, decline create/modify requests. */
+  filterRequest(input: { text: string; prompt: string }): Promise<FilterDecision>;
+  /** Terraform -target addresses for the request. */
+  selectTargets(input: {
+    text: string;
+    resources: ConfigResource[];
+    prompt: string;
+  }): Promise<TargetSelection>;
+  /** Code changes that reconcile the code with reality for one group of operations. */
+  remediate(input: {
+    operations: DriftOperation[];
+    files: SourceFile[];
+    prompt: string;
+  }): Promise<Remediation>;
+  /** The report's summary. */
+  summarize(input: ReportFacts): Promise<string>;
+}
+
+export const OPERATION_MISMATCH =
+  'Operation mismatch: drift remediation resolves drift on existing resources; this request asks to create or modify infrastructure.';

@@ -1,0 +1,93 @@
+// Round workspaces: one checkout of the session branch per round on this worker, with the engine
+// client built for that run — the client carries the "init ran" flag, so init is submitted at most
+// once per round (plus the re-inits the engine asks for). A workspace lost to a restart or found
+// on another worker is rebuilt from the pushed branch: every cycle pushes before it returns.
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { join, normalize, relative } from 'node:path';
+import type { ExceptionRule } from '../shared/drift-exceptions';
+import { EngineClient } from './engine';
+import type { EngineDeps } from './drift-detection';
+import type { GitClient } from './git';
+
+/** What every round activity gets: which round, which repository, which root. */
+export interface RoundRef {
+  sessionId: string;
+  roundId: string;
+  repositoryUrl: string;
+  /** Root module inside the repository; '' or '.' for the top. */
+  iacPath: string;
+  scopeId: string;
+  cloud: 'azure' | 'gcp' | 'aws' | 'oci' | 'kubernetes';
+  /** The session branch the round commits to. */
+  branch: string;
+  /** Branch the session branch starts from (default: the repository's default branch). */
+  baseBranch?: string;
+  engine?: 'terraform' | 'tofu';
+  /** Exception rules in force for the round (loaded once, at its start). */
+  rules?: ExceptionRule[];
+}
+
+export interface Workspace {
+  dir: string;
+  iacDir: string;
+  engine: EngineClient;
+}
+
+export class RoundWorkspaces {
+  private readonly open = new Map<string, Workspace>();
+
+  constructor(
+    private readonly root: string,
+    private readonly git: GitClient,
+    private readonly engines: Record<'terraform' | 'tofu', EngineDeps>,
+    private readonly defaultEngine: 'terraform' | 'tofu',
+  ) {}
+
+  private key(ref: RoundRef): string {
+    return `${ref.sessionId}/${ref.roundId}`;
+  }
+
+  /** The round's checkout, cloned (or re-cloned) when this worker has none. */
+  async get(ref: RoundRef): Promise<Workspace> {
+    const key = this.key(ref);
+    const known = this.open.get(key);
+    if (known && existsSync(join(known.dir, '.git'))) return known;
+    const dir = join(
+      this.root,
+      ref.sessionId.replace(/[^A-Za-z0-9_-]/g, '_'),
+      ref.roundId.replace(/[^A-Za-z0-9_-]/g, '_'),
+    );
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(join(dir, '..'), { recursive: true });
+    await this.git.checkout({ url: ref.repositoryUrl, dir, branch: ref.branch, base: ref.baseBranch });
+    const iacDir = resolveIacDir(dir, ref.iacPath);
+    if (!existsSync(iacDir))
+      throw new Error(`IaC path ${ref.iacPath} does not exist in ${ref.repositoryUrl}`);
+    const deps = this.engines[ref.engine ?? this.defaultEngine];
+    const ws = { dir, iacDir, engine: new EngineClient({ ...deps, workdir: iacDir, scopeId: ref.scopeId }) };
+    this.open.set(key, ws);
+    return ws;
+  }
+
+  release(ref: RoundRef): void {
+    const ws = this.open.get(this.key(ref));
+    this.open.delete(this.key(ref));
+    if (ws) rmSync(ws.dir, { recursive: true, force: true });
+  }
+}
+
+/** The root directory inside a checkout; refuses paths that leave it. */
+export function resolveIacDir(checkout: string, iacPath: string): string {
+  const dir = normalize(join(checkout, iacPath || '.'));
+  const rel = relative(checkout, dir);
+  if (rel.startsWith('..')) throw new Error(`IaC path ${iacPath} leaves the repository`);
+  return dir;
+}
+
+/** The root's `.tf` files (not recursing into modules), path relative to the root. */
+export function readRootFiles(iacDir: string): { path: string; content: string }[] {
+  return readdirSync(iacDir)
+    .filter((f) => f.endsWith('.tf'))
+    .sort()
+    .map((f) => ({ path: f, content: readFileSync(join(iacDir, f), 'utf8') }));
+}

@@ -1,0 +1,155 @@
+// A drift round (partial or full remediation) as a Temporal workflow. Statuses: started →
+// filtering → generating → validating → report, ending completed, uncompleted (declined, or
+// answered without changes) or failed. Plans and reports travel as object keys only.
+import {
+  ApplicationFailure,
+  defineQuery,
+  log,
+  proxyActivities,
+  setCurrentDetails,
+  setHandler,
+  upsertSearchAttributes,
+} from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import {
+  driftRoundInputSchema,
+  type DriftRoundInput,
+  type DriftRoundResult,
+  type RoundProgress,
+  type RoundStatus,
+} from '../shared/contracts';
+import { sessionBranch } from '../shared/ids';
+import { detectAndRemediate } from './detect-and-remediate';
+
+export const roundProgressQuery = defineQuery<RoundProgress>('progress');
+
+const retry = {
+  initialInterval: '2s',
+  backoffCoefficient: 2,
+  maximumInterval: '1 minute',
+  maximumAttempts: 5,
+};
+
+const light = proxyActivities<Activities>({
+  startToCloseTimeout: '10 minutes',
+  retry,
+});
+
+const engine = proxyActivities<Activities>({
+  startToCloseTimeout: '45 minutes',
+  heartbeatTimeout: '2 minutes',
+  retry,
+});
+
+export async function driftRound(rawInput: DriftRoundInput): Promise<DriftRoundResult> {
+  const input = driftRoundInputSchema.parse(rawInput);
+  const branch = input.branch ?? sessionBranch(input.session_id);
+  const progress: RoundProgress = {
+    status: 'started',
+    iteration: 0,
+    max_iterations: input.max_drift_reports,
+    operations: 0,
+    groups: 0,
+    artifacts: [],
+  };
+  setHandler(roundProgressQuery, () => progress);
+  const setStatus = (s: RoundStatus): void => {
+    progress.status = s;
+  };
+  const base = {
+    session_id: input.session_id,
+    round_id: input.round_id,
+    branch,
+    remediated: [],
+    unreconciled_count: 0,
+    whitelisted_count: 0,
+    iterations: 0,
+    targets: [] as string[],
+  };
+  const end = (r: DriftRoundResult): DriftRoundResult => {
+    progress.status = r.status;
+    setCurrentDetails(r.reason ?? r.summary ?? r.status);
+    return r;
+  };
+  try {
+    const ref = {
+      sessionId: input.session_id,
+      roundId: input.round_id,
+      repositoryUrl: input.repository_url,
+      iacPath: input.iac_path,
+      scopeId: input.scope_id,
+      cloud: input.cloud,
+      branch,
+      ...(input.base_branch ? { baseBranch: input.base_branch } : {}),
+      ...(input.engine ? { engine: input.engine } : {}),
+    };
+    setCurrentDetails(`Preparing ${input.mode} drift round on ${input.repository_url}`);
+    const prepared = await light.prepareRound({ ref, text: input.text });
+    progress.artifacts.push(prepared.promptKey);
+    const roundRef = { ...ref, rules: prepared.rules };
+
+    let targets: string[] = [];
+    if (input.mode === 'partial') {
+      setStatus('filtering');
+      setCurrentDetails('Filtering the request (drift mode)');
+      const decision = await light.filterRequest({ ref: roundRef, text: input.text });
+      if (!decision.accepted) return end({ ...base, status: 'uncompleted', reason: decision.reason });
+      const selection = await light.selectTargets({ ref: roundRef, text: input.text });
+      if (selection.targets.length === 0) {
+        return end({ ...base, status: 'uncompleted', reason: selection.reason });
+      }
+      targets = selection.targets;
+    }
+
+    const loop = await detectAndRemediate(
+      engine,
+      roundRef,
+      targets,
+      { maxIterations: input.max_drift_reports, groupSize: input.drift_group_operations },
+      {
+        setStatus,
+        onIteration: (i, det) => {
+          progress.iteration = i;
+          progress.operations = det.operationCount;
+          progress.groups = det.groupCount;
+        },
+        addArtifact: (k) => progress.artifacts.push(k),
+      },
+    );
+
+    setStatus('report');
+    setCurrentDetails('Writing the drift report');
+    const report = await light.writeReport({
+      ref: roundRef,
+      mode: input.mode,
+      text: input.text,
+      baseCommit: prepared.baseCommit,
+      iterations: loop.iterations,
+      ...(loop.finalOperationsKey ? { finalOperationsKey: loop.finalOperationsKey } : {}),
+      ...(loop.whitelistedKey ? { whitelistedKey: loop.whitelistedKey } : {}),
+      cycleResultKeys: loop.cycleResultKeys,
+    });
+    progress.artifacts.push(report.reportKey);
+    upsertSearchAttributes({ KumossOutcome: [report.outcome] });
+    log.info('drift round reported', { outcome: report.outcome, stopped: loop.stoppedBecause });
+    return end({
+      ...base,
+      status: report.changed ? 'completed' : 'uncompleted',
+      ...(report.changed ? {} : { reason: 'The round answered without changes.' }),
+      outcome: report.outcome,
+      summary: report.summary,
+      report_key: report.reportKey,
+      remediated: report.remediated,
+      unreconciled_count: report.unreconciledCount,
+      whitelisted_count: report.whitelistedCount,
+      iterations: loop.iterations,
+      targets,
+    });
+  } catch (err) {
+    progress.status = 'failed';
+    const reason =
+      err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err);
+    setCurrentDetails(`Failed: ${reason}`);
+    throw ApplicationFailure.nonRetryable(`Drift round failed: ${reason}`, 'DriftRoundFailed');
+  }
+}
