@@ -380,7 +380,6 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
     async writeReport(input: ReportInput): Promise<ReportOutput> {
       const { ref } = input;
       const ws = await workspaces.get(ref);
-      await git.run(['fetch', '--quiet', 'origin', ref.branch], ws.dir);
       const history = await diffHistory(git, ws.dir, input.baseCommit, ref.iacPath);
       const remediated = [...history.resources.entries()]
         .map(([address, files]) => ({ address, files: [...files].sort() }))

@@ -169,7 +169,10 @@ export async function findAttribute(
 }
 
 function hclString(s: string): string {
-  const escaped = JSON.stringify(s).slice(1, -1).replace(/\$\{/g, '$${').replace(/%\{/g, '%%{');
+  const escaped = JSON.stringify(s)
+    .slice(1, -1)
+    .replace(/\$\{/g, () => '$${')
+    .replace(/%\{/g, () => '%%{');
   return `"${escaped}"`;
 }
 
@@ -186,6 +189,10 @@ export function renderHcl(value: unknown, indent = 0, order?: unknown): string {
   if (typeof value === 'number' || typeof value === 'boolean') return String(value);
   if (Array.isArray(value)) {
     if (value.length === 0) return '[]';
+    if (value.every((v) => v === null || typeof v !== 'object')) {
+      const inline = `[${value.map((v) => renderHcl(v)).join(', ')}]`;
+      if (inline.length <= 80) return inline;
+    }
     const ord = Array.isArray(order) ? order : [];
     const items = value.map((v, i) => `${pad(indent + 2)}${renderHcl(v, indent + 2, ord[i])},`);
     return `[\n${items.join('\n')}\n${pad(indent)}]`;

@@ -56,6 +56,10 @@ export interface DriftRoundResult {
   iterations: number;
   targets: string[];
   branch: string;
+  /** Why the detect-and-remediate loop stopped. */
+  stopped_because?: 'in-sync' | 'all-excluded' | 'no-progress' | 'max-iterations';
+  /** Times the engine was initialised again because its output asked for it. */
+  engine_reinits: number;
 }
 
 export interface RoundProgress {

@@ -21,6 +21,8 @@ export interface LoopResult {
   whitelistedKey?: string;
   cycleResultKeys: string[];
   stoppedBecause: 'in-sync' | 'all-excluded' | 'no-progress' | 'max-iterations';
+  /** Times the engine asked for init again (a remediation added a provider or module). */
+  reinits: number;
 }
 
 export async function detectAndRemediate(
@@ -31,6 +33,7 @@ export async function detectAndRemediate(
   hooks: LoopHooks,
 ): Promise<LoopResult> {
   const cycleResultKeys: string[] = [];
+  let reinits = 0;
   let planKey: string | undefined;
   let last: IterationOutput | undefined;
   for (let i = 1; i <= opts.maxIterations; i++) {
@@ -46,6 +49,7 @@ export async function detectAndRemediate(
       groupSize: opts.groupSize,
     });
     last = det;
+    if (det.reinitialized) reinits += 1;
     hooks.onIteration(i, det);
     hooks.addArtifact(det.reportKey);
     if (det.inSync) {
@@ -54,6 +58,7 @@ export async function detectAndRemediate(
         cycleResultKeys,
         whitelistedKey: det.whitelistedKey,
         stoppedBecause: 'in-sync',
+        reinits,
       };
     }
     if (det.operationCount === 0) {
@@ -63,6 +68,7 @@ export async function detectAndRemediate(
         cycleResultKeys,
         whitelistedKey: det.whitelistedKey,
         stoppedBecause: 'all-excluded',
+        reinits,
       };
     }
     let lastValidated: string | undefined;
@@ -89,6 +95,7 @@ export async function detectAndRemediate(
         `Iteration ${i} of ${opts.maxIterations}: validating group ${g + 1} of ${det.groupCount}`,
       );
       const val = await acts.validateRemediation(cycle);
+      if (val.reinitialized) reinits += 1;
       if (val.valid && val.planKey) {
         lastValidated = val.planKey;
         progressed = true;
@@ -103,6 +110,7 @@ export async function detectAndRemediate(
         finalOperationsKey: det.operationsKey,
         whitelistedKey: det.whitelistedKey,
         stoppedBecause: 'no-progress',
+        reinits,
       };
     }
   }
@@ -123,5 +131,6 @@ export async function detectAndRemediate(
     ...(final.operationCount > 0 ? { finalOperationsKey: final.operationsKey } : {}),
     whitelistedKey: final.whitelistedKey ?? last?.whitelistedKey,
     stoppedBecause: final.inSync ? 'in-sync' : 'max-iterations',
+    reinits: reinits + (final.reinitialized ? 1 : 0),
   };
 }

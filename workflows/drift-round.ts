@@ -18,6 +18,7 @@ import {
   type RoundProgress,
   type RoundStatus,
 } from '../shared/contracts';
+import { activeRules } from '../shared/drift-exceptions';
 import { sessionBranch } from '../shared/ids';
 import { detectAndRemediate } from './detect-and-remediate';
 
@@ -65,6 +66,7 @@ export async function driftRound(rawInput: DriftRoundInput): Promise<DriftRoundR
     whitelisted_count: 0,
     iterations: 0,
     targets: [] as string[],
+    engine_reinits: 0,
   };
   const end = (r: DriftRoundResult): DriftRoundResult => {
     progress.status = r.status;
@@ -86,7 +88,9 @@ export async function driftRound(rawInput: DriftRoundInput): Promise<DriftRoundR
     setCurrentDetails(`Preparing ${input.mode} drift round on ${input.repository_url}`);
     const prepared = await light.prepareRound({ ref, text: input.text });
     progress.artifacts.push(prepared.promptKey);
-    const roundRef = { ...ref, rules: prepared.rules };
+    // Expired rules stop applying; the workflow's clock is deterministic (replay-safe).
+    const today = new Date().toISOString().slice(0, 10);
+    const roundRef = { ...ref, rules: activeRules(prepared.rules, today) };
 
     let targets: string[] = [];
     if (input.mode === 'partial') {
@@ -144,6 +148,8 @@ export async function driftRound(rawInput: DriftRoundInput): Promise<DriftRoundR
       whitelisted_count: report.whitelistedCount,
       iterations: loop.iterations,
       targets,
+      stopped_because: loop.stoppedBecause,
+      engine_reinits: loop.reinits,
     });
   } catch (err) {
     progress.status = 'failed';

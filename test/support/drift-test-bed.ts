@@ -37,6 +37,12 @@ export const DRIFT_ADDRESSES = {
 
 export type DriftKind = keyof typeof DRIFT_ADDRESSES;
 
+export const TIME_PROVIDER = `    time = {
+      source  = "hashicorp/time"
+      version = "0.14.2"
+    }
+`;
+
 function hclJson(value: unknown): string {
   return `jsonencode(${JSON.stringify(value, null, 2).replace(/\n/g, '\n  ')})`;
 }
@@ -45,7 +51,10 @@ export function rootFiles(opts: {
   apiUrl: string;
   filesDir: string;
   statePath: string;
+  /** Declare hashicorp/time and a time_static (default true). */
+  withTime?: boolean;
 }): Record<string, string> {
+  const withTime = opts.withTime ?? true;
   return {
     'main.tf': `terraform {
   required_version = ">= 1.5.0"
@@ -58,11 +67,7 @@ export function rootFiles(opts: {
       source  = "hashicorp/local"
       version = "1.4.0"
     }
-    time = {
-      source  = "hashicorp/time"
-      version = "0.14.2"
-    }
-  }
+${withTime ? TIME_PROVIDER : ''}  }
   backend "local" {
     path = "${opts.statePath}"
   }
@@ -87,8 +92,7 @@ resource "local_file" "motd" {
   content  = ${JSON.stringify(MOTD_CONTENT)}
 }
 
-resource "time_static" "created" {}
-`,
+${withTime ? 'resource "time_static" "created" {}\n' : ''}`,
     'variables.tf': `variable "api_url" {
   type        = string
   description = "Base URL of the REST API that holds the objects"
@@ -126,6 +130,7 @@ export async function createDriftTestBed(opts: {
   engine: { kind: EngineBinary; binary: string; cliConfigFile: string };
   name?: string;
   scopeId?: string;
+  withTime?: boolean;
 }): Promise<DriftTestBed> {
   const dir = mkdtempSync(join(tmpdir(), 'kumoss-bed-'));
   const sourceDir = join(dir, 'src');
@@ -134,7 +139,12 @@ export async function createDriftTestBed(opts: {
   for (const d of [sourceDir, filesDir, stateDir]) mkdirSync(d, { recursive: true });
   const api = await startObjectApi();
   try {
-    const files = rootFiles({ apiUrl: api.url, filesDir, statePath: join(stateDir, 'terraform.tfstate') });
+    const files = rootFiles({
+      apiUrl: api.url,
+      filesDir,
+      statePath: join(stateDir, 'terraform.tfstate'),
+      withTime: opts.withTime,
+    });
     for (const [name, text] of Object.entries(files)) writeFileSync(join(sourceDir, name), text);
     const engine = new EngineClient({
       ...opts.engine,

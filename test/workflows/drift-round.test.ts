@@ -1,12 +1,22 @@
 // Drift rounds end to end on the real stack: Temporal dev server, terraform, providers, git host,
 // object store; the offline model provider.
 import { randomUUID } from 'node:crypto';
+import { cpSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DriftRoundInput, DriftRoundResult } from '../../shared/contracts';
-import { driftReportSchema, type DriftReport } from '../../shared/drift-report';
+import { driftReportSchema } from '../../shared/drift-report';
 import { driftRoundWorkflowId } from '../../shared/ids';
 import { detectDrift, driftRound } from '../../workflows';
-import { createDriftTestBed, DRIFT_ADDRESSES, type DriftTestBed } from '../support/drift-test-bed';
+import { OfflineModel } from '../../activities/model/offline';
+import { projectRoot } from '../../shared/config';
+import {
+  createDriftTestBed,
+  DRIFT_ADDRESSES,
+  TIME_PROVIDER,
+  type DriftTestBed,
+} from '../support/drift-test-bed';
 import {
   artifactStore,
   engineDeps,
@@ -90,6 +100,218 @@ describe('driftRound on the drift test bed', () => {
     expect(fresh.drifted).toEqual([]);
     expect(fresh.hasChanges).toBe(false);
   });
+
+  it('partial round fixes only the named resource and leaves other drift alone', async () => {
+    const b = await bed();
+    await b.inject('attribute');
+    await b.inject('ingress');
+    const { result, report } = await round(b, {
+      mode: 'partial',
+      text: 'Resolve the drift on security group sg-web-demo; someone opened port 8080 in the console.',
+    });
+    expect(result.targets).toEqual([DRIFT_ADDRESSES.ingress]);
+    expect(result.status).toBe('completed');
+    expect(result.outcome).toBe('Succeeded');
+    expect(report?.remediated_resources.map((r) => r.address)).toEqual([DRIFT_ADDRESSES.ingress]);
+    // app_config was not targeted: its drift is still there on the branch.
+    const fresh = await detectOnBranch(b, result.branch);
+    expect(fresh.drifted).toEqual([DRIFT_ADDRESSES.attribute]);
+  });
+
+  it('reports drift it cannot fix as unreconciled and the outcome as Partial', async () => {
+    const b = await bed();
+    await b.inject('ingress');
+    await b.inject('file');
+    const { result, report } = await round(b, { mode: 'full', text: 'Reconcile everything in the root.' });
+    expect(result.outcome).toBe('Partial');
+    expect(report?.remediated_resources.map((r) => r.address)).toEqual([DRIFT_ADDRESSES.ingress]);
+    expect(report?.unreconciled_drift).toEqual([
+      expect.objectContaining({
+        address: DRIFT_ADDRESSES.file,
+        reason: expect.stringContaining('no longer exists') as string,
+      }),
+    ]);
+    expect(report).not.toHaveProperty('whitelisted_exceptions');
+  });
+
+  it('declines a request to create infrastructure as an operation mismatch, changing nothing', async () => {
+    const b = await bed();
+    await b.inject('ingress');
+    const { result, report } = await round(b, {
+      mode: 'partial',
+      text: 'Create a new S3 bucket for the logs.',
+    });
+    expect(result.status).toBe('uncompleted');
+    expect(result.reason).toMatch(/^Operation mismatch/);
+    expect(report).toBeUndefined();
+    const branches = await gitClient().remoteBranches(b.repoUrl);
+    expect([...branches.keys()]).toEqual(['main']);
+  });
+
+  it('ends uncompleted without a commit when the root is already in sync', async () => {
+    const b = await bed();
+    const { result, report } = await round(b, { mode: 'full', text: 'Reconcile everything.' });
+    expect(result.status).toBe('uncompleted');
+    expect(result.iterations).toBe(1);
+    expect(result.stopped_because).toBe('in-sync');
+    expect(report?.outcome).toBe('Succeeded');
+    expect(report?.remediated_resources).toEqual([]);
+  });
 });
 
-export type { DriftReport };
+describe('driftRound with drift-exception rules', () => {
+  let h: TemporalHarness;
+  let b: DriftTestBed;
+  let b2: DriftTestBed;
+
+  beforeAll(async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kumoss-prompts-'));
+    cpSync(join(projectRoot, 'prompts'), dir, { recursive: true });
+    writeFileSync(
+      join(dir, 'aws-guidelines-drift_exceptions.yaml'),
+      [
+        'guidance: Replica counts are tuned by the on-call team.',
+        'rules:',
+        '  - id: replicas-tuned-by-oncall',
+        '    resource_type: rest_object',
+        '    address: rest_object.app_*',
+        '    attribute: data.replicas',
+        '    reason: The on-call team tunes replica counts by hand.',
+        '  - id: expired-rule',
+        '    resource_type: rest_object',
+        '    attribute: data.ingress',
+        '    reason: An old waiver.',
+        '    expires: "2020-01-01"',
+        '',
+      ].join('\n'),
+    );
+    h = await temporalHarness('drift-round-exceptions', testActivities({ promptsDir: dir }));
+    const mk = () =>
+      createDriftTestBed({ gitHostUrl: stack().gitHostUrl, git: gitClient(), engine: engineDeps() });
+    b = await mk();
+    b2 = await mk();
+  });
+  afterAll(async () => {
+    await Promise.all([b?.destroy(), b2?.destroy()]);
+    await h?.close();
+  });
+
+  const run = (bed: DriftTestBed, text: string) =>
+    h.client.workflow.execute(driftRound, {
+      taskQueue: h.taskQueue,
+      workflowId: `exc-${randomUUID()}`,
+      args: [
+        {
+          session_id: `s-${randomUUID().slice(0, 8)}`,
+          round_id: 'r1',
+          mode: 'full',
+          repository_url: bed.repoUrl,
+          cloud: 'aws',
+          scope_id: 'scope-test',
+          text,
+        },
+      ],
+    });
+
+  it('leaves excepted drift untouched, lists it with its rule, and still reports Succeeded', async () => {
+    await b.inject('attribute');
+    await b.inject('ingress');
+    const result = await run(b, 'Reconcile everything.');
+    const report = driftReportSchema.parse(
+      JSON.parse(await artifactStore().getText(result.report_key ?? '')),
+    );
+    expect(report.outcome).toBe('Succeeded');
+    expect(report.remediated_resources.map((r) => r.address)).toEqual([DRIFT_ADDRESSES.ingress]);
+    expect(report.whitelisted_exceptions).toEqual([
+      {
+        address: DRIFT_ADDRESSES.attribute,
+        attributes: ['data.replicas'],
+        rule_id: 'replicas-tuned-by-oncall',
+        reason: 'The on-call team tunes replica counts by hand.',
+      },
+    ]);
+    expect(report).not.toHaveProperty('unreconciled_drift');
+    // The excepted object's code was not touched: replicas is still the declared 2 on the branch.
+    const text = await gitClient().run(['show', `origin/${result.branch}:main.tf`], await cloneOf(b.repoUrl));
+    expect(text).toContain(`"replicas": 2`);
+    expect(text).toMatch(/to_port\s*=\s*8080/);
+  });
+
+  it('stops the loop after iteration 1 when every operation is excluded', async () => {
+    await b2.inject('attribute');
+    const result = await run(b2, 'Reconcile everything.');
+    expect(result.iterations).toBe(1);
+    expect(result.stopped_because).toBe('all-excluded');
+    expect(result.status).toBe('uncompleted');
+    expect(result.outcome).toBe('Succeeded');
+    expect(result.whitelisted_count).toBe(1);
+  });
+});
+
+describe('driftRound when a remediation adds a provider', () => {
+  let h: TemporalHarness;
+  let b: DriftTestBed;
+
+  // The offline provider's fix, plus a new provider requirement and a resource of it: the engine
+  // then asks for init, and the round must init again by itself.
+  class AddsProviderModel extends OfflineModel {
+    override async remediate(input: Parameters<OfflineModel['remediate']>[0]) {
+      const r = await super.remediate(input);
+      return {
+        ...r,
+        edits: r.edits.map((e) =>
+          e.path === 'main.tf'
+            ? {
+                ...e,
+                content: e.content
+                  .replace('  required_providers {\n', `  required_providers {\n${TIME_PROVIDER}`)
+                  .concat('\nresource "time_static" "remediated_at" {}\n'),
+              }
+            : e,
+        ),
+      };
+    }
+  }
+
+  beforeAll(async () => {
+    h = await temporalHarness('drift-round-reinit', testActivities({ model: new AddsProviderModel() }));
+    b = await createDriftTestBed({
+      gitHostUrl: stack().gitHostUrl,
+      git: gitClient(),
+      engine: engineDeps(),
+      withTime: false,
+    });
+  });
+  afterAll(async () => {
+    await b?.destroy();
+    await h?.close();
+  });
+
+  it('re-runs init when the engine asks for it and completes the round', async () => {
+    await b.inject('ingress');
+    const result = await h.client.workflow.execute(driftRound, {
+      taskQueue: h.taskQueue,
+      workflowId: `reinit-${randomUUID()}`,
+      args: [
+        {
+          session_id: `s-${randomUUID().slice(0, 8)}`,
+          round_id: 'r1',
+          mode: 'full',
+          repository_url: b.repoUrl,
+          cloud: 'aws',
+          scope_id: 'scope-test',
+          text: 'Reconcile everything.',
+        },
+      ],
+    });
+    expect(result.engine_reinits).toBeGreaterThanOrEqual(1);
+    expect(result.outcome).toBe('Succeeded');
+    expect(result.remediated).toContain(DRIFT_ADDRESSES.ingress);
+  });
+});
+
+async function cloneOf(url: string): Promise<string> {
+  const dir = join(mkdtempSync(join(tmpdir(), 'kumoss-clone-')), 'c');
+  await gitClient().run(['clone', '--quiet', url, dir]);
+  return dir;
+}
