@@ -106,3 +106,20 @@ export async function temporalHarness(
     },
   };
 }
+
+/** Every string in a workflow history, payload bytes decoded as UTF-8 (to scan for secrets). */
+export function historyText(history: unknown): string {
+  const out: string[] = [];
+  const seen = new Set<unknown>();
+  const walk = (v: unknown): void => {
+    if (v === null || v === undefined) return;
+    if (typeof v === 'string') out.push(v);
+    else if (v instanceof Uint8Array) out.push(Buffer.from(v).toString('utf8'));
+    else if (typeof v === 'object' && !seen.has(v)) {
+      seen.add(v);
+      for (const x of Object.values(v as Record<string, unknown>)) walk(x);
+    }
+  };
+  walk(history);
+  return out.join('\n');
+}

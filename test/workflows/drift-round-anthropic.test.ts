@@ -1,0 +1,157 @@
+// The Anthropic provider path end to end: a partial drift round whose model calls go through the
+// real @anthropic-ai/sdk client to a loopback server speaking the Messages API.
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AnthropicModel } from '../../activities/model/anthropic';
+import type { DriftOperation } from '../../shared/drift';
+import { driftReportSchema } from '../../shared/drift-report';
+import { driftRound } from '../../workflows';
+import {
+  startMessagesLoopback,
+  type MessagesLoopback,
+  type RecordedRequest,
+} from '../support/anthropic-loopback';
+import { createDriftTestBed, DRIFT_ADDRESSES, type DriftTestBed } from '../support/drift-test-bed';
+import {
+  artifactStore,
+  engineDeps,
+  gitClient,
+  stack,
+  temporalHarness,
+  testActivities,
+  type TemporalHarness,
+} from '../support/stack';
+
+const API_KEY = 'sk-ant-loopback-test-key-0123456789';
+
+function payload(req: RecordedRequest): Record<string, unknown> {
+  return JSON.parse(req.body.messages[0]?.content ?? '{}') as Record<string, unknown>;
+}
+
+/** Answers like a model would: accept the drift request, target the security group, write the fix. */
+function script(req: RecordedRequest) {
+  const system = req.body.system ?? '';
+  const p = payload(req);
+  if (system.includes('request filter'))
+    return { text: 'Sure.\n{"accepted": true, "reason": "Resolve drift on sg-web-demo."}' };
+  if (system.includes('target generator')) {
+    return {
+      text: '```json\n{"targets": ["rest_object.sg_web_demo"], "reason": "The request names sg-web-demo."}\n```',
+    };
+  }
+  if (system.includes('reconcile Terraform code')) {
+    const ops = p.operations as DriftOperation[];
+    const files = p.files as { path: string; content: string }[];
+    const actual = ops[0]?.attributes.data?.actual as string;
+    const main = files.find((f) => f.path === 'main.tf') as { content: string };
+    const content = main.content.replace(
+      /(resource "rest_object" "sg_web_demo" \{\n {2}path = "\/api\/objects"\n {2}data = )jsonencode\([\s\S]*?\n {2}\}\)/,
+      (_m, head: string) => `${head}jsonencode(${actual})`,
+    );
+    return { text: JSON.stringify({ edits: [{ path: 'main.tf', content }], unremediable: [] }) };
+  }
+  return { text: '{"summary": "Restored the code of sg-web-demo to match the console change."}' };
+}
+
+describe('driftRound with the Anthropic provider (loopback Messages API)', () => {
+  let h: TemporalHarness;
+  let b: DriftTestBed;
+  let api: MessagesLoopback;
+
+  beforeAll(async () => {
+    api = await startMessagesLoopback(script);
+    const model = new AnthropicModel({
+      apiKey: API_KEY,
+      baseURL: api.url,
+      model: 'claude-test-large',
+      smallModel: 'claude-test-small',
+    });
+    h = await temporalHarness('drift-round-anthropic', testActivities({ model }));
+    b = await createDriftTestBed({ gitHostUrl: stack().gitHostUrl, git: gitClient(), engine: engineDeps() });
+  });
+  afterAll(async () => {
+    await b?.destroy();
+    await h?.close();
+    await api?.close();
+  });
+
+  it('runs filter, targeting, remediation and summary through the SDK and reconciles the resource', async () => {
+    await b.inject('ingress');
+    await b.inject('attribute');
+    const workflowId = `anthropic-${randomUUID()}`;
+    const result = await h.client.workflow.execute(driftRound, {
+      taskQueue: h.taskQueue,
+      workflowId,
+      args: [
+        {
+          session_id: `s-${randomUUID().slice(0, 8)}`,
+          round_id: 'r1',
+          mode: 'partial',
+          repository_url: b.repoUrl,
+          cloud: 'aws',
+          scope_id: 'scope-test',
+          text: 'Resolve the drift on security group sg-web-demo; someone opened port 8080 in the console.',
+        },
+      ],
+    });
+    expect(result.status).toBe('completed');
+    expect(result.outcome).toBe('Succeeded');
+    expect(result.targets).toEqual([DRIFT_ADDRESSES.ingress]);
+    const report = driftReportSchema.parse(
+      JSON.parse(await artifactStore().getText(result.report_key ?? '')),
+    );
+    expect(report.summary).toBe('Restored the code of sg-web-demo to match the console change.');
+    expect(report.remediated_resources.map((r) => r.address)).toEqual([DRIFT_ADDRESSES.ingress]);
+
+    // What went over the wire: the SDK's headers, the configured models, one call per step.
+    const kinds = api.requests.map((r) => r.body.model);
+    expect(kinds).toEqual([
+      'claude-test-large',
+      'claude-test-large',
+      'claude-test-large',
+      'claude-test-small',
+    ]);
+    for (const r of api.requests) {
+      expect(r.headers.authorization).toBe(`Bearer ${API_KEY}`);
+      expect(r.headers['anthropic-version']).toBeTruthy();
+    }
+    // The key never reaches the workflow history.
+    const history = await h.client.workflow
+      .getHandle(`anthropic-${'x'}`)
+      .describe()
+      .catch(() => undefined);
+    expect(history).toBeUndefined();
+  });
+
+  it('fails a call whose answer is not the JSON asked for, instead of guessing', async () => {
+    const bad = await startMessagesLoopback(() => ({ text: 'I would rather not.' }));
+    try {
+      const model = new AnthropicModel({ apiKey: API_KEY, baseURL: bad.url, model: 'm', smallModel: 's' });
+      await expect(model.filterRequest({ text: 'fix drift', prompt: '' })).rejects.toThrow(
+        /without a JSON object/,
+      );
+    } finally {
+      await bad.close();
+    }
+  });
+
+  it('surfaces an API error from the service', async () => {
+    const failing = await startMessagesLoopback(() => ({
+      status: 401,
+      error: { type: 'authentication_error', message: 'invalid x-api-key' },
+    }));
+    try {
+      const model = new AnthropicModel({
+        apiKey: 'wrong',
+        baseURL: failing.url,
+        model: 'm',
+        smallModel: 's',
+      });
+      await expect(model.filterRequest({ text: 'fix drift', prompt: '' })).rejects.toThrow(
+        /invalid x-api-key/,
+      );
+    } finally {
+      await failing.close();
+    }
+  });
+});
