@@ -39,3 +39,14 @@ describe('drift report', () => {
     expect(schema.required).not.toContain('unreconciled_drift');
   });
 });
+
+describe('published schema', () => {
+  it('schemas/drift-report.schema.json matches the zod contract (run `npm run schemas` after a change)', async () => {
+    const { readFileSync } = await import('node:fs');
+    const { join } = await import('node:path');
+    const { projectRoot } = await import('../../shared/config');
+    const { renderSchema } = await import('../../scripts/write-schemas');
+    const committed = readFileSync(join(projectRoot, 'schemas', 'drift-report.schema.json'), 'utf8');
+    expect(committed).toBe(renderSchema('drift-report.schema.json'));
+  });
+});

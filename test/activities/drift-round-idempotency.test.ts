@@ -1,0 +1,66 @@
+// Activities run again after a crash must not do their work twice: a retried generate cycle finds
+// its own commit by trailer instead of committing again, and a retried push is a no-op.
+import { randomUUID } from 'node:crypto';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { GenerateOutput, IterationOutput } from '../../activities/drift-round';
+import type { RoundRef } from '../../activities/workspace';
+import { createDriftTestBed, type DriftTestBed } from '../support/drift-test-bed';
+import { engineDeps, gitClient, stack, testActivities } from '../support/stack';
+
+describe('drift round activities are idempotent', () => {
+  let b: DriftTestBed;
+  beforeAll(async () => {
+    b = await createDriftTestBed({ gitHostUrl: stack().gitHostUrl, git: gitClient(), engine: engineDeps() });
+  });
+  afterAll(async () => {
+    await b?.destroy();
+  });
+
+  it('a retried generate cycle does not commit twice, and its retried push changes nothing', async () => {
+    await b.inject('ingress');
+    const session = `s-${randomUUID().slice(0, 8)}`;
+    const ref: RoundRef = {
+      sessionId: session,
+      roundId: 'r1',
+      repositoryUrl: b.repoUrl,
+      iacPath: '',
+      scopeId: 'scope-test',
+      cloud: 'aws',
+      branch: `kumoss/${session}`,
+    };
+    const env = new MockActivityEnvironment();
+    // Two workers' worth of activities: the retry lands on a worker without the first's checkout.
+    const first = testActivities();
+    const second = testActivities();
+    await env.run(first.prepareRound, { ref, text: 'Reconcile everything.' });
+    const det: IterationOutput = await env.run(first.planIteration, {
+      ref,
+      iteration: '1',
+      targets: [],
+      groupSize: 8,
+    });
+    expect(det.operationCount).toBe(1);
+    const cycle = {
+      ref,
+      iteration: '1',
+      group: 0,
+      operationsKey: det.operationsKey,
+      groupSize: 8,
+      targets: [],
+    };
+
+    const a: GenerateOutput = await env.run(first.generateRemediation, cycle);
+    const b2: GenerateOutput = await env.run(second.generateRemediation, cycle);
+    const c: GenerateOutput = await env.run(first.generateRemediation, cycle);
+    expect(a.changed).toBe(true);
+    expect(b2.commit).toBe(a.commit);
+    expect(c.commit).toBe(a.commit);
+
+    const remote = await gitClient().remoteBranches(b.repoUrl);
+    expect(remote.get(ref.branch)).toBe(a.commit);
+    const dir = `${stack().gitReposDir}/${new URL(b.repoUrl).pathname.slice(1)}`;
+    const log = await gitClient().run(['log', '--format=%s', `main..${ref.branch}`], dir);
+    expect(log.trim().split('\n')).toHaveLength(1);
+  });
+});
