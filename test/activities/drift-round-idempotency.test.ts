@@ -33,13 +33,19 @@ describe('drift round activities are idempotent', () => {
     // Two workers' worth of activities: the retry lands on a worker without the first's checkout.
     const first = testActivities();
     const second = testActivities();
-    await env.run(first.prepareRound, { ref, text: 'Reconcile everything.' });
-    const det: IterationOutput = await env.run(first.planIteration, {
+    await env.run((i: Parameters<typeof first.prepareRound>[0]) => first.prepareRound(i), {
       ref,
-      iteration: '1',
-      targets: [],
-      groupSize: 8,
+      text: 'Reconcile everything.',
     });
+    const det: IterationOutput = await env.run(
+      (i: Parameters<typeof first.planIteration>[0]) => first.planIteration(i),
+      {
+        ref,
+        iteration: '1',
+        targets: [],
+        groupSize: 8,
+      },
+    );
     expect(det.operationCount).toBe(1);
     const cycle = {
       ref,
@@ -50,9 +56,18 @@ describe('drift round activities are idempotent', () => {
       targets: [],
     };
 
-    const a: GenerateOutput = await env.run(first.generateRemediation, cycle);
-    const b2: GenerateOutput = await env.run(second.generateRemediation, cycle);
-    const c: GenerateOutput = await env.run(first.generateRemediation, cycle);
+    const a: GenerateOutput = await env.run(
+      (i: Parameters<typeof first.generateRemediation>[0]) => first.generateRemediation(i),
+      cycle,
+    );
+    const b2: GenerateOutput = await env.run(
+      (i: Parameters<typeof second.generateRemediation>[0]) => second.generateRemediation(i),
+      cycle,
+    );
+    const c: GenerateOutput = await env.run(
+      (i: Parameters<typeof first.generateRemediation>[0]) => first.generateRemediation(i),
+      cycle,
+    );
     expect(a.changed).toBe(true);
     expect(b2.commit).toBe(a.commit);
     expect(c.commit).toBe(a.commit);

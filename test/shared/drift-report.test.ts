@@ -1,4 +1,8 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { renderSchema } from '../../scripts/write-schemas';
+import { projectRoot } from '../../shared/config';
 import { computeOutcome, driftReportJsonSchema, driftReportSchema } from '../../shared/drift-report';
 
 describe('drift report', () => {
@@ -41,11 +45,7 @@ describe('drift report', () => {
 });
 
 describe('published schema', () => {
-  it('schemas/drift-report.schema.json matches the zod contract (run `npm run schemas` after a change)', async () => {
-    const { readFileSync } = await import('node:fs');
-    const { join } = await import('node:path');
-    const { projectRoot } = await import('../../shared/config');
-    const { renderSchema } = await import('../../scripts/write-schemas');
+  it('schemas/drift-report.schema.json matches the zod contract (run `npm run schemas` after a change)', () => {
     const committed = readFileSync(join(projectRoot, 'schemas', 'drift-report.schema.json'), 'utf8');
     expect(committed).toBe(renderSchema('drift-report.schema.json'));
   });
