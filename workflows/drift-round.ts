@@ -20,6 +20,7 @@ import {
 } from '../shared/contracts';
 import { activeRules } from '../shared/drift-exceptions';
 import { sessionBranch } from '../shared/ids';
+import { KumossOutcome } from '../shared/search-attributes';
 import { detectAndRemediate } from './detect-and-remediate';
 
 export const roundProgressQuery = defineQuery<RoundProgress>('progress');
@@ -134,7 +135,7 @@ export async function driftRound(rawInput: DriftRoundInput): Promise<DriftRoundR
       cycleResultKeys: loop.cycleResultKeys,
     });
     progress.artifacts.push(report.reportKey);
-    upsertSearchAttributes({ KumossOutcome: [report.outcome] });
+    upsertSearchAttributes([{ key: KumossOutcome, value: report.outcome }]);
     log.info('drift round reported', { outcome: report.outcome, stopped: loop.stoppedBecause });
     return end({
       ...base,

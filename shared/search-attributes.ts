@@ -1,0 +1,20 @@
+// Search attributes Kumoss sets (registered in temporal-dev.yaml), so that
+// `temporal workflow list --query "KumossSessionId='s-1'"` finds a session's runs. Sandbox-safe.
+import { defineSearchAttributeKey, SearchAttributeType, type SearchAttributePair } from '@temporalio/common';
+import type { DriftRoundInput } from './contracts';
+
+export const KumossSessionId = defineSearchAttributeKey('KumossSessionId', SearchAttributeType.KEYWORD);
+export const KumossRoundId = defineSearchAttributeKey('KumossRoundId', SearchAttributeType.KEYWORD);
+export const KumossMode = defineSearchAttributeKey('KumossMode', SearchAttributeType.KEYWORD);
+export const KumossCloud = defineSearchAttributeKey('KumossCloud', SearchAttributeType.KEYWORD);
+export const KumossOutcome = defineSearchAttributeKey('KumossOutcome', SearchAttributeType.KEYWORD);
+
+/** The attributes a drift round is started with. */
+export function driftRoundSearchAttributes(input: DriftRoundInput): SearchAttributePair[] {
+  return [
+    { key: KumossSessionId, value: input.session_id },
+    { key: KumossRoundId, value: input.round_id },
+    { key: KumossMode, value: input.mode },
+    { key: KumossCloud, value: input.cloud },
+  ];
+}
