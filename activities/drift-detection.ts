@@ -1,22 +1,24 @@
 // Detection on a Terraform root in a repository: clone, init, plan -out, show -json, derive the
 // drifted addresses. The plan and its JSON go to object storage; only keys and addresses return
 // (claim check: plans never travel through workflow history).
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import { driftedAddresses, parsePlanJson } from '../shared/drift';
+import { driftedAddresses } from '../shared/drift';
 import { ErrorTypes } from '../shared/errors';
 import type { ArtifactStore } from './artifacts';
-import { EngineClient, EngineError, type EngineBinary } from './engine';
+import { EngineClient, EngineError, type EngineBinary, type EngineCall } from './engine';
 import type { GitClient } from './git';
+import { readPlanForDrift } from './plan-reader';
 
 export interface EngineDeps {
   kind: EngineBinary;
   binary: string;
   cliConfigFile: string;
   timeoutMs: number;
+  onCall?: (call: EngineCall) => void;
 }
 
 export interface DriftDetectionDeps {
@@ -86,7 +88,7 @@ export function createDriftDetectionActivities(deps: DriftDetectionDeps) {
         const jsonFile = join(work, 'plan.json');
         const plan = await engine.plan({ out: planFile, targets: input.targets }, h);
         await engine.showJson(planFile, jsonFile, h);
-        const parsed = parsePlanJson(JSON.parse(readFileSync(jsonFile, 'utf8')));
+        const parsed = await readPlanForDrift(jsonFile);
         const planKey = `${input.artifactPrefix}/plan.tfplan`;
         const planJsonKey = `${input.artifactPrefix}/plan.json`;
         await deps.artifacts.putFile(planKey, planFile);

@@ -3,17 +3,11 @@
 // (sessions/<session>/rounds/<round>/…) and only their keys travel through workflow history.
 // Every activity is idempotent: a retried cycle finds its commit by trailer instead of committing
 // twice, a retried push of a pushed commit is a no-op, an artifact is overwritten in place.
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import {
-  deriveDrift,
-  groupOperations,
-  parsePlanJson,
-  planInSync,
-  type DriftOperation,
-} from '../shared/drift';
+import { deriveDrift, groupOperations, type DriftOperation } from '../shared/drift';
 import { applyExceptions, type WhitelistedException } from '../shared/drift-exceptions';
 import {
   computeOutcome,
@@ -29,6 +23,7 @@ import { diffHistory } from './diff-history';
 import { EngineError } from './engine';
 import type { GitClient } from './git';
 import { listResources } from './hcl';
+import { readPlanForDrift } from './plan-reader';
 import type {
   ConfigResource,
   FilterDecision,
@@ -223,6 +218,8 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
         const planFile = join(ws.dir, '..', `${ref.roundId}-${iteration}.tfplan`);
         let planKey = input.planKey;
         let reinitialized = false;
+        // Uploads run while the engine works: they are off the round's critical path.
+        const uploads: Promise<unknown>[] = [];
         if (planKey) {
           await artifacts.download(planKey, planFile);
           await ws.engine.ensureInit(h);
@@ -230,13 +227,17 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
           const plan = await ws.engine.plan({ out: planFile, targets: input.targets }, h);
           reinitialized = plan.reinitialized;
           planKey = key(ref, `iteration-${iteration}/plan.tfplan`);
-          await artifacts.putFile(planKey, planFile);
-          await artifacts.putText(key(ref, `iteration-${iteration}/plan.txt`), plan.output);
+          uploads.push(
+            artifacts.putFile(planKey, planFile),
+            artifacts.putText(key(ref, `iteration-${iteration}/plan.txt`), plan.output),
+          );
         }
         const jsonFile = `${planFile}.json`;
         await ws.engine.showJson(planFile, jsonFile, h);
-        await artifacts.putFile(key(ref, `iteration-${iteration}/plan.json`), jsonFile, 'application/json');
-        const plan = parsePlanJson(JSON.parse(readFileSync(jsonFile, 'utf8')));
+        uploads.push(
+          artifacts.putFile(key(ref, `iteration-${iteration}/plan.json`), jsonFile, 'application/json'),
+        );
+        const plan = await readPlanForDrift(jsonFile);
         const drift = deriveDrift(plan);
         const inSync = drift.length === 0;
         const reportKey = key(
@@ -244,19 +245,23 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
           inSync ? `iteration-${iteration}/plan.txt` : `iteration-${iteration}/drift-report.json`,
         );
         if (inSync && input.planKey) {
-          await artifacts.putText(
-            reportKey,
-            `No drift: the plan validated by the last cycle is in sync (${planInSync(plan) ? 'no changes' : 'changes outside drift'}).\n`,
+          uploads.push(
+            artifacts.putText(reportKey, 'No drift: the plan validated by the last cycle is in sync.\n'),
           );
         }
         const { survivors, whitelisted } = applyExceptions(drift, ref.rules ?? []);
         if (!inSync) {
-          await artifacts.putJson(reportKey, { iteration, drift, operations: survivors, whitelisted });
+          uploads.push(
+            artifacts.putJson(reportKey, { iteration, drift, operations: survivors, whitelisted }),
+          );
         }
         const operationsKey = key(ref, `iteration-${iteration}/operations.json`);
         const whitelistedKey = key(ref, `iteration-${iteration}/whitelisted.json`);
-        await artifacts.putJson(operationsKey, survivors);
-        await artifacts.putJson(whitelistedKey, whitelisted);
+        uploads.push(
+          artifacts.putJson(operationsKey, survivors),
+          artifacts.putJson(whitelistedKey, whitelisted),
+        );
+        await Promise.all(uploads);
         return {
           inSync,
           driftCount: drift.length,
@@ -324,15 +329,16 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
         .map((o) => o.address);
       const message = `Reconcile drift: ${addresses.join(', ') || 'code changes'}\n\nRound ${ref.roundId}, iteration ${iteration}, group ${group + 1}.\n\n${marker}`;
       const commit = await git.commitAll(ws.dir, message);
-      if (commit.created) {
+      const saveDiff = async (): Promise<void> => {
+        if (!commit.created) return;
         const diff = await git.run(['show', '--format=', '--no-color', commit.sha], ws.dir);
         await artifacts.putText(
           key(ref, `iteration-${iteration}/group-${group}/changes.diff`),
           diff,
           'text/x-diff',
         );
-      }
-      await git.push(ws.dir, ref.branch);
+      };
+      await Promise.all([saveDiff(), git.push(ws.dir, ref.branch)]);
       const done = { ...result, changed: commit.created, commit: commit.sha };
       await artifacts.putJson(resultKey, { ...done, unremediable: remediation.unremediable });
       return done;
@@ -348,8 +354,10 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
         const planFile = join(ws.dir, '..', `${ref.roundId}-${iteration}-${group}.tfplan`);
         const plan = await ws.engine.plan({ out: planFile, targets: input.targets }, h);
         const planKey = key(ref, `iteration-${iteration}/group-${group}/plan.tfplan`);
-        await artifacts.putFile(planKey, planFile);
-        await artifacts.putText(key(ref, `iteration-${iteration}/group-${group}/plan.txt`), plan.output);
+        await Promise.all([
+          artifacts.putFile(planKey, planFile),
+          artifacts.putText(key(ref, `iteration-${iteration}/group-${group}/plan.txt`), plan.output),
+        ]);
         return { valid: true, planKey, reinitialized: v.reinitialized || plan.reinitialized };
       } catch (err) {
         if (err instanceof EngineError && err.permanent) {

@@ -20,6 +20,8 @@ export interface EngineOptions {
   timeoutMs?: number;
   /** Extra environment (cloud credentials); never logged. */
   env?: NodeJS.ProcessEnv;
+  /** Called after every engine process (metrics, benchmarks). */
+  onCall?: (call: EngineCall) => void;
 }
 
 export interface CallHooks {
@@ -116,7 +118,9 @@ export class EngineClient {
         onHeartbeat: (ms) =>
           hooks.heartbeat?.(`${this.opts.kind} ${verb} running for ${Math.round(ms / 1000)}s`),
       });
-      this.calls.push({ args, exitCode: r.exitCode, durationMs: r.durationMs });
+      const call = { args, exitCode: r.exitCode, durationMs: r.durationMs };
+      this.calls.push(call);
+      this.opts.onCall?.(call);
       return r;
     } catch (err) {
       if (err instanceof ProcessError && err.reason === 'spawn') {

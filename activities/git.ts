@@ -87,8 +87,12 @@ export class GitClient {
   async checkout(opts: { url: string; dir: string; branch: string; base?: string }): Promise<void> {
     mkdirSync(dirname(opts.dir), { recursive: true });
     await this.run(['clone', '--quiet', '--no-tags', opts.url, opts.dir]);
-    const remote = await this.remoteBranches(opts.url);
-    if (remote.has(opts.branch)) {
+    // The clone already knows the remote branches: no second trip to the host.
+    const remote = await this.run(
+      ['for-each-ref', '--format=%(refname:strip=3)', 'refs/remotes/origin/'],
+      opts.dir,
+    );
+    if (remote.split('\n').includes(opts.branch)) {
       await this.run(['checkout', '--quiet', '-B', opts.branch, `origin/${opts.branch}`], opts.dir);
     } else {
       const from = opts.base ? [`origin/${opts.base}`] : [];

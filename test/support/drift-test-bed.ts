@@ -4,7 +4,6 @@
 // file. Used by the tests and by the demo. Objects live on a REST object server
 // (scripts/embedded/object-api.ts) managed through the `kumoss/rest` provider; files through
 // hashicorp/local; time_static proves the third pinned provider installs from the mirror.
-import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -155,12 +154,12 @@ export async function createDriftTestBed(opts: {
     await engine.apply();
     const name = opts.name ?? `bed-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`;
     const repoUrl = `${opts.gitHostUrl}/${name}.git`;
-    const env = opts.git.env();
-    const git = (...args: string[]) => execFileSync('git', args, { cwd: sourceDir, env, stdio: 'pipe' });
-    git('init', '--quiet', '--initial-branch=main');
-    git('add', '--all');
-    git('commit', '--quiet', '-m', 'Terraform root for the drift test bed');
-    git('push', '--quiet', repoUrl, 'main');
+    // Asynchronous git: the git host may run in this very process (demo, benchmarks).
+    const git = (...args: string[]) => opts.git.run(args, sourceDir);
+    await git('init', '--quiet', '--initial-branch=main');
+    await git('add', '--all');
+    await git('commit', '--quiet', '-m', 'Terraform root for the drift test bed');
+    await git('push', '--quiet', repoUrl, 'main');
     return {
       repoUrl,
       sourceDir,

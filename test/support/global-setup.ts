@@ -1,30 +1,9 @@
-// One real stack per test run: a Temporal dev server (in memory, free ports, no UI), the object
-// store, the metadata store, the git host, and one workflow bundle. Test files connect to it with
-// their own task queue (test/support/stack.ts).
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { bundleWorkflowCode } from '@temporalio/worker';
+// One real stack per test run (test/support/test-stack.ts), handed to the test files; each file
+// connects with its own task queue (test/support/stack.ts).
 import type { TestProject } from 'vitest/node';
-import { startEmbeddedDatabase } from '../../scripts/embedded/database';
-import { startGitHost } from '../../scripts/embedded/git-host';
-import { startObjectStore } from '../../scripts/embedded/object-store';
-import { freePort } from '../../scripts/embedded/ports';
-import { loadDevServerSpec, startDevServer } from '../../scripts/embedded/temporal-dev';
-import { workflowsPath } from '../../worker/worker';
+import { startTestStack, type TestStack } from './test-stack';
 
-export interface TestStack {
-  root: string;
-  temporalAddress: string;
-  namespace: string;
-  s3Endpoint: string;
-  bucket: string;
-  gitHostUrl: string;
-  gitReposDir: string;
-  gitCaFile: string;
-  databaseUrl: string;
-  workflowBundlePath: string;
-}
+export type { TestStack };
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -33,42 +12,11 @@ declare module 'vitest' {
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const root = mkdtempSync(join(tmpdir(), 'kumoss-test-'));
   const t0 = Date.now();
-  const spec = {
-    ...loadDevServerSpec(),
-    port: await freePort(),
-    http_port: await freePort(),
-    db_filename: undefined,
-    headless: true,
-  };
-  const [temporal, store, gitHost, db, bundle] = await Promise.all([
-    startDevServer(spec, { dataDir: root }),
-    startObjectStore({ directory: join(root, 's3'), bucket: 'kumoss-test' }),
-    startGitHost({ reposDir: join(root, 'git'), certsDir: join(root, 'certs') }),
-    startEmbeddedDatabase({}),
-    bundleWorkflowCode({
-      workflowsPath,
-      logger: { info() {}, warn() {}, error() {}, debug() {}, trace() {}, log() {} },
-    }),
-  ]);
-  const workflowBundlePath = join(root, 'workflow-bundle.js');
-  writeFileSync(workflowBundlePath, bundle.code);
-  console.log(`[test stack] up in ${((Date.now() - t0) / 1000).toFixed(1)}s: Temporal ${temporal.address}`);
-  project.provide('stack', {
-    root,
-    temporalAddress: temporal.address,
-    namespace: 'default',
-    s3Endpoint: store.endpoint,
-    bucket: 'kumoss-test',
-    gitHostUrl: gitHost.url,
-    gitReposDir: gitHost.reposDir,
-    gitCaFile: gitHost.caPath,
-    databaseUrl: db.url,
-    workflowBundlePath,
-  });
-  return async () => {
-    await Promise.allSettled([temporal.stop(), store.close(), gitHost.close(), db.close()]);
-    rmSync(root, { recursive: true, force: true });
-  };
+  const { stack, stop } = await startTestStack();
+  console.log(
+    `[test stack] up in ${((Date.now() - t0) / 1000).toFixed(1)}s: Temporal ${stack.temporalAddress}`,
+  );
+  project.provide('stack', stack);
+  return stop;
 }

@@ -1,0 +1,131 @@
+// Reads the parts of a `show -json` plan that drift needs, streaming: large plans (tens of MB for
+// tens of thousands of resources) are never held in memory whole. Only `resource_drift` entries
+// are kept, and the `resource_changes` entries of drifted addresses; `planned_values`,
+// `prior_state` and `configuration` are skipped byte by byte.
+import { createReadStream } from 'node:fs';
+import { parsePlanJson, type PlanJson } from '../shared/drift';
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const LBRACE = 0x7b;
+const RBRACE = 0x7d;
+const LBRACKET = 0x5b;
+const RBRACKET = 0x5d;
+const COLON = 0x3a;
+
+type Section = 'resource_drift' | 'resource_changes';
+
+/**
+ * Scans plan JSON text chunk by chunk. Top-level scalar fields (format_version, …) and every
+ * element of the two arrays are handed over whole; nothing else is materialised.
+ */
+export class PlanScanner {
+  private depth = 0;
+  private inString = false;
+  private escaped = false;
+  /** Bytes of the current top-level key or scalar value, or the current array element. */
+  private capture: Buffer[] = [];
+  private captureStart = -1;
+  private lastKey = '';
+  private keyStart = -1;
+  private keyParts: Buffer[] = [];
+  private section: Section | undefined;
+  private scalarKey: string | undefined;
+  private readonly top: Record<string, unknown> = {};
+
+  constructor(private readonly onElement: (section: Section, json: string) => void) {}
+
+  push(chunk: Buffer): void {
+    const n = chunk.length;
+    for (let i = 0; i < n; i++) {
+      const c = chunk[i] as number;
+      if (this.inString) {
+        if (this.escaped) this.escaped = false;
+        else if (c === BACKSLASH) this.escaped = true;
+        else if (c === QUOTE) {
+          this.inString = false;
+          if (this.keyStart >= 0) {
+            this.keyParts.push(chunk.subarray(this.keyStart, i));
+            this.lastKey = Buffer.concat(this.keyParts).toString('utf8');
+            this.keyParts = [];
+            this.keyStart = -1;
+          }
+        }
+        continue;
+      }
+      if (c === QUOTE) {
+        this.inString = true;
+        // A string at depth 1 outside a value capture is a top-level key (or a scalar value).
+        if (this.depth === 1 && this.captureStart < 0 && this.scalarKey === undefined) this.keyStart = i + 1;
+        continue;
+      }
+      if (c === COLON && this.depth === 1) {
+        if (this.lastKey === 'resource_drift' || this.lastKey === 'resource_changes')
+          this.section = this.lastKey;
+        else if (this.lastKey === 'format_version' || this.lastKey === 'terraform_version') {
+          this.scalarKey = this.lastKey;
+          this.captureStart = i + 1;
+        }
+        continue;
+      }
+      if (this.scalarKey !== undefined && this.depth === 1 && (c === 0x2c || c === RBRACE)) {
+        this.capture.push(chunk.subarray(this.captureStart, i));
+        this.top[this.scalarKey] = JSON.parse(Buffer.concat(this.capture).toString('utf8')) as unknown;
+        this.capture = [];
+        this.captureStart = -1;
+        this.scalarKey = undefined;
+      }
+      if (c === LBRACE || c === LBRACKET) {
+        this.depth++;
+        if (this.depth === 3 && this.section && c === LBRACE) this.captureStart = i;
+      } else if (c === RBRACE || c === RBRACKET) {
+        if (this.depth === 3 && this.section && c === RBRACE && this.captureStart >= 0) {
+          this.capture.push(chunk.subarray(this.captureStart, i + 1));
+          this.onElement(this.section, Buffer.concat(this.capture).toString('utf8'));
+          this.capture = [];
+          this.captureStart = -1;
+        }
+        this.depth--;
+        if (this.depth === 1) this.section = undefined;
+      }
+    }
+    // Carry partial captures (a key, a scalar or an element split across chunks) to the next chunk.
+    if (this.keyStart >= 0) {
+      this.keyParts.push(chunk.subarray(this.keyStart));
+      this.keyStart = 0;
+    }
+    if (this.captureStart >= 0) {
+      this.capture.push(chunk.subarray(this.captureStart));
+      this.captureStart = 0;
+    }
+  }
+
+  get topLevel(): Record<string, unknown> {
+    return this.top;
+  }
+}
+
+/** The drift-relevant part of a plan file, as a (small) plan representation. */
+export async function readPlanForDrift(path: string): Promise<PlanJson> {
+  const drift: unknown[] = [];
+  const driftAddresses = new Set<string>();
+  const changes: unknown[] = [];
+  const pendingChanges: { address: string; entry: unknown }[] = [];
+  const scanner = new PlanScanner((section, json) => {
+    const entry = JSON.parse(json) as { address?: string };
+    if (section === 'resource_drift') {
+      drift.push(entry);
+      if (entry.address) driftAddresses.add(entry.address);
+    } else if (entry.address && driftAddresses.has(entry.address)) {
+      changes.push(entry);
+    } else if (driftAddresses.size === 0 && entry.address) {
+      // resource_changes before resource_drift (not the engines' order): keep only real changes.
+      const actions = (entry as { change?: { actions?: string[] } }).change?.actions ?? [];
+      if (actions.some((a) => a !== 'no-op' && a !== 'read'))
+        pendingChanges.push({ address: entry.address, entry });
+    }
+  });
+  for await (const chunk of createReadStream(path, { highWaterMark: 1 << 18 })) scanner.push(chunk as Buffer);
+  for (const p of pendingChanges) if (driftAddresses.has(p.address)) changes.push(p.entry);
+  return parsePlanJson({ ...scanner.topLevel, resource_drift: drift, resource_changes: changes });
+}
