@@ -20,6 +20,8 @@ import { quietKnownWarnings } from '../shared/logger';
 import { createDriftTestBed } from '../test/support/drift-test-bed';
 import { startTestStack } from '../test/support/test-stack';
 import { createWorker } from '../worker/worker';
+import type { DriftRoundResult } from '../shared/contracts';
+import { driftRound } from '../workflows';
 
 /** Time the round's activities spent running and waiting to be picked up, from its history. */
 async function activityTimes(client: Client, workflowId: string) {
@@ -137,7 +139,7 @@ try {
     engineCalls = 0;
     const t0 = performance.now();
     const workflowId = `bench-${randomUUID()}`;
-    const result = await client.workflow.execute('driftRound', {
+    const result: DriftRoundResult = await client.workflow.execute(driftRound, {
       taskQueue: 'bench',
       workflowId,
       args: [
@@ -157,7 +159,7 @@ try {
     ratios.push(ratio);
     const split = await activityTimes(client, workflowId);
     console.log(
-      `${String(r).padStart(5)}  ${wall.toFixed(0).padStart(7)}  ${`${engineMs.toFixed(0)} (${engineCalls})`.padStart(17)}  ${modelMs.toFixed(1).padStart(8)}  ${ratio.toFixed(2).padStart(14)}  ${(result as { outcome?: string }).outcome ?? ''}`,
+      `${String(r).padStart(5)}  ${wall.toFixed(0).padStart(7)}  ${`${engineMs.toFixed(0)} (${engineCalls})`.padStart(17)}  ${modelMs.toFixed(1).padStart(8)}  ${ratio.toFixed(2).padStart(14)}  ${result.outcome ?? ''}`,
     );
     console.log(
       `       inside activities ${split.running.toFixed(0)} ms (${split.count} activities; engine and model included), waiting to start ${split.queued.toFixed(0)} ms`,
