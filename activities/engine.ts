@@ -136,7 +136,10 @@ export class EngineClient {
 
   private fail(verb: string, r: RunResult): never {
     const output = `${r.stderr}\n${r.stdout}`.trim();
-    const firstError = /Error: .*/.exec(output)?.[0] ?? `exit code ${r.exitCode}`;
+    const match = /Error: (.*)(?:\n+\s*on (\S+) line (\d+))?/.exec(output);
+    const firstError = match
+      ? `Error: ${match[1]}${match[2] ? ` (${match[2]} line ${match[3]})` : ''}`
+      : `exit code ${r.exitCode}`;
     throw new EngineError(
       `${this.opts.kind} ${verb} failed: ${firstError}`,
       isPermanentEngineFailure(output),

@@ -5,13 +5,13 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GenerateOutput, IterationOutput } from '../../activities/drift-round';
 import type { RoundRef } from '../../activities/workspace';
-import { createDriftTestBed, type DriftTestBed } from '../support/drift-test-bed';
-import { engineDeps, gitClient, stack, testActivities } from '../support/stack';
+import { type DriftTestBed } from '../support/drift-test-bed';
+import { gitClient, stack, testActivities, newTestBed } from '../support/stack';
 
 describe('drift round activities are idempotent', () => {
   let b: DriftTestBed;
   beforeAll(async () => {
-    b = await createDriftTestBed({ gitHostUrl: stack().gitHostUrl, git: gitClient(), engine: engineDeps() });
+    b = await newTestBed();
   });
   afterAll(async () => {
     await b?.destroy();

@@ -17,6 +17,8 @@ import { projectRoot } from '../../shared/config';
 import { cliConfigPath, toolPath } from '../../scripts/tools.mjs';
 import { createWorker } from '../../worker/worker';
 import { quietKnownWarnings } from '../../shared/logger';
+import type { DriftRoundInput } from '../../shared/contracts';
+import { createDriftTestBed, type DriftTestBed } from './drift-test-bed';
 import type { TestStack } from './global-setup';
 
 // Worker lifecycle lines are noise in test output; warnings and errors still show.
@@ -122,4 +124,28 @@ export function historyText(history: unknown): string {
   };
   walk(history);
   return out.join('\n');
+}
+
+/** A drift test bed on the run's git host, applied with `engine`. */
+export function newTestBed(opts: { engine?: EngineKind; withTime?: boolean } = {}): Promise<DriftTestBed> {
+  return createDriftTestBed({
+    gitHostUrl: stack().gitHostUrl,
+    git: gitClient(),
+    engine: engineDeps(opts.engine),
+    ...(opts.withTime === undefined ? {} : { withTime: opts.withTime }),
+  });
+}
+
+/** A drift round's input on a repository, with test defaults (full mode, aws, a fresh session). */
+export function roundInput(repositoryUrl: string, overrides: Partial<DriftRoundInput> = {}): DriftRoundInput {
+  return {
+    session_id: `s-${randomUUID().slice(0, 8)}`,
+    round_id: 'r1',
+    mode: 'full',
+    repository_url: repositoryUrl,
+    cloud: 'aws',
+    scope_id: 'scope-test',
+    text: 'Reconcile everything.',
+    ...overrides,
+  };
 }

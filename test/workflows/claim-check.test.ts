@@ -1,6 +1,5 @@
 // Claim check: plans and reports travel as object keys, never through workflow history. A round on
 // a root whose plan covers 5,000 resources keeps its whole history under 1 MB.
-import { randomUUID } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -8,15 +7,15 @@ import { temporal } from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { roundArtifactKey } from '../../shared/ids';
 import { driftRound } from '../../workflows';
-import { createDriftTestBed, DRIFT_ADDRESSES, type DriftTestBed } from '../support/drift-test-bed';
+import { DRIFT_ADDRESSES, type DriftTestBed } from '../support/drift-test-bed';
 import {
   artifactStore,
-  engineDeps,
   gitClient,
-  stack,
   temporalHarness,
   testActivities,
   type TemporalHarness,
+  newTestBed,
+  roundInput,
 } from '../support/stack';
 
 describe('claim check on a 5,000-resource plan', () => {
@@ -25,7 +24,7 @@ describe('claim check on a 5,000-resource plan', () => {
 
   beforeAll(async () => {
     h = await temporalHarness('claim-check', testActivities());
-    b = await createDriftTestBed({ gitHostUrl: stack().gitHostUrl, git: gitClient(), engine: engineDeps() });
+    b = await newTestBed();
     // 5,000 more resources in the root (planned, not yet applied: the plan covers all of them).
     appendFileSync(
       join(b.sourceDir, 'bulk.tf'),
@@ -44,22 +43,13 @@ describe('claim check on a 5,000-resource plan', () => {
 
   it('keeps the history of the round under 1 MB while the plan is several MB', async () => {
     await b.inject('ingress');
-    const session = `s-${randomUUID().slice(0, 8)}`;
+    const input = roundInput(b.repoUrl);
+    const session = input.session_id;
     const workflowId = `claim-check-${session}`;
     const result = await h.client.workflow.execute(driftRound, {
       taskQueue: h.taskQueue,
       workflowId,
-      args: [
-        {
-          session_id: session,
-          round_id: 'r1',
-          mode: 'full',
-          repository_url: b.repoUrl,
-          cloud: 'aws',
-          scope_id: 'scope-test',
-          text: 'Reconcile everything.',
-        },
-      ],
+      args: [input],
     });
     expect(result.remediated).toEqual([DRIFT_ADDRESSES.ingress]);
     const planJson = await artifactStore().getText(roundArtifactKey(session, 'r1', 'iteration-1/plan.json'));

@@ -3,16 +3,14 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { detectDrift } from '../../workflows';
-import { createDriftTestBed, DRIFT_ADDRESSES, type DriftTestBed } from '../support/drift-test-bed';
+import { DRIFT_ADDRESSES, type DriftTestBed } from '../support/drift-test-bed';
 import {
   artifactStore,
-  engineDeps,
   ENGINES,
-  gitClient,
-  stack,
   temporalHarness,
   testActivities,
   type TemporalHarness,
+  newTestBed,
 } from '../support/stack';
 
 describe.each(ENGINES)('detectDrift workflow on the drift test bed (%s)', (engine) => {
@@ -28,11 +26,7 @@ describe.each(ENGINES)('detectDrift workflow on the drift test bed (%s)', (engin
   });
 
   async function bed(): Promise<DriftTestBed> {
-    const b = await createDriftTestBed({
-      gitHostUrl: stack().gitHostUrl,
-      git: gitClient(),
-      engine: engineDeps(engine),
-    });
+    const b = await newTestBed({ engine });
     beds.push(b);
     return b;
   }

@@ -11,15 +11,14 @@ import {
   type MessagesLoopback,
   type RecordedRequest,
 } from '../support/anthropic-loopback';
-import { createDriftTestBed, DRIFT_ADDRESSES, type DriftTestBed } from '../support/drift-test-bed';
+import { DRIFT_ADDRESSES, type DriftTestBed } from '../support/drift-test-bed';
 import {
   artifactStore,
-  engineDeps,
-  gitClient,
-  stack,
   temporalHarness,
   testActivities,
   type TemporalHarness,
+  newTestBed,
+  roundInput,
 } from '../support/stack';
 
 const API_KEY = 'sk-ant-loopback-test-key-0123456789';
@@ -67,7 +66,7 @@ describe('driftRound with the Anthropic provider (loopback Messages API)', () =>
       smallModel: 'claude-test-small',
     });
     h = await temporalHarness('drift-round-anthropic', testActivities({ model }));
-    b = await createDriftTestBed({ gitHostUrl: stack().gitHostUrl, git: gitClient(), engine: engineDeps() });
+    b = await newTestBed();
   });
   afterAll(async () => {
     await b?.destroy();
@@ -83,15 +82,10 @@ describe('driftRound with the Anthropic provider (loopback Messages API)', () =>
       taskQueue: h.taskQueue,
       workflowId,
       args: [
-        {
-          session_id: `s-${randomUUID().slice(0, 8)}`,
-          round_id: 'r1',
+        roundInput(b.repoUrl, {
           mode: 'partial',
-          repository_url: b.repoUrl,
-          cloud: 'aws',
-          scope_id: 'scope-test',
           text: 'Resolve the drift on security group sg-web-demo; someone opened port 8080 in the console.',
-        },
+        }),
       ],
     });
     expect(result.status).toBe('completed');

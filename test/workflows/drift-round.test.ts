@@ -11,20 +11,15 @@ import { driftRoundWorkflowId } from '../../shared/ids';
 import { detectDrift, driftRound } from '../../workflows';
 import { OfflineModel } from '../../activities/model/offline';
 import { projectRoot } from '../../shared/config';
-import {
-  createDriftTestBed,
-  DRIFT_ADDRESSES,
-  TIME_PROVIDER,
-  type DriftTestBed,
-} from '../support/drift-test-bed';
+import { DRIFT_ADDRESSES, TIME_PROVIDER, type DriftTestBed } from '../support/drift-test-bed';
 import {
   artifactStore,
-  engineDeps,
   gitClient,
-  stack,
   temporalHarness,
   testActivities,
   type TemporalHarness,
+  newTestBed,
+  roundInput,
 } from '../support/stack';
 
 describe('driftRound on the drift test bed', () => {
@@ -40,11 +35,7 @@ describe('driftRound on the drift test bed', () => {
   });
 
   async function bed(): Promise<DriftTestBed> {
-    const b = await createDriftTestBed({
-      gitHostUrl: stack().gitHostUrl,
-      git: gitClient(),
-      engine: engineDeps(),
-    });
+    const b = await newTestBed();
     beds.push(b);
     return b;
   }
@@ -53,21 +44,12 @@ describe('driftRound on the drift test bed', () => {
     b: DriftTestBed,
     input: Partial<DriftRoundInput> & Pick<DriftRoundInput, 'mode' | 'text'>,
   ) {
-    const session = `s-${randomUUID().slice(0, 8)}`;
-    const roundId = 'r1';
+    const args = roundInput(b.repoUrl, input);
+    const session = args.session_id;
     const result: DriftRoundResult = await h.client.workflow.execute(driftRound, {
       taskQueue: h.taskQueue,
-      workflowId: driftRoundWorkflowId(session, roundId),
-      args: [
-        {
-          session_id: session,
-          round_id: roundId,
-          repository_url: b.repoUrl,
-          cloud: 'aws',
-          scope_id: 'scope-test',
-          ...input,
-        },
-      ],
+      workflowId: driftRoundWorkflowId(session, args.round_id),
+      args: [args],
     });
     const report = result.report_key
       ? driftReportSchema.parse(JSON.parse(await artifactStore().getText(result.report_key)))
@@ -186,10 +168,8 @@ describe('driftRound with drift-exception rules', () => {
       ].join('\n'),
     );
     h = await temporalHarness('drift-round-exceptions', testActivities({ promptsDir: dir }));
-    const mk = () =>
-      createDriftTestBed({ gitHostUrl: stack().gitHostUrl, git: gitClient(), engine: engineDeps() });
-    b = await mk();
-    b2 = await mk();
+    b = await newTestBed();
+    b2 = await newTestBed();
   });
   afterAll(async () => {
     await Promise.all([b?.destroy(), b2?.destroy()]);
@@ -200,17 +180,7 @@ describe('driftRound with drift-exception rules', () => {
     h.client.workflow.execute(driftRound, {
       taskQueue: h.taskQueue,
       workflowId: `exc-${randomUUID()}`,
-      args: [
-        {
-          session_id: `s-${randomUUID().slice(0, 8)}`,
-          round_id: 'r1',
-          mode: 'full',
-          repository_url: bed.repoUrl,
-          cloud: 'aws',
-          scope_id: 'scope-test',
-          text,
-        },
-      ],
+      args: [roundInput(bed.repoUrl, { text })],
     });
 
   it('leaves excepted drift untouched, lists it with its rule, and still reports Succeeded', async () => {
@@ -275,12 +245,7 @@ describe('driftRound when a remediation adds a provider', () => {
 
   beforeAll(async () => {
     h = await temporalHarness('drift-round-reinit', testActivities({ model: new AddsProviderModel() }));
-    b = await createDriftTestBed({
-      gitHostUrl: stack().gitHostUrl,
-      git: gitClient(),
-      engine: engineDeps(),
-      withTime: false,
-    });
+    b = await newTestBed({ withTime: false });
   });
   afterAll(async () => {
     await b?.destroy();
@@ -292,17 +257,7 @@ describe('driftRound when a remediation adds a provider', () => {
     const result = await h.client.workflow.execute(driftRound, {
       taskQueue: h.taskQueue,
       workflowId: `reinit-${randomUUID()}`,
-      args: [
-        {
-          session_id: `s-${randomUUID().slice(0, 8)}`,
-          round_id: 'r1',
-          mode: 'full',
-          repository_url: b.repoUrl,
-          cloud: 'aws',
-          scope_id: 'scope-test',
-          text: 'Reconcile everything.',
-        },
-      ],
+      args: [roundInput(b.repoUrl)],
     });
     expect(result.engine_reinits).toBeGreaterThanOrEqual(1);
     expect(result.outcome).toBe('Succeeded');
