@@ -1,11 +1,15 @@
 // createApp(deps): the Express application without listen(), so tests mount it on their own socket.
 import express, { type Express } from 'express';
 import { errorHandler, notFound } from './errors';
+import { createDriftRouter } from './routes/drift';
 import { createHealthRouter, type ComponentCheck } from './routes/health';
+import { createSessionsRouter, type SessionDetailDeps } from './routes/sessions';
 
 export interface AppDeps {
   checks: ComponentCheck[];
   log: (err: unknown) => void;
+  /** The session routes (drift, apply, detail); absent in a health-only app. */
+  sessions?: SessionDetailDeps;
 }
 
 export function createApp(deps: AppDeps): Express {
@@ -13,6 +17,10 @@ export function createApp(deps: AppDeps): Express {
   app.disable('x-powered-by');
   app.use(express.json({ limit: '1mb' }));
   app.use(createHealthRouter(deps.checks));
+  if (deps.sessions) {
+    app.use(createDriftRouter(deps.sessions));
+    app.use(createSessionsRouter(deps.sessions));
+  }
   app.use(notFound);
   app.use(errorHandler(deps.log));
   return app;

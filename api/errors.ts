@@ -6,6 +6,8 @@ export class HttpError extends Error {
     readonly status: number,
     readonly code: string,
     message: string,
+    /** The request field at fault, when one is. */
+    readonly field?: string,
   ) {
     super(message);
   }
@@ -18,7 +20,11 @@ export const notFound: RequestHandler = (req, res) => {
 export function errorHandler(log: (err: unknown) => void): ErrorRequestHandler {
   return (err: unknown, _req, res, _next) => {
     if (err instanceof HttpError) {
-      res.status(err.status).json({ error: { code: err.code, message: err.message } });
+      res
+        .status(err.status)
+        .json({
+          error: { code: err.code, message: err.message, ...(err.field ? { field: err.field } : {}) },
+        });
       return;
     }
     // body-parser errors carry a 4xx status: malformed JSON, a body too large.

@@ -1,5 +1,5 @@
 // The API process.
-import { Connection } from '@temporalio/client';
+import { Client, Connection } from '@temporalio/client';
 import { ArtifactStore, createS3Client } from '../activities/artifacts';
 import { databaseUrl, gitTrustBundle, loadConfig } from '../shared/config';
 import { createDb, migrate } from '../shared/db';
@@ -22,6 +22,17 @@ const app = createApp({
     gitHostCheck(`https://${config.git_host.host}:${config.git_host.port}`, gitTrustBundle(config)),
   ],
   log: (err) => log.error({ err }, 'unhandled error'),
+  sessions: {
+    db,
+    client: new Client({ connection, namespace: config.temporal.namespace }),
+    taskQueue: config.temporal.task_queue,
+    orchestration: {
+      max_drift_reports: config.orchestration.max_drift_reports,
+      drift_group_operations: config.orchestration.drift_group_operations,
+    },
+    artifacts,
+    presignTtlSeconds: config.storage.presign_ttl_seconds,
+  },
 });
 const server = app.listen(config.api.port, config.api.host, () => {
   log.info({ url: `http://${config.api.host}:${config.api.port}` }, 'api listening');

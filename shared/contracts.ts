@@ -70,3 +70,119 @@ export interface RoundProgress {
   groups: number;
   artifacts: string[];
 }
+
+// ---------------------------------------------------------------------------------------------
+// HTTP API v1 requests (one schema for the API, the workflow input and the OpenAPI document).
+
+/** Usernames that are really credentials: GitHub and GitLab token formats and token users. */
+const TOKEN_USERNAME =
+  /^(gh[pousr]_[A-Za-z0-9_]{10,}|github_pat_[A-Za-z0-9_]{10,}|glpat-[A-Za-z0-9_-]{10,}|gl(dt|ptt|rt|soat|ft)-[A-Za-z0-9_-]{10,}|x-access-token|x-oauth-basic|x-token-auth|oauth2|gitlab-ci-token|[A-Fa-f0-9]{40})$/;
+
+export const repositoryUrlSchema = z.string().superRefine((value, ctx) => {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    ctx.addIssue({ code: 'custom', message: 'must be an absolute https:// URL' });
+    return;
+  }
+  if (url.protocol !== 'https:') ctx.addIssue({ code: 'custom', message: 'must use https://' });
+  if (url.password) ctx.addIssue({ code: 'custom', message: 'must not carry a password or token' });
+  if (url.username && TOKEN_USERNAME.test(decodeURIComponent(url.username))) {
+    ctx.addIssue({ code: 'custom', message: 'must not carry a token as its username' });
+  }
+  if (url.search || url.hash) ctx.addIssue({ code: 'custom', message: 'must not have a query or fragment' });
+  if (url.pathname === '/' || url.pathname === '')
+    ctx.addIssue({ code: 'custom', message: 'must name a repository' });
+});
+
+export const iacPathSchema = z
+  .string()
+  .max(512)
+  .superRefine((value, ctx) => {
+    if (value.startsWith('/') || /^[A-Za-z]:/.test(value)) {
+      ctx.addIssue({ code: 'custom', message: 'must be relative to the repository root' });
+    }
+    if (value.split(/[\\/]/).some((part) => part === '..')) {
+      ctx.addIssue({ code: 'custom', message: 'must stay inside the repository (no ..)' });
+    }
+    if (/[\0\n\r]/.test(value))
+      ctx.addIssue({ code: 'custom', message: 'must not contain control characters' });
+  });
+
+const requestText = z.string().trim().min(1, 'must not be empty').max(10_000);
+
+export const firstRequestSchema = z
+  .object({
+    repository_url: repositoryUrlSchema,
+    cloud: z.enum(CLOUDS),
+    scope_id: z.string().trim().min(1, 'is required').max(256),
+    iac_path: iacPathSchema.optional(),
+    text: requestText,
+  })
+  .strict();
+
+export const followUpRequestSchema = z
+  .object({
+    session_id: idSchema,
+    text: requestText,
+  })
+  .strict();
+
+/** A drift request: the first of a session, or a follow-up that carries only session_id and text. */
+export const driftRequestSchema = z.union([followUpRequestSchema, firstRequestSchema]);
+export type DriftRequest = z.infer<typeof driftRequestSchema>;
+
+export const acceptedSchema = z.object({ session_id: z.string(), round_id: z.string() });
+
+// ---------------------------------------------------------------------------------------------
+// Sessions (seed 001): one conversation about one Terraform root.
+
+export const SESSION_STATUSES = ['ACTIVE', 'FAILED'] as const;
+export type SessionStatus = (typeof SESSION_STATUSES)[number];
+
+export const NO_PINNED_PLAN =
+  'No reviewed plan is pinned for this session; run a generate or drift round before applying.';
+
+export type OperationKind = 'partial' | 'full' | 'apply';
+
+export interface SessionOperation {
+  round_id: string;
+  kind: OperationKind;
+  text?: string;
+  actor_uuid?: string;
+}
+
+export interface SessionRound {
+  round_id: string;
+  kind: OperationKind;
+  text?: string;
+  status: RoundStatus;
+  workflow_id?: string;
+  outcome?: 'Succeeded' | 'Partial' | 'Failed';
+  summary?: string;
+  report_key?: string;
+  failure_reason?: string;
+  reason?: string;
+}
+
+export interface SessionSettings {
+  session_id: string;
+  organization_uuid: string;
+  repository_url: string;
+  cloud: (typeof CLOUDS)[number];
+  scope_id: string;
+  iac_path: string;
+  state_project_id: string;
+  branch: string;
+  max_drift_reports: number;
+  drift_group_operations: number;
+}
+
+export interface SessionState extends SessionSettings {
+  status: SessionStatus;
+  locked: boolean;
+  pinned_plan: string | null;
+  in_flight: { round_id: string; kind: OperationKind } | null;
+  rounds: SessionRound[];
+}

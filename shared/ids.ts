@@ -19,3 +19,8 @@ export function driftRoundWorkflowId(sessionId: string, roundId: string): string
 export function sessionBranch(sessionId: string): string {
   return `kumoss/${sessionId}`;
 }
+
+/** Workflow id of a session. */
+export function sessionWorkflowId(sessionId: string): string {
+  return `session:${sessionId}`;
+}

@@ -19,6 +19,18 @@ export interface UsersTable {
   created_at: Generated<Date>;
 }
 
+export interface SessionsTable {
+  session_id: string;
+  organization_uuid: string;
+  created_by: string;
+  repository_url: string;
+  cloud: string;
+  scope_id: string;
+  iac_path: string;
+  state_project_id: string;
+  created_at: Generated<Date>;
+}
+
 export interface MigrationsTable {
   id: string;
   applied_at: Generated<Date>;
@@ -27,6 +39,7 @@ export interface MigrationsTable {
 export interface Database {
   organizations: OrganizationsTable;
   users: UsersTable;
+  sessions: SessionsTable;
   kumoss_migrations: MigrationsTable;
 }
 

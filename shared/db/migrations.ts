@@ -26,4 +26,21 @@ export const migrations: Migration[] = [
       )`.execute(db);
     },
   },
+  {
+    id: '0002_sessions',
+    async up(db) {
+      await sql`create table sessions (
+        session_id text primary key,
+        organization_uuid uuid not null references organizations(organization_uuid),
+        created_by uuid not null references users(user_uuid),
+        repository_url text not null,
+        cloud text not null,
+        scope_id text not null,
+        iac_path text not null default '',
+        state_project_id text not null,
+        created_at timestamptz not null default now()
+      )`.execute(db);
+      await sql`create index sessions_by_org on sessions (organization_uuid, created_at desc)`.execute(db);
+    },
+  },
 ];

@@ -23,7 +23,14 @@ import type { TestStack } from './global-setup';
 
 // Worker lifecycle lines are noise in test output; warnings and errors still show.
 quietKnownWarnings();
-Runtime.install({ logger: new DefaultLogger('WARN') });
+/** Warnings and errors the workers and workflows of this test file logged (messages only). */
+export const workerLogs: string[] = [];
+Runtime.install({
+  logger: new DefaultLogger('WARN', (entry) => {
+    workerLogs.push(entry.message);
+    console.warn(`[worker ${entry.level}] ${entry.message}`);
+  }),
+});
 
 export function stack(): TestStack {
   return inject('stack');

@@ -1,0 +1,68 @@
+// GET /api/v1/sessions/{id}: the session detail — scope, state project id, status, rounds,
+// reports and artifacts with presigned URLs that expire. POST /api/v1/sessions/{id}/apply: 202;
+// the session workflow fails it in the background when no plan is pinned.
+import { Router } from 'express';
+import type { ArtifactStore } from '../../activities/artifacts';
+import { sessionWorkflowId } from '../../shared/ids';
+import { sessionQuery } from '../../workflows/session';
+import { authenticate, currentUser, requireRole } from '../auth';
+import { HttpError } from '../errors';
+import { newRoundId, ownSession, submit, type SessionRouteDeps } from './drift';
+
+export interface SessionDetailDeps extends SessionRouteDeps {
+  artifacts: ArtifactStore;
+  presignTtlSeconds: number;
+}
+
+export function createSessionsRouter(deps: SessionDetailDeps): Router {
+  const router = Router();
+  router.get('/api/v1/sessions/:id', authenticate(deps.db), requireRole('developer'), async (req, res) => {
+    const row = await ownSession(deps, req, req.params.id as string);
+    let state;
+    try {
+      state = await deps.client.workflow.getHandle(sessionWorkflowId(row.session_id)).query(sessionQuery);
+    } catch (err) {
+      throw new HttpError(
+        503,
+        'unavailable',
+        `The session state cannot be read right now: ${(err as Error).message}`,
+      );
+    }
+    const keys = await deps.artifacts.list(`sessions/${row.session_id}/`);
+    const artifacts = await Promise.all(
+      keys.map(async (key) => ({ key, url: await deps.artifacts.presignGet(key, deps.presignTtlSeconds) })),
+    );
+    res.json({
+      session_id: row.session_id,
+      repository_url: row.repository_url,
+      cloud: row.cloud,
+      scope_id: row.scope_id,
+      iac_path: row.iac_path,
+      state_project_id: row.state_project_id,
+      created_at: row.created_at,
+      status: state.status,
+      locked: state.locked,
+      branch: state.branch,
+      in_flight: state.in_flight,
+      rounds: state.rounds,
+      artifacts,
+      artifacts_expire_in_seconds: deps.presignTtlSeconds,
+    });
+  });
+
+  router.post(
+    '/api/v1/sessions/:id/apply',
+    authenticate(deps.db),
+    requireRole('devops'),
+    async (req, res) => {
+      const row = await ownSession(deps, req, req.params.id as string);
+      const round_id = newRoundId();
+      await submit(deps, row.session_id, { round_id, kind: 'apply', actor_uuid: currentUser(req).user_uuid });
+      res
+        .status(202)
+        .location(`/api/v1/sessions/${row.session_id}`)
+        .json({ session_id: row.session_id, round_id });
+    },
+  );
+  return router;
+}

@@ -1,0 +1,193 @@
+// Sessions over the real HTTP API on a real socket: roles, 202-then-the-session-decides, apply
+// without a pinned plan, the session detail with presigned artifacts, tenant isolation.
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApp } from '../../api/app';
+import { NO_PINNED_PLAN, type SessionRound } from '../../shared/contracts';
+import { createDb, migrate, type Db } from '../../shared/db';
+import { createUser } from '../../shared/db/users';
+import type { DriftTestBed } from '../support/drift-test-bed';
+import {
+  artifactStore,
+  newTestBed,
+  stack,
+  temporalHarness,
+  workerLogs,
+  type TemporalHarness,
+} from '../support/stack';
+
+interface Detail {
+  status: string;
+  state_project_id: string;
+  scope_id: string;
+  rounds: SessionRound[];
+  in_flight: unknown;
+  artifacts: { key: string; url: string }[];
+}
+
+describe('session API', () => {
+  let h: TemporalHarness;
+  let db: Db;
+  let server: Server;
+  let url: string;
+  let bed: DriftTestBed;
+  const tokens: Record<string, string> = {};
+
+  beforeAll(async () => {
+    h = await temporalHarness('sessions');
+    db = createDb(stack().databaseUrl);
+    await migrate(db);
+    const org = `org-${Date.now()}`;
+    for (const role of ['developer', 'devops', 'admin'] as const) {
+      tokens[role] = (await createUser(db, { name: `${role}-${org}`, role, organization: org })).token;
+    }
+    tokens.other = (
+      await createUser(db, { name: `devops-other-${org}`, role: 'devops', organization: `${org}-b` })
+    ).token;
+    const app = createApp({
+      checks: [],
+      log: (err) => console.error(err),
+      sessions: {
+        db,
+        client: h.client,
+        taskQueue: h.taskQueue,
+        orchestration: { max_drift_reports: 3, drift_group_operations: 8 },
+        artifacts: artifactStore(),
+        presignTtlSeconds: 60,
+      },
+    });
+    server = app.listen(0, '127.0.0.1');
+    await new Promise<void>((r) => server.once('listening', () => r()));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    bed = await newTestBed();
+  });
+  afterAll(async () => {
+    server?.close();
+    await bed?.destroy();
+    await db?.destroy();
+    await h?.close();
+  });
+
+  const call = async (method: string, path: string, token?: string, body?: unknown) => {
+    const res = await fetch(`${url}${path}`, {
+      method,
+      headers: {
+        ...(token ? { authorization: `Bearer ${token}` } : {}),
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+    });
+    return {
+      status: res.status,
+      body: (await res.json()) as Record<string, unknown>,
+      location: res.headers.get('location'),
+    };
+  };
+
+  const first = () => ({
+    repository_url: bed.repoUrl,
+    cloud: 'aws',
+    scope_id: '123456789012',
+    text: 'Resolve the drift on security group sg-web-demo; someone opened port 8080 in the console.',
+  });
+
+  async function settled(sessionId: string, rounds: number): Promise<Detail> {
+    for (let i = 0; i < 300; i++) {
+      const r = await call('GET', `/api/v1/sessions/${sessionId}`, tokens.developer);
+      const d = r.body as unknown as Detail;
+      if (r.status === 200 && d.rounds.length >= rounds && !d.in_flight) return d;
+      await new Promise((res) => setTimeout(res, 200));
+    }
+    throw new Error('session did not settle');
+  }
+
+  it("answers 401 without a valid token and 403 below devops, with the web application's message", async () => {
+    expect((await call('POST', '/api/v1/drift/partial', undefined, first())).status).toBe(401);
+    expect((await call('POST', '/api/v1/drift/partial', 'kms_not-a-token', first())).status).toBe(401);
+    const dev = await call('POST', '/api/v1/drift/full', tokens.developer, first());
+    expect(dev.status).toBe(403);
+    expect(dev.body).toEqual({
+      error: { code: 'forbidden', message: 'Requires the devops operation role.' },
+    });
+  });
+
+  it('runs a partial round: 202 with the session id first, then the detail shows the round and its artifacts', async () => {
+    await bed.inject('ingress');
+    const accepted = await call('POST', '/api/v1/drift/partial', tokens.devops, first());
+    expect(accepted.status).toBe(202);
+    const sessionId = accepted.body.session_id as string;
+    expect(accepted.location).toBe(`/api/v1/sessions/${sessionId}`);
+    const d = await settled(sessionId, 1);
+    expect(d.status).toBe('ACTIVE');
+    expect(d.scope_id).toBe('123456789012');
+    expect(d.state_project_id).toMatch(/^[0-9a-f]{32}$/);
+    expect(d.rounds).toEqual([
+      expect.objectContaining({
+        round_id: accepted.body.round_id,
+        kind: 'partial',
+        status: 'completed',
+        outcome: 'Succeeded',
+      }),
+    ]);
+    const report = d.artifacts.find((a) => a.key.endsWith('/drift-report.json'));
+    expect(report).toBeDefined();
+    const fetched = await fetch(report?.url ?? '');
+    expect(fetched.status).toBe(200);
+    expect(((await fetched.json()) as { outcome: string }).outcome).toBe('Succeeded');
+
+    // Another organization does not see it.
+    expect((await call('GET', `/api/v1/sessions/${sessionId}`, tokens.other)).status).toBe(404);
+  });
+
+  it('accepts a second request while one is in flight, then never starts it and changes nothing', async () => {
+    const a = await call('POST', '/api/v1/drift/full', tokens.devops, {
+      ...first(),
+      text: 'Reconcile everything.',
+    });
+    const sessionId = a.body.session_id as string;
+    const b = await call('POST', '/api/v1/drift/full', tokens.devops, {
+      session_id: sessionId,
+      text: 'And again.',
+    });
+    expect(a.status).toBe(202);
+    expect(b.status).toBe(202);
+    const d = await settled(sessionId, 1);
+    await new Promise((r) => setTimeout(r, 500));
+    const again = await settled(sessionId, 1);
+    expect(again.rounds.map((r) => r.round_id)).toEqual([a.body.round_id]);
+    expect(d.rounds).toHaveLength(1);
+    expect(workerLogs).toContain(`Session ${sessionId} already has an operation in flight.`);
+  });
+
+  it('fails apply on a drift-only session with the exact message, after answering 202; the session is then finished', async () => {
+    const a = await call('POST', '/api/v1/drift/full', tokens.devops, {
+      ...first(),
+      text: 'Reconcile everything.',
+    });
+    const sessionId = a.body.session_id as string;
+    await settled(sessionId, 1);
+    const apply = await call('POST', `/api/v1/sessions/${sessionId}/apply`, tokens.devops);
+    expect(apply.status).toBe(202);
+    const d = await settled(sessionId, 2);
+    expect(d.status).toBe('FAILED');
+    expect(d.rounds[1]).toMatchObject({ kind: 'apply', status: 'failed', failure_reason: NO_PINNED_PLAN });
+
+    const late = await call('POST', '/api/v1/drift/partial', tokens.devops, {
+      session_id: sessionId,
+      text: 'Resolve drift on sg-web-demo.',
+    });
+    expect(late.status).toBe(202);
+    await new Promise((r) => setTimeout(r, 1000));
+    const after = await settled(sessionId, 2);
+    expect(after.rounds).toHaveLength(2);
+    expect(after.status).toBe('FAILED');
+    expect(workerLogs).toContain(`Session ${sessionId} is finished and cannot be resumed.`);
+  });
+
+  it('answers 404 for a session that does not exist', async () => {
+    const r = await call('POST', '/api/v1/drift/full', tokens.devops, { session_id: 's-missing', text: 'x' });
+    expect(r.status).toBe(404);
+    expect((await call('GET', '/api/v1/sessions/s-missing', tokens.admin)).status).toBe(404);
+  });
+});
