@@ -20,11 +20,9 @@ export const notFound: RequestHandler = (req, res) => {
 export function errorHandler(log: (err: unknown) => void): ErrorRequestHandler {
   return (err: unknown, _req, res, _next) => {
     if (err instanceof HttpError) {
-      res
-        .status(err.status)
-        .json({
-          error: { code: err.code, message: err.message, ...(err.field ? { field: err.field } : {}) },
-        });
+      res.status(err.status).json({
+        error: { code: err.code, message: err.message, ...(err.field ? { field: err.field } : {}) },
+      });
       return;
     }
     // body-parser errors carry a 4xx status: malformed JSON, a body too large.

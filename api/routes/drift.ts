@@ -7,7 +7,6 @@ import type { Client } from '@temporalio/client';
 import {
   firstRequestSchema,
   followUpRequestSchema,
-  type OperationKind,
   type SessionOperation,
   type SessionSettings,
 } from '../../shared/contracts';
@@ -55,14 +54,15 @@ export async function submit(deps: SessionRouteDeps, sessionId: string, op: Sess
 export function createDriftRouter(deps: SessionRouteDeps): Router {
   const router = Router();
   router.post('/api/v1/drift/:mode', authenticate(deps.db), requireRole('devops'), async (req, res) => {
-    const mode = req.params.mode;
-    if (mode !== 'partial' && mode !== 'full')
-      throw new HttpError(404, 'not_found', `No drift mode ${mode}.`);
+    const mode = String(req.params.mode);
+    if (mode !== 'partial' && mode !== 'full') {
+      throw new HttpError(404, 'not_found', `No drift mode ${mode}: use partial or full.`);
+    }
     const user = currentUser(req);
     const body: unknown = req.body;
     const followUp = typeof body === 'object' && body !== null && 'session_id' in body;
     const round_id = newRoundId();
-    const op: SessionOperation = { round_id, kind: mode as OperationKind, actor_uuid: user.user_uuid };
+    const op: SessionOperation = { round_id, kind: mode, actor_uuid: user.user_uuid };
     let session_id: string;
     if (followUp) {
       const r = parseBody(followUpRequestSchema, body);
