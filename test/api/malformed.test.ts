@@ -1,0 +1,186 @@
+// A corpus of malformed requests (hand-written and generated), every one answered 4xx with a JSON
+// error naming the problem: zero 5xx, no session created, no workflow started.
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApp } from '../../api/app';
+import { createDb, migrate, type Db } from '../../shared/db';
+import { createUser } from '../../shared/db/users';
+import { artifactStore, stack, temporalHarness, type TemporalHarness } from '../support/stack';
+
+const GOOD = {
+  repository_url: 'https://git.example.com/team/infra.git',
+  cloud: 'aws',
+  scope_id: '123456789012',
+  iac_path: 'envs/dev',
+  text: 'Resolve the drift on security group sg-web-demo.',
+};
+
+const BAD_URLS = [
+  'http://git.example.com/team/infra.git',
+  'ftp://git.example.com/infra.git',
+  'git@github.com:team/infra.git',
+  'ssh://git@github.com/team/infra.git',
+  'file:///etc/passwd',
+  'https://user:secret@github.com/team/infra.git',
+  'https://:secret@github.com/team/infra.git',
+  'https://ghp_abcdefghijklmnopqrstuvwxyz0123456789@github.com/team/infra.git',
+  'https://github_pat_11ABCDEFG0123456789_abcdefghijklmnop@github.com/team/infra.git',
+  'https://glpat-abcdefghij1234567890@gitlab.com/team/infra.git',
+  'https://x-access-token@github.com/team/infra.git',
+  'https://oauth2@gitlab.com/team/infra.git',
+  'https://gitlab-ci-token@gitlab.com/team/infra.git',
+  'https://0123456789abcdef0123456789abcdef01234567@github.com/team/infra.git',
+  'https://github.com',
+  'https://github.com/',
+  'https://github.com/team/infra.git?token=abc',
+  'https://github.com/team/infra.git#main',
+  'not a url',
+  '',
+  'https://',
+  '//github.com/team/infra.git',
+];
+const BAD_CLOUDS = ['AWS', 'amazon', 'gcp ', '', 'digitalocean', 'alibaba', 'k8s'];
+const BAD_PATHS = [
+  '/etc',
+  '../outside',
+  'envs/../../x',
+  'envs/..',
+  '..',
+  'C:\\infra',
+  'a\\..\\..\\b',
+  'envs/\ndev',
+];
+const WRONG_TYPES: unknown[] = [null, 42, true, [], {}, ['a'], { a: 1 }, 1.5];
+const EMPTY_TEXTS = ['', '   ', '\n\t'];
+
+function corpus(): { name: string; mode: string; body: unknown }[] {
+  const out: { name: string; mode: string; body: unknown }[] = [];
+  for (const mode of ['partial', 'full']) {
+    for (const u of BAD_URLS)
+      out.push({ name: `repository_url ${u}`, mode, body: { ...GOOD, repository_url: u } });
+    for (const c of BAD_CLOUDS) out.push({ name: `cloud ${c}`, mode, body: { ...GOOD, cloud: c } });
+    for (const p of BAD_PATHS) out.push({ name: `iac_path ${p}`, mode, body: { ...GOOD, iac_path: p } });
+    for (const t of EMPTY_TEXTS)
+      out.push({ name: `text ${JSON.stringify(t)}`, mode, body: { ...GOOD, text: t } });
+    for (const field of Object.keys(GOOD)) {
+      const { [field]: _dropped, ...rest } = GOOD as Record<string, unknown>;
+      if (field !== 'iac_path') out.push({ name: `missing ${field}`, mode, body: rest });
+      for (const v of WRONG_TYPES)
+        out.push({ name: `${field} as ${JSON.stringify(v)}`, mode, body: { ...GOOD, [field]: v } });
+    }
+    out.push({ name: 'scope_id blank', mode, body: { ...GOOD, scope_id: '  ' } });
+    out.push({ name: 'unknown field', mode, body: { ...GOOD, provider: 'aws' } });
+    out.push({ name: 'password field', mode, body: { ...GOOD, password: 'x' } });
+    out.push({ name: 'body array', mode, body: [GOOD] });
+    out.push({ name: 'body number', mode, body: 42 });
+    out.push({ name: 'body string', mode, body: JSON.stringify('hello') });
+    out.push({ name: 'body null', mode, body: 'null' });
+    out.push({ name: 'malformed JSON', mode, body: '{"repository_url": ' });
+    out.push({ name: 'trailing comma', mode, body: '{"cloud": "aws",}' });
+    out.push({
+      name: 'follow-up with extra field',
+      mode,
+      body: { session_id: 's-1', text: 'x', cloud: 'aws' },
+    });
+    out.push({ name: 'follow-up empty text', mode, body: { session_id: 's-1', text: '' } });
+    out.push({ name: 'follow-up missing text', mode, body: { session_id: 's-1' } });
+    out.push({ name: 'follow-up bad id', mode, body: { session_id: '../../etc', text: 'x' } });
+    out.push({ name: 'follow-up id too long', mode, body: { session_id: 's'.repeat(300), text: 'x' } });
+    out.push({
+      name: 'follow-up unknown session',
+      mode,
+      body: { session_id: 's-does-not-exist', text: 'x' },
+    });
+    out.push({ name: 'follow-up id number', mode, body: { session_id: 7, text: 'x' } });
+    out.push({ name: 'text too long', mode, body: { ...GOOD, text: 'x'.repeat(10_001) } });
+  }
+  out.push({ name: 'unknown mode', mode: 'sideways', body: GOOD });
+  return out;
+}
+
+describe('malformed requests', () => {
+  let h: TemporalHarness;
+  let db: Db;
+  let server: Server;
+  let url: string;
+  let token: string;
+
+  beforeAll(async () => {
+    h = await temporalHarness('malformed');
+    db = createDb(stack().databaseUrl);
+    await migrate(db);
+    token = (
+      await createUser(db, {
+        name: `devops-malformed-${Date.now()}`,
+        role: 'devops',
+        organization: 'malformed',
+      })
+    ).token;
+    const app = createApp({
+      checks: [],
+      log: (err) => console.error(err),
+      sessions: {
+        db,
+        client: h.client,
+        taskQueue: h.taskQueue,
+        orchestration: { max_drift_reports: 3, drift_group_operations: 8 },
+        artifacts: artifactStore(),
+        presignTtlSeconds: 60,
+      },
+    });
+    server = app.listen(0, '127.0.0.1');
+    await new Promise<void>((r) => server.once('listening', () => r()));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    server?.close();
+    await db?.destroy();
+    await h?.close();
+  });
+
+  it('answers at least 200 malformed requests with 4xx and a JSON error, and creates nothing', async () => {
+    const cases = corpus();
+    expect(cases.length).toBeGreaterThanOrEqual(200);
+    const sessionsBefore = (
+      await db.selectFrom('sessions').select(db.fn.countAll().as('n')).executeTakeFirstOrThrow()
+    ).n;
+    const failures: string[] = [];
+    for (const c of cases) {
+      const res = await fetch(`${url}/api/v1/drift/${c.mode}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: typeof c.body === 'string' ? c.body : JSON.stringify(c.body),
+      });
+      const body = (await res.json()) as { error?: { code?: string; message?: string } };
+      if (res.status < 400 || res.status >= 500 || !body.error?.code || !body.error.message) {
+        failures.push(`${c.mode} ${c.name}: ${res.status} ${JSON.stringify(body)}`);
+      }
+    }
+    expect(failures).toEqual([]);
+    const sessionsAfter = (
+      await db.selectFrom('sessions').select(db.fn.countAll().as('n')).executeTakeFirstOrThrow()
+    ).n;
+    expect(sessionsAfter).toBe(sessionsBefore);
+    const started = [];
+    for await (const wf of h.client.workflow.list({ query: `TaskQueue = '${h.taskQueue}'` }))
+      started.push(wf.workflowId);
+    expect(started).toEqual([]);
+  });
+
+  it('names the field at fault', async () => {
+    const res = await fetch(`${url}/api/v1/drift/partial`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ ...GOOD, repository_url: 'https://user:pw@github.com/a/b.git' }),
+    });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toEqual({
+      error: {
+        code: 'invalid_request',
+        message: 'repository_url: must not carry a password or token',
+        field: 'repository_url',
+      },
+    });
+  });
+});
