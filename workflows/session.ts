@@ -4,12 +4,12 @@
 // is logged and nothing in the session changes. Rounds run as child workflows. The history stays
 // bounded: when the server suggests it, the session continues as new carrying only its state.
 import {
-  ApplicationFailure,
   condition,
   continueAsNew,
   defineQuery,
   defineSignal,
   executeChild,
+  isCancellation,
   log,
   setCurrentDetails,
   setHandler,
@@ -120,7 +120,7 @@ export async function session(input: SessionInput): Promise<SessionState> {
         if (result.report_key) round.report_key = result.report_key;
         if (result.reason) round.reason = result.reason;
       } catch (err) {
-        if (err instanceof ApplicationFailure && err.type === 'CancelledFailure') throw err;
+        if (isCancellation(err)) throw err; // the session itself is being cancelled
         round.status = 'failed';
         round.failure_reason = failureReason(err);
         state.status = 'FAILED';
