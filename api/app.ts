@@ -2,6 +2,7 @@
 import express, { type Express } from 'express';
 import { errorHandler, notFound } from './errors';
 import { createDriftRouter } from './routes/drift';
+import { createEventsRouter } from './routes/events';
 import { createHealthRouter, type ComponentCheck } from './routes/health';
 import { createSessionsRouter, type SessionDetailDeps } from './routes/sessions';
 
@@ -9,7 +10,7 @@ export interface AppDeps {
   checks: ComponentCheck[];
   log: (err: unknown) => void;
   /** The session routes (drift, apply, detail); absent in a health-only app. */
-  sessions?: SessionDetailDeps;
+  sessions?: SessionDetailDeps & { events: { pollMs: number; maxPolls: number } };
 }
 
 export function createApp(deps: AppDeps): Express {
@@ -20,6 +21,7 @@ export function createApp(deps: AppDeps): Express {
   if (deps.sessions) {
     app.use(createDriftRouter(deps.sessions));
     app.use(createSessionsRouter(deps.sessions));
+    app.use(createEventsRouter({ ...deps.sessions, ...deps.sessions.events }));
   }
   app.use(notFound);
   app.use(errorHandler(deps.log));

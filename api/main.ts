@@ -32,6 +32,10 @@ const app = createApp({
     },
     artifacts,
     presignTtlSeconds: config.storage.presign_ttl_seconds,
+    events: {
+      pollMs: config.orchestration.session_events_poll_ms,
+      maxPolls: config.orchestration.max_session_events_iteration,
+    },
   },
 });
 const server = app.listen(config.api.port, config.api.host, () => {

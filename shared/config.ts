@@ -46,7 +46,10 @@ export const configSchema = z.object({
   orchestration: z.object({
     max_drift_reports: z.number().int().min(1).max(20).default(3),
     drift_group_operations: z.number().int().min(1).max(100).default(8),
-    max_session_events_iteration: z.number().int().min(1).default(2400),
+    /** Polls of an event subscription before it closes: 21600 x 500 ms = 3 hours. */
+    max_session_events_iteration: z.number().int().min(1).default(21600),
+    /** How often an event subscription looks at its session (the seed's web app polls every 4-5 s). */
+    session_events_poll_ms: z.number().int().min(50).max(10_000).default(500),
   }),
   prompts: z.object({
     /** The prompt catalogue: targeting policies, drift-exception rules, resource prompts. */
@@ -90,6 +93,7 @@ export const ENV_OVERRIDES: Record<string, string> = {
   KUMOSS_MAX_DRIFT_REPORTS: 'orchestration.max_drift_reports',
   KUMOSS_DRIFT_GROUP_OPERATIONS: 'orchestration.drift_group_operations',
   KUMOSS_MAX_SESSION_EVENTS_ITERATION: 'orchestration.max_session_events_iteration',
+  KUMOSS_SESSION_EVENTS_POLL_MS: 'orchestration.session_events_poll_ms',
   KUMOSS_PROMPTS_DIR: 'prompts.dir',
   KUMOSS_MODEL_PROVIDER: 'model.provider',
   KUMOSS_MODEL: 'model.name',

@@ -62,6 +62,17 @@ export interface DriftRoundResult {
   engine_reinits: number;
 }
 
+/** One thing that happened in a round, in order: a status change, an artifact, the report. */
+export interface RoundEvent {
+  /** 1, 2, … within the round: with the round's place in the session, the SSE event id. */
+  seq: number;
+  type: 'status' | 'artifact' | 'report';
+  status?: RoundStatus;
+  key?: string;
+  iteration?: number;
+  at: string;
+}
+
 export interface RoundProgress {
   status: RoundStatus;
   iteration: number;
@@ -69,6 +80,8 @@ export interface RoundProgress {
   operations: number;
   groups: number;
   artifacts: string[];
+  /** Append-only and bounded (a few per iteration): what server-sent events relay. */
+  events: RoundEvent[];
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import {
   driftRoundInputSchema,
   type DriftRoundInput,
   type DriftRoundResult,
+  type RoundEvent,
   type RoundProgress,
   type RoundStatus,
 } from '../shared/contracts';
@@ -53,11 +54,22 @@ export async function driftRound(rawInput: DriftRoundInput): Promise<DriftRoundR
     operations: 0,
     groups: 0,
     artifacts: [],
+    events: [],
   };
   setHandler(roundProgressQuery, () => progress);
-  const setStatus = (s: RoundStatus): void => {
-    progress.status = s;
+  const event = (e: Omit<RoundEvent, 'seq' | 'at'>): void => {
+    progress.events.push({ ...e, seq: progress.events.length + 1, at: new Date().toISOString() });
   };
+  const setStatus = (s: RoundStatus): void => {
+    if (progress.status === s && progress.events.length > 0) return;
+    progress.status = s;
+    event({ type: 'status', status: s, ...(progress.iteration ? { iteration: progress.iteration } : {}) });
+  };
+  const addArtifact = (key: string, type: 'artifact' | 'report' = 'artifact'): void => {
+    progress.artifacts.push(key);
+    event({ type, key });
+  };
+  event({ type: 'status', status: 'started' });
   const base = {
     session_id: input.session_id,
     round_id: input.round_id,
@@ -70,7 +82,7 @@ export async function driftRound(rawInput: DriftRoundInput): Promise<DriftRoundR
     engine_reinits: 0,
   };
   const end = (r: DriftRoundResult): DriftRoundResult => {
-    progress.status = r.status;
+    setStatus(r.status);
     setCurrentDetails(r.reason ?? r.summary ?? r.status);
     return r;
   };
@@ -88,7 +100,7 @@ export async function driftRound(rawInput: DriftRoundInput): Promise<DriftRoundR
     };
     setCurrentDetails(`Preparing ${input.mode} drift round on ${input.repository_url}`);
     const prepared = await light.prepareRound({ ref, text: input.text });
-    progress.artifacts.push(prepared.promptKey);
+    addArtifact(prepared.promptKey);
     // Expired rules stop applying; the workflow's clock is deterministic (replay-safe).
     const today = new Date().toISOString().slice(0, 10);
     const roundRef = { ...ref, rules: activeRules(prepared.rules, today) };
@@ -118,7 +130,7 @@ export async function driftRound(rawInput: DriftRoundInput): Promise<DriftRoundR
           progress.operations = det.operationCount;
           progress.groups = det.groupCount;
         },
-        addArtifact: (k) => progress.artifacts.push(k),
+        addArtifact: (k) => addArtifact(k),
       },
     );
 
@@ -134,7 +146,7 @@ export async function driftRound(rawInput: DriftRoundInput): Promise<DriftRoundR
       ...(loop.whitelistedKey ? { whitelistedKey: loop.whitelistedKey } : {}),
       cycleResultKeys: loop.cycleResultKeys,
     });
-    progress.artifacts.push(report.reportKey);
+    addArtifact(report.reportKey, 'report');
     upsertSearchAttributes([{ key: KumossOutcome, value: report.outcome }]);
     log.info('drift round reported', { outcome: report.outcome, stopped: loop.stoppedBecause });
     return end({
@@ -153,7 +165,7 @@ export async function driftRound(rawInput: DriftRoundInput): Promise<DriftRoundR
       engine_reinits: loop.reinits,
     });
   } catch (err) {
-    progress.status = 'failed';
+    setStatus('failed');
     const reason =
       err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err);
     setCurrentDetails(`Failed: ${reason}`);

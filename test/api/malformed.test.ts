@@ -1,12 +1,10 @@
 // A corpus of malformed requests (hand-written and generated), every one answered 4xx with a JSON
 // error naming the problem: zero 5xx, no session created, no workflow started.
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApp } from '../../api/app';
 import { createDb, migrate, type Db } from '../../shared/db';
 import { createUser } from '../../shared/db/users';
-import { artifactStore, stack, temporalHarness, type TemporalHarness } from '../support/stack';
+import { startTestApi, type TestApi } from '../support/api';
+import { stack, temporalHarness, type TemporalHarness } from '../support/stack';
 
 const GOOD = {
   repository_url: 'https://git.example.com/team/infra.git',
@@ -102,7 +100,7 @@ function corpus(): { name: string; mode: string; body: unknown }[] {
 describe('malformed requests', () => {
   let h: TemporalHarness;
   let db: Db;
-  let server: Server;
+  let api: TestApi;
   let url: string;
   let token: string;
 
@@ -117,24 +115,11 @@ describe('malformed requests', () => {
         organization: 'malformed',
       })
     ).token;
-    const app = createApp({
-      checks: [],
-      log: (err) => console.error(err),
-      sessions: {
-        db,
-        client: h.client,
-        taskQueue: h.taskQueue,
-        orchestration: { max_drift_reports: 3, drift_group_operations: 8 },
-        artifacts: artifactStore(),
-        presignTtlSeconds: 60,
-      },
-    });
-    server = app.listen(0, '127.0.0.1');
-    await new Promise<void>((r) => server.once('listening', () => r()));
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    api = await startTestApi(h, db);
+    url = api.url;
   });
   afterAll(async () => {
-    server?.close();
+    api?.close();
     await db?.destroy();
     await h?.close();
   });

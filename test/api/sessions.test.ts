@@ -1,21 +1,12 @@
 // Sessions over the real HTTP API on a real socket: roles, 202-then-the-session-decides, apply
 // without a pinned plan, the session detail with presigned artifacts, tenant isolation.
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApp } from '../../api/app';
 import { NO_PINNED_PLAN, type SessionRound } from '../../shared/contracts';
 import { createDb, migrate, type Db } from '../../shared/db';
 import { createUser } from '../../shared/db/users';
 import type { DriftTestBed } from '../support/drift-test-bed';
-import {
-  artifactStore,
-  newTestBed,
-  stack,
-  temporalHarness,
-  workerLogs,
-  type TemporalHarness,
-} from '../support/stack';
+import { startTestApi, type TestApi } from '../support/api';
+import { newTestBed, stack, temporalHarness, workerLogs, type TemporalHarness } from '../support/stack';
 
 interface Detail {
   status: string;
@@ -29,8 +20,7 @@ interface Detail {
 describe('session API', () => {
   let h: TemporalHarness;
   let db: Db;
-  let server: Server;
-  let url: string;
+  let api: TestApi;
   let bed: DriftTestBed;
   const tokens: Record<string, string> = {};
 
@@ -45,45 +35,18 @@ describe('session API', () => {
     tokens.other = (
       await createUser(db, { name: `devops-other-${org}`, role: 'devops', organization: `${org}-b` })
     ).token;
-    const app = createApp({
-      checks: [],
-      log: (err) => console.error(err),
-      sessions: {
-        db,
-        client: h.client,
-        taskQueue: h.taskQueue,
-        orchestration: { max_drift_reports: 3, drift_group_operations: 8 },
-        artifacts: artifactStore(),
-        presignTtlSeconds: 60,
-      },
-    });
-    server = app.listen(0, '127.0.0.1');
-    await new Promise<void>((r) => server.once('listening', () => r()));
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    api = await startTestApi(h, db);
     bed = await newTestBed();
   });
   afterAll(async () => {
-    server?.close();
+    api?.close();
     await bed?.destroy();
     await db?.destroy();
     await h?.close();
   });
 
-  const call = async (method: string, path: string, token?: string, body?: unknown) => {
-    const res = await fetch(`${url}${path}`, {
-      method,
-      headers: {
-        ...(token ? { authorization: `Bearer ${token}` } : {}),
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
-    });
-    return {
-      status: res.status,
-      body: (await res.json()) as Record<string, unknown>,
-      location: res.headers.get('location'),
-    };
-  };
+  const call = (method: string, path: string, token?: string, body?: unknown) =>
+    api.call(method, path, token, body);
 
   const first = () => ({
     repository_url: bed.repoUrl,

@@ -1,0 +1,172 @@
+// Server-sent events of a session over a real socket: every status change, artifact and report of
+// a round, ids that let a reconnecting client resume with Last-Event-ID, and the subscription
+// closing after orchestration.max_session_events_iteration polls.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDb, migrate, type Db } from '../../shared/db';
+import { createUser } from '../../shared/db/users';
+import { startTestApi, type TestApi } from '../support/api';
+import type { DriftTestBed } from '../support/drift-test-bed';
+import { newTestBed, stack, temporalHarness, type TemporalHarness } from '../support/stack';
+
+interface Received {
+  id: string;
+  event: string;
+  data: Record<string, unknown>;
+}
+
+/** Reads an SSE stream until `stop` says so or the server closes it. */
+async function subscribe(
+  url: string,
+  token: string,
+  opts: { lastEventId?: string; stop?: (e: Received) => boolean } = {},
+): Promise<Received[]> {
+  const res = await fetch(url, {
+    headers: {
+      authorization: `Bearer ${token}`,
+      ...(opts.lastEventId ? { 'last-event-id': opts.lastEventId } : {}),
+    },
+  });
+  expect(res.status).toBe(200);
+  expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  const decoder = new TextDecoder();
+  const out: Received[] = [];
+  let buffer = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return out;
+    buffer += decoder.decode(value, { stream: true });
+    let cut: number;
+    while ((cut = buffer.indexOf('\n\n')) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      const fields = Object.fromEntries(
+        block
+          .split('\n')
+          .filter((l) => !l.startsWith(':') && l.includes(': '))
+          .map((l) => [l.slice(0, l.indexOf(': ')), l.slice(l.indexOf(': ') + 2)]),
+      ) as Record<string, string>;
+      if (!fields.event) continue;
+      const e = {
+        id: fields.id ?? '',
+        event: fields.event,
+        data: JSON.parse(fields.data ?? '{}') as Record<string, unknown>,
+      };
+      out.push(e);
+      if (opts.stop?.(e)) {
+        await reader.cancel();
+        return out;
+      }
+    }
+  }
+}
+
+describe('session events (SSE)', () => {
+  let h: TemporalHarness;
+  let db: Db;
+  let api: TestApi;
+  let bed: DriftTestBed;
+  let token: string;
+
+  beforeAll(async () => {
+    h = await temporalHarness('events');
+    db = createDb(stack().databaseUrl);
+    await migrate(db);
+    token = (
+      await createUser(db, { name: `devops-events-${Date.now()}`, role: 'devops', organization: 'events' })
+    ).token;
+    api = await startTestApi(h, db, { pollMs: 100, maxPolls: 600 });
+    bed = await newTestBed();
+  });
+  afterAll(async () => {
+    api?.close();
+    await bed?.destroy();
+    await db?.destroy();
+    await h?.close();
+  });
+
+  it('relays every status change, artifact and report of a round, then resumes after Last-Event-ID', async () => {
+    await bed.inject('ingress');
+    const accepted = await api.call('POST', '/api/v1/drift/partial', token, {
+      repository_url: bed.repoUrl,
+      cloud: 'aws',
+      scope_id: 'scope-events',
+      text: 'Resolve the drift on security group sg-web-demo.',
+    });
+    const sessionId = accepted.body.session_id as string;
+    const url = `${api.url}/api/v1/events/subscribe/${sessionId}`;
+    const all = await subscribe(url, token, { stop: (e) => e.event === 'round_end' });
+
+    expect(all[0]).toMatchObject({
+      id: '1.0',
+      event: 'round',
+      data: { round_id: accepted.body.round_id, kind: 'partial' },
+    });
+    const statuses = all.filter((e) => e.event === 'status').map((e) => e.data.status);
+    expect(statuses).toEqual([
+      'started',
+      'filtering',
+      'generating',
+      'validating',
+      'generating',
+      'report',
+      'completed',
+    ]);
+    const report = all.find((e) => e.event === 'report');
+    expect(report?.data.key).toMatch(/\/drift-report\.json$/);
+    expect((await fetch(report?.data.url as string)).status).toBe(200);
+    expect(all.filter((e) => e.event === 'artifact').length).toBeGreaterThanOrEqual(3);
+    expect(all[all.length - 1]).toMatchObject({
+      event: 'round_end',
+      data: { status: 'completed', outcome: 'Succeeded' },
+    });
+    // Ids only ever increase.
+    const ids = all.map((e) => e.id.split('.').map(Number) as [number, number]);
+    for (let i = 1; i < ids.length; i++) {
+      const [a, b] = [ids[i - 1] as [number, number], ids[i] as [number, number]];
+      expect(a[0] < b[0] || (a[0] === b[0] && a[1] < b[1])).toBe(true);
+    }
+
+    // A client that saw up to the 4th event gets exactly the rest.
+    const resumeFrom = all[3] as Received;
+    const rest = await subscribe(url, token, {
+      lastEventId: resumeFrom.id,
+      stop: (e) => e.event === 'round_end',
+    });
+    expect(rest.map((e) => e.id)).toEqual(all.slice(4).map((e) => e.id));
+  });
+
+  it('closes the subscription after max_session_events_iteration polls', async () => {
+    const short = await startTestApi(h, db, { pollMs: 50, maxPolls: 5 });
+    try {
+      const accepted = await short.call('POST', '/api/v1/drift/full', token, {
+        repository_url: bed.repoUrl,
+        cloud: 'aws',
+        scope_id: 'scope-events',
+        text: 'Reconcile everything.',
+      });
+      const events = await subscribe(
+        `${short.url}/api/v1/events/subscribe/${accepted.body.session_id as string}`,
+        token,
+      );
+      expect(events[events.length - 1]?.event).toBe('close');
+    } finally {
+      short.close();
+    }
+  });
+
+  it("refuses a subscription without a token or to another organization's session", async () => {
+    const other = (
+      await createUser(db, { name: `dev-other-${Date.now()}`, role: 'developer', organization: 'elsewhere' })
+    ).token;
+    const accepted = await api.call('POST', '/api/v1/drift/full', token, {
+      repository_url: bed.repoUrl,
+      cloud: 'aws',
+      scope_id: 'scope-events',
+      text: 'Reconcile everything.',
+    });
+    const url = `${api.url}/api/v1/events/subscribe/${accepted.body.session_id as string}`;
+    expect((await fetch(url)).status).toBe(401);
+    expect((await fetch(url, { headers: { authorization: `Bearer ${other}` } })).status).toBe(404);
+  });
+});

@@ -1,0 +1,62 @@
+// The real API on a real socket for a test file, wired to its worker's task queue.
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createApp } from '../../api/app';
+import type { Db } from '../../shared/db';
+import { artifactStore, type TemporalHarness } from './stack';
+
+export interface TestApi {
+  url: string;
+  call(
+    method: string,
+    path: string,
+    token?: string,
+    body?: unknown,
+  ): Promise<{ status: number; body: Record<string, unknown>; location: string | null }>;
+  close(): void;
+}
+
+export async function startTestApi(
+  h: TemporalHarness,
+  db: Db,
+  events: { pollMs: number; maxPolls: number } = { pollMs: 100, maxPolls: 600 },
+): Promise<TestApi> {
+  const app = createApp({
+    checks: [],
+    log: (err) => console.error(err),
+    sessions: {
+      db,
+      client: h.client,
+      taskQueue: h.taskQueue,
+      orchestration: { max_drift_reports: 3, drift_group_operations: 8 },
+      artifacts: artifactStore(),
+      presignTtlSeconds: 60,
+      events,
+    },
+  });
+  const server: Server = app.listen(0, '127.0.0.1');
+  await new Promise<void>((r) => server.once('listening', () => r()));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    url,
+    async call(method, path, token, body) {
+      const res = await fetch(`${url}${path}`, {
+        method,
+        headers: {
+          ...(token ? { authorization: `Bearer ${token}` } : {}),
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+      });
+      return {
+        status: res.status,
+        body: (await res.json()) as Record<string, unknown>,
+        location: res.headers.get('location'),
+      };
+    },
+    close: () => {
+      server.closeAllConnections();
+      server.close();
+    },
+  };
+}
