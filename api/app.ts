@@ -1,6 +1,7 @@
 // createApp(deps): the Express application without listen(), so tests mount it on their own socket.
 import express, { type Express } from 'express';
 import { errorHandler, notFound } from './errors';
+import { createAuthorizeRouter } from './routes/authorize';
 import { createDriftRouter } from './routes/drift';
 import { createEventsRouter } from './routes/events';
 import { createHealthRouter, type ComponentCheck } from './routes/health';
@@ -11,6 +12,8 @@ export interface AppDeps {
   log: (err: unknown) => void;
   /** The session routes (drift, apply, detail); absent in a health-only app. */
   sessions?: SessionDetailDeps & { events: { pollMs: number; maxPolls: number } };
+  /** services.authz; default disabled. */
+  authz?: { enabled: boolean; url: string };
 }
 
 export function createApp(deps: AppDeps): Express {
@@ -22,6 +25,9 @@ export function createApp(deps: AppDeps): Express {
     app.use(createDriftRouter(deps.sessions));
     app.use(createSessionsRouter(deps.sessions));
     app.use(createEventsRouter({ ...deps.sessions, ...deps.sessions.events }));
+    app.use(
+      createAuthorizeRouter({ db: deps.sessions.db, authz: deps.authz ?? { enabled: false, url: '' } }),
+    );
   }
   app.use(notFound);
   app.use(errorHandler(deps.log));

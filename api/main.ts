@@ -22,6 +22,7 @@ const app = createApp({
     gitHostCheck(`https://${config.git_host.host}:${config.git_host.port}`, gitTrustBundle(config)),
   ],
   log: (err) => log.error({ err }, 'unhandled error'),
+  authz: config.services.authz,
   sessions: {
     db,
     client: new Client({ connection, namespace: config.temporal.namespace }),

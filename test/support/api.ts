@@ -20,9 +20,11 @@ export async function startTestApi(
   h: TemporalHarness,
   db: Db,
   events: { pollMs: number; maxPolls: number } = { pollMs: 100, maxPolls: 600 },
+  authz: { enabled: boolean; url: string } = { enabled: false, url: '' },
 ): Promise<TestApi> {
   const app = createApp({
     checks: [],
+    authz,
     log: (err) => console.error(err),
     sessions: {
       db,

@@ -1,0 +1,69 @@
+// POST /api/v1/auth/authorize: the preflight before a session's first request. With
+// services.authz.enabled false (the shipped default) it answers authorized without contacting
+// anything. Enabled, it asks the authz sidecar with the cloud, the repository URL as the project
+// and the IaC path as the environment — never the scope id.
+import { Router } from 'express';
+import { z } from 'zod';
+import { CLOUDS } from '../../shared/drift-exceptions';
+import { iacPathSchema, repositoryUrlSchema } from '../../shared/contracts';
+import type { Db } from '../../shared/db';
+import { authenticate, requireRole } from '../auth';
+import { HttpError } from '../errors';
+import { parseBody } from '../validation';
+
+export const authorizeRequestSchema = z
+  .object({
+    repository_url: repositoryUrlSchema,
+    cloud: z.enum(CLOUDS),
+    iac_path: iacPathSchema.optional(),
+    /** Accepted so the wizard can send its whole form; never forwarded. */
+    scope_id: z.string().max(256).optional(),
+  })
+  .strict();
+
+const sidecarAnswer = z.object({ authorized: z.boolean(), reason: z.string().optional() });
+
+export interface AuthzDeps {
+  db: Db;
+  authz: { enabled: boolean; url: string };
+  fetch?: typeof fetch;
+}
+
+export function createAuthorizeRouter(deps: AuthzDeps): Router {
+  const router = Router();
+  router.post('/api/v1/auth/authorize', authenticate(deps.db), requireRole('developer'), async (req, res) => {
+    const body = parseBody(authorizeRequestSchema, req.body);
+    if (!deps.authz.enabled) {
+      res.json({
+        authorized: true,
+        checked: false,
+        reason: 'services.authz.enabled is false: no external check runs.',
+      });
+      return;
+    }
+    const query = { cloud: body.cloud, project: body.repository_url, environment: body.iac_path ?? '' };
+    let answer: z.infer<typeof sidecarAnswer>;
+    try {
+      const r = await (deps.fetch ?? fetch)(`${deps.authz.url.replace(/\/$/, '')}/authorize`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(query),
+        signal: AbortSignal.timeout(5000),
+      });
+      if (!r.ok) throw new Error(`HTTP ${r.status}`);
+      answer = sidecarAnswer.parse(await r.json());
+    } catch (err) {
+      throw new HttpError(
+        503,
+        'authz_unavailable',
+        `The authorization sidecar did not answer: ${(err as Error).message}`,
+      );
+    }
+    res.status(answer.authorized ? 200 : 403).json({
+      authorized: answer.authorized,
+      checked: true,
+      ...(answer.reason ? { reason: answer.reason } : {}),
+    });
+  });
+  return router;
+}

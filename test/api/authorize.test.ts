@@ -1,0 +1,110 @@
+// The authorization preflight: off by default (authorized, nothing contacted); on, it asks the
+// sidecar with cloud, project and environment — never the scope id.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDb, migrate, type Db } from '../../shared/db';
+import { createUser } from '../../shared/db/users';
+import { startTestApi, type TestApi } from '../support/api';
+import { stack, temporalHarness, type TemporalHarness } from '../support/stack';
+
+describe('POST /api/v1/auth/authorize', () => {
+  let h: TemporalHarness;
+  let db: Db;
+  let token: string;
+  let sidecar: Server;
+  let sidecarUrl: string;
+  const seen: unknown[] = [];
+
+  beforeAll(async () => {
+    h = await temporalHarness('authorize');
+    db = createDb(stack().databaseUrl);
+    await migrate(db);
+    token = (
+      await createUser(db, { name: `dev-authz-${Date.now()}`, role: 'developer', organization: 'authz' })
+    ).token;
+    sidecar = createServer((req, res) => {
+      let body = '';
+      req.on('data', (d: Buffer) => (body += d.toString()));
+      req.on('end', () => {
+        const q = JSON.parse(body) as { environment: string };
+        seen.push({ path: req.url, ...q });
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify(
+            q.environment === 'envs/prod'
+              ? { authorized: false, reason: 'prod is closed' }
+              : { authorized: true },
+          ),
+        );
+      });
+    });
+    await new Promise<void>((r) => sidecar.listen(0, '127.0.0.1', () => r()));
+    sidecarUrl = `http://127.0.0.1:${(sidecar.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    sidecar?.close();
+    await db?.destroy();
+    await h?.close();
+  });
+
+  const request = {
+    repository_url: 'https://git.example.com/team/infra.git',
+    cloud: 'gcp',
+    iac_path: 'envs/dev',
+    scope_id: 'my-gcp-project-123',
+  };
+
+  it('answers authorized without contacting anything when the sidecar is disabled', async () => {
+    const api: TestApi = await startTestApi(h, db, undefined, { enabled: false, url: sidecarUrl });
+    try {
+      const r = await api.call('POST', '/api/v1/auth/authorize', token, request);
+      expect(r.status).toBe(200);
+      expect(r.body).toMatchObject({ authorized: true, checked: false });
+      expect(seen).toEqual([]);
+    } finally {
+      api.close();
+    }
+  });
+
+  it('asks the sidecar with cloud, project and environment, never the scope id', async () => {
+    const api = await startTestApi(h, db, undefined, { enabled: true, url: sidecarUrl });
+    try {
+      const ok = await api.call('POST', '/api/v1/auth/authorize', token, request);
+      expect(ok.status).toBe(200);
+      expect(ok.body).toEqual({ authorized: true, checked: true });
+      expect(seen).toEqual([
+        {
+          path: '/authorize',
+          cloud: 'gcp',
+          project: 'https://git.example.com/team/infra.git',
+          environment: 'envs/dev',
+        },
+      ]);
+      expect(JSON.stringify(seen)).not.toContain('my-gcp-project-123');
+      const no = await api.call('POST', '/api/v1/auth/authorize', token, {
+        ...request,
+        iac_path: 'envs/prod',
+      });
+      expect(no.status).toBe(403);
+      expect(no.body).toEqual({ authorized: false, checked: true, reason: 'prod is closed' });
+      expect(
+        (await api.call('POST', '/api/v1/auth/authorize', token, { ...request, cloud: 'mars' })).status,
+      ).toBe(400);
+      expect((await api.call('POST', '/api/v1/auth/authorize', undefined, request)).status).toBe(401);
+    } finally {
+      api.close();
+    }
+  });
+
+  it('answers 503 when the sidecar does not answer', async () => {
+    const api = await startTestApi(h, db, undefined, { enabled: true, url: 'http://127.0.0.1:9' });
+    try {
+      const r = await api.call('POST', '/api/v1/auth/authorize', token, request);
+      expect(r.status).toBe(503);
+      expect((r.body.error as { code: string }).code).toBe('authz_unavailable');
+    } finally {
+      api.close();
+    }
+  });
+});
