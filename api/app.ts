@@ -1,6 +1,7 @@
 // createApp(deps): the Express application without listen(), so tests mount it on their own socket.
 import express, { type Express } from 'express';
 import { errorHandler, notFound } from './errors';
+import { openApiDocument } from './openapi';
 import { createAuthorizeRouter } from './routes/authorize';
 import { createDriftRouter } from './routes/drift';
 import { createEventsRouter } from './routes/events';
@@ -21,6 +22,10 @@ export function createApp(deps: AppDeps): Express {
   app.disable('x-powered-by');
   app.use(express.json({ limit: '1mb' }));
   app.use(createHealthRouter(deps.checks));
+  const openapi = openApiDocument();
+  app.get('/api/v1/openapi.json', (_req, res) => {
+    res.json(openapi);
+  });
   if (deps.sessions) {
     app.use(createDriftRouter(deps.sessions));
     app.use(createSessionsRouter(deps.sessions));

@@ -1,0 +1,131 @@
+// The OpenAPI document, generated from the same zod schemas the routes validate with.
+import { z } from 'zod';
+import { driftReportSchema } from '../shared/drift-report';
+import { acceptedSchema, firstRequestSchema, followUpRequestSchema } from '../shared/contracts';
+import { authorizeRequestSchema } from './routes/authorize';
+
+const schema = (s: z.ZodType) =>
+  z.toJSONSchema(s, { target: 'openapi-3.0', unrepresentable: 'any', io: 'input' });
+
+const errorSchema = {
+  type: 'object',
+  required: ['error'],
+  properties: {
+    error: {
+      type: 'object',
+      required: ['code', 'message'],
+      properties: { code: { type: 'string' }, message: { type: 'string' }, field: { type: 'string' } },
+    },
+  },
+};
+
+const errors = (...codes: number[]) =>
+  Object.fromEntries(
+    codes.map((c) => [
+      String(c),
+      {
+        description: 'Error',
+        content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+      },
+    ]),
+  );
+
+export function openApiDocument(): Record<string, unknown> {
+  const accepted = {
+    '202': {
+      description: 'Accepted: the round runs in the background; the session decides whether it starts.',
+      headers: { Location: { schema: { type: 'string' } } },
+      content: { 'application/json': { schema: { $ref: '#/components/schemas/Accepted' } } },
+    },
+  };
+  const driftBody = {
+    required: true,
+    content: {
+      'application/json': {
+        schema: {
+          oneOf: [
+            { $ref: '#/components/schemas/FirstRequest' },
+            { $ref: '#/components/schemas/FollowUpRequest' },
+          ],
+        },
+      },
+    },
+  };
+  const sessionId = { name: 'id', in: 'path', required: true, schema: { type: 'string' } };
+  return {
+    openapi: '3.0.3',
+    info: { title: 'Kumoss API', version: '1' },
+    components: {
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
+      schemas: {
+        FirstRequest: schema(firstRequestSchema),
+        FollowUpRequest: schema(followUpRequestSchema),
+        Accepted: schema(acceptedSchema),
+        AuthorizeRequest: schema(authorizeRequestSchema),
+        DriftReport: schema(driftReportSchema),
+        Error: errorSchema,
+      },
+    },
+    security: [{ bearer: [] }],
+    paths: {
+      '/api/v1/drift/partial': {
+        post: {
+          summary: 'Partial drift remediation (devops)',
+          requestBody: driftBody,
+          responses: { ...accepted, ...errors(400, 401, 403, 404) },
+        },
+      },
+      '/api/v1/drift/full': {
+        post: {
+          summary: 'Full drift remediation (devops)',
+          requestBody: driftBody,
+          responses: { ...accepted, ...errors(400, 401, 403, 404) },
+        },
+      },
+      '/api/v1/sessions/{id}': {
+        get: {
+          summary: 'Session detail (developer)',
+          parameters: [sessionId],
+          responses: { '200': { description: 'The session' }, ...errors(401, 403, 404, 503) },
+        },
+      },
+      '/api/v1/sessions/{id}/apply': {
+        post: {
+          summary: 'Apply the pinned plan (devops)',
+          parameters: [sessionId],
+          responses: { ...accepted, ...errors(401, 403, 404) },
+        },
+      },
+      '/api/v1/events/subscribe/{id}': {
+        get: {
+          summary: 'Server-sent events of a session (developer); resume with Last-Event-ID',
+          parameters: [
+            sessionId,
+            { name: 'Last-Event-ID', in: 'header', required: false, schema: { type: 'string' } },
+          ],
+          responses: { '200': { description: 'text/event-stream' }, ...errors(401, 403, 404) },
+        },
+      },
+      '/api/v1/auth/authorize': {
+        post: {
+          summary: 'Authorization preflight (developer)',
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: { $ref: '#/components/schemas/AuthorizeRequest' } } },
+          },
+          responses: { '200': { description: 'Authorized' }, ...errors(400, 401, 403, 503) },
+        },
+      },
+      '/health': {
+        get: {
+          summary: 'Component health',
+          security: [],
+          responses: { '200': { description: 'All up' }, '503': { description: 'A component is down' } },
+        },
+      },
+      '/api/v1/openapi.json': {
+        get: { summary: 'This document', security: [], responses: { '200': { description: 'OpenAPI 3.0' } } },
+      },
+    },
+  };
+}

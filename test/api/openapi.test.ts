@@ -1,0 +1,31 @@
+import { describe, expect, it } from 'vitest';
+import { openApiDocument } from '../../api/openapi';
+
+describe('OpenAPI document', () => {
+  it('describes the routes and takes its request schemas from the zod contracts', () => {
+    const doc = openApiDocument() as {
+      openapi: string;
+      paths: Record<string, unknown>;
+      components: { schemas: Record<string, { properties?: Record<string, unknown>; required?: string[] }> };
+    };
+    expect(doc.openapi).toBe('3.0.3');
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining([
+        '/api/v1/drift/partial',
+        '/api/v1/drift/full',
+        '/api/v1/sessions/{id}',
+        '/api/v1/events/subscribe/{id}',
+      ]),
+    );
+    const first = doc.components.schemas.FirstRequest;
+    expect(Object.keys(first?.properties ?? {}).sort()).toEqual([
+      'cloud',
+      'iac_path',
+      'repository_url',
+      'scope_id',
+      'text',
+    ]);
+    expect(first?.required?.sort()).toEqual(['cloud', 'repository_url', 'scope_id', 'text']);
+    expect(doc.components.schemas.FollowUpRequest?.required?.sort()).toEqual(['session_id', 'text']);
+  });
+});
