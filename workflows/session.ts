@@ -17,6 +17,7 @@ import {
 } from '@temporalio/workflow';
 import {
   NO_PINNED_PLAN,
+  type DriftRoundInput,
   type DriftRoundResult,
   type SessionOperation,
   type SessionRound,
@@ -24,6 +25,7 @@ import {
   type SessionState,
 } from '../shared/contracts';
 import { driftRoundWorkflowId } from '../shared/ids';
+import { driftRoundSearchAttributes } from '../shared/search-attributes';
 import { driftRound } from './drift-round';
 
 export const operationSignal = defineSignal<[SessionOperation]>('operation');
@@ -95,24 +97,27 @@ export async function session(input: SessionInput): Promise<SessionState> {
     } else {
       const workflowId = driftRoundWorkflowId(id, op.round_id);
       round.workflow_id = workflowId;
+      const roundInput: DriftRoundInput = {
+        session_id: id,
+        round_id: op.round_id,
+        mode: op.kind,
+        repository_url: state.repository_url,
+        cloud: state.cloud,
+        scope_id: state.scope_id,
+        iac_path: state.iac_path,
+        text: op.text ?? '',
+        branch: state.branch,
+        max_drift_reports: state.max_drift_reports,
+        drift_group_operations: state.drift_group_operations,
+      };
       try {
         const result: DriftRoundResult = await executeChild(driftRound, {
           workflowId,
-          args: [
-            {
-              session_id: id,
-              round_id: op.round_id,
-              mode: op.kind,
-              repository_url: state.repository_url,
-              cloud: state.cloud,
-              scope_id: state.scope_id,
-              iac_path: state.iac_path,
-              text: op.text ?? '',
-              branch: state.branch,
-              max_drift_reports: state.max_drift_reports,
-              drift_group_operations: state.drift_group_operations,
-            },
-          ],
+          args: [roundInput],
+          // Found with `temporal workflow list --query "KumossSessionId='…'"`; the request is in the memo.
+          typedSearchAttributes: driftRoundSearchAttributes(roundInput),
+          memo: { request: { mode: op.kind, text: op.text ?? '', actor_uuid: op.actor_uuid ?? null } },
+          staticSummary: `${op.kind === 'partial' ? 'Partial' : 'Full'} drift round ${op.round_id} of session ${id}`,
         });
         round.status = result.status;
         if (result.outcome) round.outcome = result.outcome;

@@ -108,6 +108,9 @@ export function createDriftRouter(deps: SessionRouteDeps): Router {
           { key: KumossCloud, value: r.cloud },
         ],
         staticSummary: `Session on ${r.repository_url}${iac_path ? ` (${iac_path})` : ''}`,
+        memo: {
+          request: { repository_url: r.repository_url, cloud: r.cloud, iac_path, created_by: user.name },
+        },
       });
     }
     res.status(202).location(`/api/v1/sessions/${session_id}`).json({ session_id, round_id });

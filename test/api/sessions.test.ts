@@ -1,6 +1,8 @@
 // Sessions over the real HTTP API on a real socket: roles, 202-then-the-session-decides, apply
 // without a pinned plan, the session detail with presigned artifacts, tenant isolation.
+import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { toolPath } from '../../scripts/tools.mjs';
 import { NO_PINNED_PLAN, type SessionRound } from '../../shared/contracts';
 import { createDb, migrate, type Db } from '../../shared/db';
 import { createUser } from '../../shared/db/users';
@@ -101,6 +103,30 @@ describe('session API', () => {
 
     // Another organization does not see it.
     expect((await call('GET', `/api/v1/sessions/${sessionId}`, tokens.other)).status).toBe(404);
+
+    // Operators find the session's runs by search attribute, from the SDK and the Temporal CLI.
+    const query = `KumossSessionId='${sessionId}'`;
+    let found: string[] = [];
+    for (let i = 0; i < 50 && found.length < 2; i++) {
+      found = [];
+      for await (const wf of h.client.workflow.list({ query })) found.push(wf.type);
+      if (found.length < 2) await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(found.sort()).toEqual(['driftRound', 'session']);
+    const cli = execFileSync(
+      toolPath('temporal'),
+      ['workflow', 'list', '--address', stack().temporalAddress, '--query', query, '--output', 'json'],
+      {
+        encoding: 'utf8',
+      },
+    );
+    const listed = (JSON.parse(cli) as { execution: { workflowId: string } }[])
+      .map((w) => w.execution.workflowId)
+      .sort();
+    expect(listed).toEqual([
+      `drift-round:${sessionId}:${accepted.body.round_id as string}`,
+      `session:${sessionId}`,
+    ]);
   });
 
   it('accepts a second request while one is in flight, then never starts it and changes nothing', async () => {
