@@ -1,6 +1,7 @@
 // All activities, built from their clients (createActivities(deps)); workflows import the type only.
 import { createDriftDetectionActivities, type DriftDetectionDeps } from './drift-detection';
 import { createDriftRoundActivities, type DriftRoundDeps } from './drift-round';
+import { createPullRequestActivities } from './pull-requests';
 
 export type ActivityDeps = DriftDetectionDeps & DriftRoundDeps;
 
@@ -8,6 +9,7 @@ export function createActivities(deps: ActivityDeps) {
   return {
     ...createDriftDetectionActivities(deps),
     ...createDriftRoundActivities(deps),
+    ...createPullRequestActivities(deps),
   };
 }
 

@@ -1,18 +1,21 @@
 // createApp(deps): the Express application without listen(), so tests mount it on their own socket.
 import express, { type Express } from 'express';
+import { OfflineModel } from '../activities/model/offline';
+import type { ModelProvider } from '../activities/model/port';
 import { errorHandler, notFound } from './errors';
 import { openApiDocument } from './openapi';
 import { createAuthorizeRouter } from './routes/authorize';
 import { createDriftRouter } from './routes/drift';
 import { createEventsRouter } from './routes/events';
 import { createHealthRouter, type ComponentCheck } from './routes/health';
+import { createPullRequestRouter } from './routes/pull-requests';
 import { createSessionsRouter, type SessionDetailDeps } from './routes/sessions';
 
 export interface AppDeps {
   checks: ComponentCheck[];
   log: (err: unknown) => void;
   /** The session routes (drift, apply, detail); absent in a health-only app. */
-  sessions?: SessionDetailDeps & { events: { pollMs: number; maxPolls: number } };
+  sessions?: SessionDetailDeps & { events: { pollMs: number; maxPolls: number }; model?: ModelProvider };
   /** services.authz; default disabled. */
   authz?: { enabled: boolean; url: string };
 }
@@ -30,6 +33,7 @@ export function createApp(deps: AppDeps): Express {
     app.use(createDriftRouter(deps.sessions));
     app.use(createSessionsRouter(deps.sessions));
     app.use(createEventsRouter({ ...deps.sessions, ...deps.sessions.events }));
+    app.use(createPullRequestRouter({ ...deps.sessions, model: deps.sessions.model ?? new OfflineModel() }));
     app.use(
       createAuthorizeRouter({ db: deps.sessions.db, authz: deps.authz ?? { enabled: false, url: '' } }),
     );

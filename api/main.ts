@@ -4,6 +4,7 @@ import { ArtifactStore, createS3Client } from '../activities/artifacts';
 import { databaseUrl, gitTrustBundle, loadConfig } from '../shared/config';
 import { createDb, migrate } from '../shared/db';
 import { logger, quietKnownWarnings } from '../shared/logger';
+import { createModel } from '../activities/model';
 import { createApp } from './app';
 import { databaseCheck, gitHostCheck, storageCheck, temporalCheck } from './checks';
 
@@ -33,6 +34,7 @@ const app = createApp({
     },
     artifacts,
     presignTtlSeconds: config.storage.presign_ttl_seconds,
+    model: createModel(config.model),
     events: {
       pollMs: config.orchestration.session_events_poll_ms,
       maxPolls: config.orchestration.max_session_events_iteration,

@@ -77,6 +77,7 @@ function timed(model: ModelProvider): ModelProvider {
     selectTargets: wrap((a) => model.selectTargets(a)),
     remediate: wrap((a) => model.remediate(a)),
     summarize: wrap((a) => model.summarize(a)),
+    pullRequest: wrap((a) => model.pullRequest(a)),
   };
 }
 

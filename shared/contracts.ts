@@ -151,13 +151,13 @@ export const acceptedSchema = z.object({ session_id: z.string(), round_id: z.str
 // ---------------------------------------------------------------------------------------------
 // Sessions (seed 001): one conversation about one Terraform root.
 
-export const SESSION_STATUSES = ['ACTIVE', 'FAILED'] as const;
+export const SESSION_STATUSES = ['ACTIVE', 'FAILED', 'MERGED'] as const;
 export type SessionStatus = (typeof SESSION_STATUSES)[number];
 
 export const NO_PINNED_PLAN =
   'No reviewed plan is pinned for this session; run a generate or drift round before applying.';
 
-export type OperationKind = 'partial' | 'full' | 'apply';
+export type OperationKind = 'partial' | 'full' | 'apply' | 'merge';
 
 export interface SessionOperation {
   round_id: string;
@@ -177,6 +177,8 @@ export interface SessionRound {
   report_key?: string;
   failure_reason?: string;
   reason?: string;
+  /** The merge commit of a merge operation. */
+  commit?: string;
 }
 
 export interface SessionSettings {
@@ -194,7 +196,6 @@ export interface SessionSettings {
 
 export interface SessionState extends SessionSettings {
   status: SessionStatus;
-  locked: boolean;
   pinned_plan: string | null;
   in_flight: { round_id: string; kind: OperationKind } | null;
   rounds: SessionRound[];

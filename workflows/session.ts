@@ -11,6 +11,7 @@ import {
   executeChild,
   isCancellation,
   log,
+  proxyActivities,
   setCurrentDetails,
   setHandler,
   workflowInfo,
@@ -26,7 +27,13 @@ import {
 } from '../shared/contracts';
 import { driftRoundWorkflowId } from '../shared/ids';
 import { driftRoundSearchAttributes } from '../shared/search-attributes';
+import type { Activities } from '../activities';
 import { driftRound } from './drift-round';
+
+const git = proxyActivities<Activities>({
+  startToCloseTimeout: '10 minutes',
+  retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 5 },
+});
 
 export const operationSignal = defineSignal<[SessionOperation]>('operation');
 export const sessionQuery = defineQuery<SessionState>('session');
@@ -34,7 +41,7 @@ export const sessionQuery = defineQuery<SessionState>('session');
 export type SessionInput = { settings: SessionSettings; state?: SessionState };
 
 export function initialState(settings: SessionSettings): SessionState {
-  return { ...settings, status: 'ACTIVE', locked: false, pinned_plan: null, in_flight: null, rounds: [] };
+  return { ...settings, status: 'ACTIVE', pinned_plan: null, in_flight: null, rounds: [] };
 }
 
 function failureReason(err: unknown): string {
@@ -51,7 +58,7 @@ export async function session(input: SessionInput): Promise<SessionState> {
 
   setHandler(sessionQuery, () => state);
   setHandler(operationSignal, (op) => {
-    if (state.status === 'FAILED') {
+    if (state.status !== 'ACTIVE') {
       log.warn(`Session ${id} is finished and cannot be resumed.`, { round_id: op.round_id });
       return;
     }
@@ -86,7 +93,22 @@ export async function session(input: SessionInput): Promise<SessionState> {
     };
     state.rounds.push(round);
     describe();
-    if (op.kind === 'apply') {
+    if (op.kind === 'merge') {
+      // A drift session ends at the merge of its pull request.
+      try {
+        const merged = await git.mergeSessionBranch({
+          repositoryUrl: state.repository_url,
+          head: state.branch,
+          message: op.text ?? `Merge ${state.branch}`,
+        });
+        round.status = 'completed';
+        round.commit = merged.commit;
+        state.status = 'MERGED';
+      } catch (err) {
+        round.status = 'failed';
+        round.failure_reason = failureReason(err);
+      }
+    } else if (op.kind === 'apply') {
       // Only a generate round pins a plan; drift rounds never do.
       if (!state.pinned_plan) {
         round.status = 'failed';

@@ -12,6 +12,8 @@ import type {
   ReportFacts,
   SourceFile,
   TargetSelection,
+  PullRequestFacts,
+  PullRequestText,
 } from './port';
 
 export interface AnthropicOptions {
@@ -34,6 +36,7 @@ const remediationSchema = z.object({
   ),
 });
 const summarySchema = z.object({ summary: z.string().min(1) });
+const pullRequestSchema = z.object({ title: z.string().min(1).max(200), description: z.string() });
 
 export class ModelAnswerError extends Error {
   override name = 'ModelAnswerError';
@@ -126,6 +129,15 @@ export class AnthropicModel implements ModelProvider {
       );
     }
     return answer;
+  }
+
+  pullRequest(input: PullRequestFacts): Promise<PullRequestText> {
+    return this.ask(
+      pullRequestSchema,
+      this.opts.smallModel,
+      'Write the title and the description (Markdown) of a pull request that reconciles Terraform code with the real cloud state, from the drift rounds of the session. Answer with one JSON object: {"title": string, "description": string}.',
+      input,
+    );
   }
 
   async summarize(input: ReportFacts): Promise<string> {

@@ -10,6 +10,8 @@ import {
   type ConfigResource,
   type FilterDecision,
   type ModelProvider,
+  type PullRequestFacts,
+  type PullRequestText,
   type Remediation,
   type ReportFacts,
   type SourceFile,
@@ -162,6 +164,25 @@ export class OfflineModel implements ModelProvider {
       .filter((f) => files.get(f.path) !== f.content)
       .map((f) => ({ path: f.path, content: files.get(f.path) as string }));
     return { edits, unremediable };
+  }
+
+  pullRequest(f: PullRequestFacts): Promise<PullRequestText> {
+    const drift = f.rounds.filter((r) => r.kind === 'partial' || r.kind === 'full');
+    const title =
+      drift.length === 0
+        ? `Kumoss session ${f.session_id}`
+        : `Reconcile drift (${drift.length} round${drift.length === 1 ? '' : 's'}, session ${f.session_id})`;
+    const lines = [
+      `Merges \`${f.head}\` into \`${f.base}\`: code changes Kumoss made so that the Terraform code matches the real resources.`,
+      '',
+      ...drift.map(
+        (r) =>
+          `- **${r.round_id}** (${r.kind}, ${r.outcome ?? 'no outcome'}): ${r.text ?? ''}${r.summary ? `\n  ${r.summary}` : ''}`,
+      ),
+      '',
+      'Drift sessions end at this merge: no apply follows.',
+    ];
+    return Promise.resolve({ title, description: lines.join('\n') });
   }
 
   summarize(f: ReportFacts): Promise<string> {

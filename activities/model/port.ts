@@ -48,6 +48,19 @@ export interface ReportFacts {
   outcome: string;
 }
 
+export interface PullRequestFacts {
+  session_id: string;
+  repository_url: string;
+  head: string;
+  base: string;
+  rounds: { round_id: string; kind: string; text?: string; outcome?: string; summary?: string }[];
+}
+
+export interface PullRequestText {
+  title: string;
+  description: string;
+}
+
 export interface ModelProvider {
   readonly name: string;
   /** Drift mode: accept requests to resolve or scope drift, decline create/modify requests. */
@@ -66,6 +79,8 @@ export interface ModelProvider {
   }): Promise<Remediation>;
   /** The report's summary. */
   summarize(input: ReportFacts): Promise<string>;
+  /** Title and description of the session's pull request (the small model). */
+  pullRequest(input: PullRequestFacts): Promise<PullRequestText>;
 }
 
 export const OPERATION_MISMATCH =

@@ -28,6 +28,11 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
         `The session state cannot be read right now: ${(err as Error).message}`,
       );
     }
+    const lock = await deps.db
+      .selectFrom('session_locks')
+      .select('reason')
+      .where('session_id', '=', row.session_id)
+      .executeTakeFirst();
     const keys = await deps.artifacts.list(`sessions/${row.session_id}/`);
     const artifacts = await Promise.all(
       keys.map(async (key) => ({ key, url: await deps.artifacts.presignGet(key, deps.presignTtlSeconds) })),
@@ -41,7 +46,7 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
       state_project_id: row.state_project_id,
       created_at: row.created_at,
       status: state.status,
-      locked: state.locked,
+      locked: lock !== undefined,
       branch: state.branch,
       in_flight: state.in_flight,
       rounds: state.rounds,

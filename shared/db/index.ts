@@ -31,6 +31,28 @@ export interface SessionsTable {
   created_at: Generated<Date>;
 }
 
+export interface SessionLocksTable {
+  session_id: string;
+  locked_by: string;
+  reason: string;
+  locked_at: Generated<Date>;
+}
+
+export interface PullRequestsTable {
+  session_id: string;
+  provider: string;
+  number: number;
+  title: string;
+  description: string;
+  head: string;
+  base: string;
+  url: string;
+  status: 'open' | 'merged';
+  merge_commit: string | null;
+  created_at: Generated<Date>;
+  merged_at: Date | null;
+}
+
 export interface MigrationsTable {
   id: string;
   applied_at: Generated<Date>;
@@ -40,6 +62,8 @@ export interface Database {
   organizations: OrganizationsTable;
   users: UsersTable;
   sessions: SessionsTable;
+  session_locks: SessionLocksTable;
+  pull_requests: PullRequestsTable;
   kumoss_migrations: MigrationsTable;
 }
 

@@ -43,4 +43,29 @@ export const migrations: Migration[] = [
       await sql`create index sessions_by_org on sessions (organization_uuid, created_at desc)`.execute(db);
     },
   },
+  {
+    id: '0003_locks_and_pull_requests',
+    async up(db) {
+      await sql`create table session_locks (
+        session_id text primary key references sessions(session_id),
+        locked_by uuid not null references users(user_uuid),
+        reason text not null default '',
+        locked_at timestamptz not null default now()
+      )`.execute(db);
+      await sql`create table pull_requests (
+        session_id text primary key references sessions(session_id),
+        provider text not null,
+        number integer not null,
+        title text not null,
+        description text not null,
+        head text not null,
+        base text not null,
+        url text not null,
+        status text not null check (status in ('open', 'merged')),
+        merge_commit text,
+        created_at timestamptz not null default now(),
+        merged_at timestamptz
+      )`.execute(db);
+    },
+  },
 ];
