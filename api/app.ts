@@ -4,6 +4,7 @@ import { OfflineModel } from '../activities/model/offline';
 import type { ModelProvider } from '../activities/model/port';
 import { errorHandler, notFound } from './errors';
 import { openApiDocument } from './openapi';
+import { createAdminRouter } from './routes/admin';
 import { createAuthorizeRouter } from './routes/authorize';
 import { createDriftRouter } from './routes/drift';
 import { createEventsRouter } from './routes/events';
@@ -33,6 +34,7 @@ export function createApp(deps: AppDeps): Express {
     app.use(createDriftRouter(deps.sessions));
     app.use(createSessionsRouter(deps.sessions));
     app.use(createEventsRouter({ ...deps.sessions, ...deps.sessions.events }));
+    app.use(createAdminRouter(deps.sessions));
     app.use(createPullRequestRouter({ ...deps.sessions, model: deps.sessions.model ?? new OfflineModel() }));
     app.use(
       createAuthorizeRouter({ db: deps.sessions.db, authz: deps.authz ?? { enabled: false, url: '' } }),

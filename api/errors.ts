@@ -13,6 +13,24 @@ export class HttpError extends Error {
   }
 }
 
+/** gRPC UNAVAILABLE (14) or DEADLINE_EXCEEDED (4) from the Temporal client, or a refused connection. */
+export function isTemporalUnavailable(err: unknown): boolean {
+  let e: unknown = err;
+  for (let depth = 0; e && depth < 5; depth++) {
+    const x = e as { code?: unknown; name?: unknown; message?: unknown; cause?: unknown };
+    if (x.code === 14 || x.code === 4) return true;
+    if (
+      x.name === 'ServiceError' &&
+      typeof x.message === 'string' &&
+      /UNAVAILABLE|DEADLINE_EXCEEDED|connect/i.test(x.message)
+    ) {
+      return true;
+    }
+    e = x.cause;
+  }
+  return false;
+}
+
 export const notFound: RequestHandler = (req, res) => {
   res.status(404).json({ error: { code: 'not_found', message: `No route for ${req.method} ${req.path}` } });
 };
@@ -31,6 +49,15 @@ export function errorHandler(log: (err: unknown) => void): ErrorRequestHandler {
       const code = typeof e.type === 'string' ? e.type.replace(/\./g, '_') : 'bad_request';
       const message = typeof e.message === 'string' ? e.message : 'Bad request';
       res.status(e.status).json({ error: { code, message } });
+      return;
+    }
+    if (isTemporalUnavailable(err)) {
+      res.status(503).json({
+        error: {
+          code: 'temporal_unavailable',
+          message: 'Temporal is unreachable right now; nothing was started. Retry in a moment.',
+        },
+      });
       return;
     }
     log(err);

@@ -97,21 +97,27 @@ export function createDriftRouter(deps: SessionRouteDeps): Router {
           state_project_id: settings.state_project_id,
         })
         .execute();
-      await deps.client.workflow.signalWithStart(session, {
-        workflowId: sessionWorkflowId(session_id),
-        taskQueue: deps.taskQueue,
-        args: [{ settings }],
-        signal: operationSignal,
-        signalArgs: [{ ...op, text: r.text }],
-        typedSearchAttributes: [
-          { key: KumossSessionId, value: session_id },
-          { key: KumossCloud, value: r.cloud },
-        ],
-        staticSummary: `Session on ${r.repository_url}${iac_path ? ` (${iac_path})` : ''}`,
-        memo: {
-          request: { repository_url: r.repository_url, cloud: r.cloud, iac_path, created_by: user.name },
-        },
-      });
+      try {
+        await deps.client.workflow.signalWithStart(session, {
+          workflowId: sessionWorkflowId(session_id),
+          taskQueue: deps.taskQueue,
+          args: [{ settings }],
+          signal: operationSignal,
+          signalArgs: [{ ...op, text: r.text }],
+          typedSearchAttributes: [
+            { key: KumossSessionId, value: session_id },
+            { key: KumossCloud, value: r.cloud },
+          ],
+          staticSummary: `Session on ${r.repository_url}${iac_path ? ` (${iac_path})` : ''}`,
+          memo: {
+            request: { repository_url: r.repository_url, cloud: r.cloud, iac_path, created_by: user.name },
+          },
+        });
+      } catch (err) {
+        // Nothing started: take the session row back so the request leaves no trace.
+        await deps.db.deleteFrom('sessions').where('session_id', '=', session_id).execute();
+        throw err;
+      }
     }
     res.status(202).location(`/api/v1/sessions/${session_id}`).json({ session_id, round_id });
   });

@@ -106,6 +106,25 @@ describe('role matrix', () => {
     });
   }
 
+  it('gives admins the session list (from Temporal visibility) and the users of their organization', async () => {
+    expect((await api.call('GET', '/api/v1/admin/sessions', tokens.devops)).status).toBe(403);
+    let sessions: { session_id: string; workflow_status: string }[] = [];
+    for (let i = 0; i < 50 && !sessions.some((x) => x.session_id === sessionId); i++) {
+      sessions = (await api.call('GET', '/api/v1/admin/sessions', tokens.admin)).body
+        .sessions as typeof sessions;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(sessions).toContainEqual(
+      expect.objectContaining({ session_id: sessionId, workflow_status: 'RUNNING' }),
+    );
+    const users = (await api.call('GET', '/api/v1/admin/users', tokens.admin)).body.users as Record<
+      string,
+      unknown
+    >[];
+    expect(users.map((u) => u.role).sort()).toEqual(['admin', 'developer', 'devops']);
+    expect(JSON.stringify(users)).not.toMatch(/token/);
+  });
+
   it('keeps the event stream to developers and up', async () => {
     const url = `${api.url}/api/v1/events/subscribe/${sessionId}`;
     expect((await fetch(url)).status).toBe(401);
