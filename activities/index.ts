@@ -1,9 +1,10 @@
 // All activities, built from their clients (createActivities(deps)); workflows import the type only.
 import { createDriftDetectionActivities, type DriftDetectionDeps } from './drift-detection';
 import { createDriftRoundActivities, type DriftRoundDeps } from './drift-round';
+import type { GitHubPullRequests } from './github';
 import { createPullRequestActivities } from './pull-requests';
 
-export type ActivityDeps = DriftDetectionDeps & DriftRoundDeps;
+export type ActivityDeps = DriftDetectionDeps & DriftRoundDeps & { github?: GitHubPullRequests };
 
 export function createActivities(deps: ActivityDeps) {
   return {

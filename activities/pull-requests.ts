@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorTypes } from '../shared/errors';
 import type { GitClient } from './git';
+import type { GitHubPullRequests } from './github';
 
 export interface MergeInput {
   repositoryUrl: string;
@@ -14,9 +15,23 @@ export interface MergeInput {
   message: string;
 }
 
-export function createPullRequestActivities(deps: { git: GitClient }) {
+export function createPullRequestActivities(deps: { git: GitClient; github?: GitHubPullRequests }) {
   const { git } = deps;
   return {
+    async mergeGitHubPullRequest(input: {
+      repositoryUrl: string;
+      number: number;
+      message: string;
+    }): Promise<{ commit: string }> {
+      if (!deps.github) {
+        throw ApplicationFailure.nonRetryable(
+          'GIT_TOKEN is not set on the worker: it cannot merge on GitHub',
+          ErrorTypes.InvalidInput,
+        );
+      }
+      return deps.github.merge(input);
+    },
+
     async mergeSessionBranch(
       input: MergeInput,
     ): Promise<{ commit: string; base: string; alreadyMerged: boolean }> {

@@ -1,6 +1,7 @@
 // createApp(deps): the Express application without listen(), so tests mount it on their own socket.
 import express, { type Express } from 'express';
 import { OfflineModel } from '../activities/model/offline';
+import type { GitHubPullRequests } from '../activities/github';
 import type { ModelProvider } from '../activities/model/port';
 import { errorHandler, notFound } from './errors';
 import { openApiDocument } from './openapi';
@@ -16,7 +17,11 @@ export interface AppDeps {
   checks: ComponentCheck[];
   log: (err: unknown) => void;
   /** The session routes (drift, apply, detail); absent in a health-only app. */
-  sessions?: SessionDetailDeps & { events: { pollMs: number; maxPolls: number }; model?: ModelProvider };
+  sessions?: SessionDetailDeps & {
+    events: { pollMs: number; maxPolls: number };
+    model?: ModelProvider;
+    github?: { hosts: string[]; client?: GitHubPullRequests };
+  };
   /** services.authz; default disabled. */
   authz?: { enabled: boolean; url: string };
 }

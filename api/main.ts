@@ -5,6 +5,7 @@ import { databaseUrl, gitTrustBundle, loadConfig } from '../shared/config';
 import { createDb, migrate } from '../shared/db';
 import { logger, quietKnownWarnings } from '../shared/logger';
 import { createModel } from '../activities/model';
+import { githubClient } from '../worker/deps';
 import { createApp } from './app';
 import { databaseCheck, gitHostCheck, storageCheck, temporalCheck } from './checks';
 
@@ -35,6 +36,10 @@ const app = createApp({
     artifacts,
     presignTtlSeconds: config.storage.presign_ttl_seconds,
     model: createModel(config.model),
+    github: {
+      hosts: config.services.github.hosts,
+      ...(process.env.GIT_TOKEN ? { client: githubClient(config, process.env.GIT_TOKEN) } : {}),
+    },
     events: {
       pollMs: config.orchestration.session_events_poll_ms,
       maxPolls: config.orchestration.max_session_events_iteration,

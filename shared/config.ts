@@ -67,6 +67,14 @@ export const configSchema = z.object({
       enabled: z.boolean().default(false),
       url: z.string().default(''),
     }),
+    github: z
+      .object({
+        /** Repository hosts whose pull requests go through the GitHub REST API. */
+        hosts: z.array(z.string()).default(['github.com']),
+        /** Empty: https://api.github.com */
+        api_url: z.string().default(''),
+      })
+      .default({ hosts: ['github.com'], api_url: '' }),
   }),
 });
 
@@ -101,6 +109,7 @@ export const ENV_OVERRIDES: Record<string, string> = {
   ANTHROPIC_BASE_URL: 'model.base_url',
   KUMOSS_AUTHZ_ENABLED: 'services.authz.enabled',
   KUMOSS_AUTHZ_URL: 'services.authz.url',
+  KUMOSS_GITHUB_API_URL: 'services.github.api_url',
 };
 
 export class ConfigError extends Error {

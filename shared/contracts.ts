@@ -164,6 +164,8 @@ export interface SessionOperation {
   kind: OperationKind;
   text?: string;
   actor_uuid?: string;
+  /** For a merge: which pull request, on which host. */
+  pull_request?: { provider: 'local' | 'github'; number: number };
 }
 
 export interface SessionRound {

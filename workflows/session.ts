@@ -96,11 +96,19 @@ export async function session(input: SessionInput): Promise<SessionState> {
     if (op.kind === 'merge') {
       // A drift session ends at the merge of its pull request.
       try {
-        const merged = await git.mergeSessionBranch({
-          repositoryUrl: state.repository_url,
-          head: state.branch,
-          message: op.text ?? `Merge ${state.branch}`,
-        });
+        const message = op.text ?? `Merge ${state.branch}`;
+        const merged =
+          op.pull_request?.provider === 'github'
+            ? await git.mergeGitHubPullRequest({
+                repositoryUrl: state.repository_url,
+                number: op.pull_request.number,
+                message,
+              })
+            : await git.mergeSessionBranch({
+                repositoryUrl: state.repository_url,
+                head: state.branch,
+                message,
+              });
         round.status = 'completed';
         round.commit = merged.commit;
         state.status = 'MERGED';

@@ -3,6 +3,7 @@
 // workflow; refused while the session is locked; a drift session ends there). Admins list, set
 // and clear session locks.
 import { Router } from 'express';
+import type { GitHubPullRequests } from '../../activities/github';
 import type { ModelProvider } from '../../activities/model/port';
 import type { SessionState } from '../../shared/contracts';
 import { sessionWorkflowId } from '../../shared/ids';
@@ -14,6 +15,8 @@ import type { SessionDetailDeps } from './sessions';
 
 export interface PullRequestDeps extends SessionDetailDeps {
   model: ModelProvider;
+  /** Hosts served by GitHub, and the client to use there (absent without GIT_TOKEN). */
+  github?: { hosts: string[]; client?: GitHubPullRequests };
 }
 
 async function stateOf(deps: SessionDetailDeps, sessionId: string): Promise<SessionState> {
@@ -71,16 +74,36 @@ export function createPullRequestRouter(deps: PullRequestDeps): Router {
       .select(deps.db.fn.countAll<string>().as('n'))
       .where('sessions.repository_url', '=', row.repository_url)
       .executeTakeFirstOrThrow();
-    const number = Number(others.n) + 1;
+    let number = Number(others.n) + 1;
+    let url = `${row.repository_url.replace(/\.git$/, '')}/pulls/${number}`;
+    let provider: 'local' | 'github' = 'local';
+    if (deps.github?.hosts.includes(new URL(row.repository_url).hostname)) {
+      if (!deps.github.client) {
+        throw new HttpError(
+          409,
+          'no_git_token',
+          'GIT_TOKEN is not set on the API: it cannot open a pull request on GitHub.',
+        );
+      }
+      const opened = await deps.github.client.open({
+        repositoryUrl: row.repository_url,
+        head: state.branch,
+        base,
+        title: text.title,
+        body: text.description,
+      });
+      ({ number, url } = opened);
+      provider = 'github';
+    }
     const pr = {
       session_id: row.session_id,
-      provider: 'local',
+      provider,
       number,
       title: text.title,
       description: text.description,
       head: state.branch,
       base,
-      url: `${row.repository_url.replace(/\.git$/, '')}/pulls/${number}`,
+      url,
       status: 'open' as const,
       merge_commit: null,
       merged_at: null,
@@ -117,6 +140,7 @@ export function createPullRequestRouter(deps: PullRequestDeps): Router {
       kind: 'merge',
       text: `Merge pull request #${pr.number}: ${pr.title}`,
       actor_uuid: currentUser(req).user_uuid,
+      pull_request: { provider: pr.provider === 'github' ? 'github' : 'local', number: pr.number },
     });
     res
       .status(202)
