@@ -10,6 +10,7 @@ import { createAuthorizeRouter } from './routes/authorize';
 import { createDriftRouter } from './routes/drift';
 import { createEventsRouter } from './routes/events';
 import { createHealthRouter, type ComponentCheck } from './routes/health';
+import { createMappingRouter } from './routes/mapping';
 import { createPullRequestRouter } from './routes/pull-requests';
 import { createSessionsRouter, type SessionDetailDeps } from './routes/sessions';
 
@@ -24,6 +25,8 @@ export interface AppDeps {
   };
   /** services.authz; default disabled. */
   authz?: { enabled: boolean; url: string };
+  /** services.mapping; default disabled. */
+  mapping?: { enabled: boolean; url: string };
 }
 
 export function createApp(deps: AppDeps): Express {
@@ -43,6 +46,9 @@ export function createApp(deps: AppDeps): Express {
     app.use(createPullRequestRouter({ ...deps.sessions, model: deps.sessions.model ?? new OfflineModel() }));
     app.use(
       createAuthorizeRouter({ db: deps.sessions.db, authz: deps.authz ?? { enabled: false, url: '' } }),
+    );
+    app.use(
+      createMappingRouter({ db: deps.sessions.db, mapping: deps.mapping ?? { enabled: false, url: '' } }),
     );
   }
   app.use(notFound);

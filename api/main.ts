@@ -25,6 +25,7 @@ const app = createApp({
   ],
   log: (err) => log.error({ err }, 'unhandled error'),
   authz: config.services.authz,
+  mapping: config.services.mapping,
   sessions: {
     db,
     client: new Client({ connection, namespace: config.temporal.namespace }),

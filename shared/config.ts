@@ -67,6 +67,9 @@ export const configSchema = z.object({
       enabled: z.boolean().default(false),
       url: z.string().default(''),
     }),
+    mapping: z
+      .object({ enabled: z.boolean().default(false), url: z.string().default('') })
+      .default({ enabled: false, url: '' }),
     github: z
       .object({
         /** Repository hosts whose pull requests go through the GitHub REST API. */
@@ -110,6 +113,8 @@ export const ENV_OVERRIDES: Record<string, string> = {
   KUMOSS_AUTHZ_ENABLED: 'services.authz.enabled',
   KUMOSS_AUTHZ_URL: 'services.authz.url',
   KUMOSS_GITHUB_API_URL: 'services.github.api_url',
+  KUMOSS_MAPPING_ENABLED: 'services.mapping.enabled',
+  KUMOSS_MAPPING_URL: 'services.mapping.url',
 };
 
 export class ConfigError extends Error {

@@ -108,3 +108,76 @@ describe('POST /api/v1/auth/authorize', () => {
     }
   });
 });
+
+describe('POST /api/v1/mapping', () => {
+  let h: TemporalHarness;
+  let db: Db;
+  let token: string;
+  let sidecar: Server;
+  let sidecarUrl: string;
+
+  beforeAll(async () => {
+    h = await temporalHarness('mapping');
+    db = createDb(stack().databaseUrl);
+    await migrate(db);
+    token = (
+      await createUser(db, { name: `dev-mapping-${Date.now()}`, role: 'developer', organization: 'mapping' })
+    ).token;
+    sidecar = createServer((req, res) => {
+      let body = '';
+      req.on('data', (d: Buffer) => (body += d.toString()));
+      req.on('end', () => {
+        const q = JSON.parse(body) as { repository_url: string };
+        res.writeHead(200, { 'content-type': 'application/json' });
+        if (q.repository_url.endsWith('/known.git'))
+          res.end(JSON.stringify({ provider: 'gcp', scope_id: 'proj-123' }));
+        else if (q.repository_url.endsWith('/odd.git'))
+          res.end(JSON.stringify({ provider: 'heroku', scope_id: '' }));
+        else res.end(JSON.stringify({ provider: null, scope_id: null }));
+      });
+    });
+    await new Promise<void>((r) => sidecar.listen(0, '127.0.0.1', () => r()));
+    sidecarUrl = `http://127.0.0.1:${(sidecar.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    sidecar?.close();
+    await db?.destroy();
+    await h?.close();
+  });
+
+  it('answers unsure without contacting anything when disabled', async () => {
+    const api = await startTestApi(h, db, undefined, undefined, { enabled: false, url: sidecarUrl });
+    try {
+      const r = await api.call('POST', '/api/v1/mapping', token, {
+        repository_url: 'https://g.example.com/t/known.git',
+      });
+      expect(r.body).toEqual({ provider: null, scope_id: null, checked: false });
+    } finally {
+      api.close();
+    }
+  });
+
+  it('passes on what the catalogue knows, and treats anything else as unsure', async () => {
+    const api = await startTestApi(h, db, undefined, undefined, { enabled: true, url: sidecarUrl });
+    try {
+      const known = await api.call('POST', '/api/v1/mapping', token, {
+        repository_url: 'https://g.example.com/t/known.git',
+      });
+      expect(known.body).toEqual({ provider: 'gcp', scope_id: 'proj-123', checked: true });
+      const odd = await api.call('POST', '/api/v1/mapping', token, {
+        repository_url: 'https://g.example.com/t/odd.git',
+      });
+      expect(odd.body).toEqual({ provider: null, scope_id: null, checked: true });
+      const unknown = await api.call('POST', '/api/v1/mapping', token, {
+        repository_url: 'https://g.example.com/t/x.git',
+      });
+      expect(unknown.body).toEqual({ provider: null, scope_id: null, checked: true });
+      expect(
+        (await api.call('POST', '/api/v1/mapping', token, { repository_url: 'http://insecure/x.git' }))
+          .status,
+      ).toBe(400);
+    } finally {
+      api.close();
+    }
+  });
+});

@@ -21,10 +21,12 @@ export async function startTestApi(
   db: Db,
   events: { pollMs: number; maxPolls: number } = { pollMs: 100, maxPolls: 600 },
   authz: { enabled: boolean; url: string } = { enabled: false, url: '' },
+  mapping: { enabled: boolean; url: string } = { enabled: false, url: '' },
 ): Promise<TestApi> {
   const app = createApp({
     checks: [],
     authz,
+    mapping,
     log: (err) => console.error(err),
     sessions: {
       db,

@@ -1,0 +1,53 @@
+// POST /api/v1/mapping: the optional mapping sidecar (services.mapping, off by default). When its
+// catalogue knows the repository it may answer the provider (cloud) and the scope, so the wizard
+// can skip those questions; null means unsure, and anything it answers outside the known clouds
+// is treated as unsure too.
+import { Router } from 'express';
+import { z } from 'zod';
+import { CLOUDS } from '../../shared/drift-exceptions';
+import { iacPathSchema, repositoryUrlSchema } from '../../shared/contracts';
+import type { Db } from '../../shared/db';
+import { authenticate, requireRole } from '../auth';
+import { HttpError } from '../errors';
+import { parseBody } from '../validation';
+
+const mappingRequestSchema = z
+  .object({ repository_url: repositoryUrlSchema, iac_path: iacPathSchema.optional() })
+  .strict();
+const sidecarAnswer = z.object({
+  provider: z.string().nullable().optional(),
+  scope_id: z.string().nullable().optional(),
+});
+
+export function createMappingRouter(deps: { db: Db; mapping: { enabled: boolean; url: string } }): Router {
+  const router = Router();
+  router.post('/api/v1/mapping', authenticate(deps.db), requireRole('developer'), async (req, res) => {
+    const body = parseBody(mappingRequestSchema, req.body);
+    if (!deps.mapping.enabled) {
+      res.json({ provider: null, scope_id: null, checked: false });
+      return;
+    }
+    let answer: z.infer<typeof sidecarAnswer>;
+    try {
+      const r = await fetch(`${deps.mapping.url.replace(/\/$/, '')}/map`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ repository_url: body.repository_url, iac_path: body.iac_path ?? '' }),
+        signal: AbortSignal.timeout(5000),
+      });
+      if (!r.ok) throw new Error(`HTTP ${r.status}`);
+      answer = sidecarAnswer.parse(await r.json());
+    } catch (err) {
+      throw new HttpError(
+        503,
+        'mapping_unavailable',
+        `The mapping sidecar did not answer: ${(err as Error).message}`,
+      );
+    }
+    const provider =
+      answer.provider && (CLOUDS as readonly string[]).includes(answer.provider) ? answer.provider : null;
+    const scope = typeof answer.scope_id === 'string' && answer.scope_id.trim() ? answer.scope_id : null;
+    res.json({ provider, scope_id: scope, checked: true });
+  });
+  return router;
+}
