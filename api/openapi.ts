@@ -116,6 +116,66 @@ export function openApiDocument(): Record<string, unknown> {
           responses: { '200': { description: 'Authorized' }, ...errors(400, 401, 403, 503) },
         },
       },
+      '/api/v1/sessions/{id}/pull-request': {
+        post: {
+          summary:
+            'Open the pull request of the session branch (devops); title and description by the small model',
+          parameters: [sessionId],
+          responses: {
+            '201': { description: 'Opened' },
+            '200': { description: 'Already open' },
+            ...errors(401, 403, 404, 409),
+          },
+        },
+        get: {
+          summary: 'The pull request (developer)',
+          parameters: [sessionId],
+          responses: { '200': { description: 'The pull request' }, ...errors(401, 403, 404) },
+        },
+      },
+      '/api/v1/sessions/{id}/merge': {
+        post: {
+          summary: 'Merge the pull request (devops); 409 while the session is locked',
+          parameters: [sessionId],
+          responses: { ...accepted, ...errors(401, 403, 404, 409) },
+        },
+      },
+      '/api/v1/admin/sessions': {
+        get: {
+          summary: 'Sessions of the organization, from Temporal visibility (admin)',
+          responses: { '200': { description: 'Sessions' }, ...errors(401, 403) },
+        },
+      },
+      '/api/v1/admin/users': {
+        get: {
+          summary: 'Users of the organization (admin)',
+          responses: { '200': { description: 'Users' }, ...errors(401, 403) },
+        },
+      },
+      '/api/v1/admin/locks': {
+        get: {
+          summary: 'Session locks (admin)',
+          responses: { '200': { description: 'Locks' }, ...errors(401, 403) },
+        },
+      },
+      '/api/v1/admin/sessions/{id}/lock': {
+        put: {
+          summary: 'Lock a session (admin): merging is blocked',
+          parameters: [sessionId],
+          responses: { '200': { description: 'Locked' }, ...errors(401, 403, 404) },
+        },
+        delete: {
+          summary: 'Clear the lock (admin)',
+          parameters: [sessionId],
+          responses: { '200': { description: 'Unlocked' }, ...errors(401, 403, 404) },
+        },
+      },
+      '/api/v1/mapping': {
+        post: {
+          summary: 'Mapping sidecar: provider and scope of a known repository, null when unsure (developer)',
+          responses: { '200': { description: 'Mapping' }, ...errors(400, 401, 503) },
+        },
+      },
       '/health': {
         get: {
           summary: 'Component health',
