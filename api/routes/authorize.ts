@@ -8,7 +8,7 @@ import { CLOUDS } from '../../shared/drift-exceptions';
 import { iacPathSchema, repositoryUrlSchema } from '../../shared/contracts';
 import type { Db } from '../../shared/db';
 import { authenticate, requireRole } from '../auth';
-import { HttpError } from '../errors';
+import { askSidecar } from '../sidecar';
 import { parseBody } from '../validation';
 
 export const authorizeRequestSchema = z
@@ -26,7 +26,6 @@ const sidecarAnswer = z.object({ authorized: z.boolean(), reason: z.string().opt
 export interface AuthzDeps {
   db: Db;
   authz: { enabled: boolean; url: string };
-  fetch?: typeof fetch;
 }
 
 export function createAuthorizeRouter(deps: AuthzDeps): Router {
@@ -42,23 +41,14 @@ export function createAuthorizeRouter(deps: AuthzDeps): Router {
       return;
     }
     const query = { cloud: body.cloud, project: body.repository_url, environment: body.iac_path ?? '' };
-    let answer: z.infer<typeof sidecarAnswer>;
-    try {
-      const r = await (deps.fetch ?? fetch)(`${deps.authz.url.replace(/\/$/, '')}/authorize`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify(query),
-        signal: AbortSignal.timeout(5000),
-      });
-      if (!r.ok) throw new Error(`HTTP ${r.status}`);
-      answer = sidecarAnswer.parse(await r.json());
-    } catch (err) {
-      throw new HttpError(
-        503,
-        'authz_unavailable',
-        `The authorization sidecar did not answer: ${(err as Error).message}`,
-      );
-    }
+    const answer = await askSidecar({
+      baseUrl: deps.authz.url,
+      path: '/authorize',
+      body: query,
+      schema: sidecarAnswer,
+      code: 'authz_unavailable',
+      name: 'authorization',
+    });
     res.status(answer.authorized ? 200 : 403).json({
       authorized: answer.authorized,
       checked: true,

@@ -8,7 +8,7 @@ import { CLOUDS } from '../../shared/drift-exceptions';
 import { iacPathSchema, repositoryUrlSchema } from '../../shared/contracts';
 import type { Db } from '../../shared/db';
 import { authenticate, requireRole } from '../auth';
-import { HttpError } from '../errors';
+import { askSidecar } from '../sidecar';
 import { parseBody } from '../validation';
 
 const mappingRequestSchema = z
@@ -27,23 +27,14 @@ export function createMappingRouter(deps: { db: Db; mapping: { enabled: boolean;
       res.json({ provider: null, scope_id: null, checked: false });
       return;
     }
-    let answer: z.infer<typeof sidecarAnswer>;
-    try {
-      const r = await fetch(`${deps.mapping.url.replace(/\/$/, '')}/map`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ repository_url: body.repository_url, iac_path: body.iac_path ?? '' }),
-        signal: AbortSignal.timeout(5000),
-      });
-      if (!r.ok) throw new Error(`HTTP ${r.status}`);
-      answer = sidecarAnswer.parse(await r.json());
-    } catch (err) {
-      throw new HttpError(
-        503,
-        'mapping_unavailable',
-        `The mapping sidecar did not answer: ${(err as Error).message}`,
-      );
-    }
+    const answer = await askSidecar({
+      baseUrl: deps.mapping.url,
+      path: '/map',
+      body: { repository_url: body.repository_url, iac_path: body.iac_path ?? '' },
+      schema: sidecarAnswer,
+      code: 'mapping_unavailable',
+      name: 'mapping',
+    });
     const provider =
       answer.provider && (CLOUDS as readonly string[]).includes(answer.provider) ? answer.provider : null;
     const scope = typeof answer.scope_id === 'string' && answer.scope_id.trim() ? answer.scope_id : null;

@@ -4,10 +4,9 @@
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { SessionRound } from '../../shared/contracts';
 import { createDb, migrate, type Db } from '../../shared/db';
 import { createUser } from '../../shared/db/users';
-import { startTestApi, type TestApi } from '../support/api';
+import { startTestApi, waitForSession, type TestApi } from '../support/api';
 import type { DriftTestBed } from '../support/drift-test-bed';
 import { newTestBed, stack, temporalHarness, workerLogs, type TemporalHarness } from '../support/stack';
 
@@ -36,15 +35,8 @@ describe('pull requests and merge', () => {
     await h?.close();
   });
 
-  async function settled(sessionId: string, rounds: number) {
-    for (let i = 0; i < 300; i++) {
-      const r = await api.call('GET', `/api/v1/sessions/${sessionId}`, t.developer);
-      const d = r.body as { status: string; rounds: SessionRound[]; in_flight: unknown };
-      if (r.status === 200 && d.rounds.length >= rounds && !d.in_flight) return d;
-      await new Promise((res) => setTimeout(res, 200));
-    }
-    throw new Error('session did not settle');
-  }
+  const settled = (sessionId: string, rounds: number) =>
+    waitForSession(api, t.developer ?? '', sessionId, rounds);
 
   it('creates the pull request, refuses the merge while locked, merges for real once unlocked, and ends the session', async () => {
     await bed.inject('ingress');

@@ -7,7 +7,7 @@ import { NO_PINNED_PLAN, type SessionRound } from '../../shared/contracts';
 import { createDb, migrate, type Db } from '../../shared/db';
 import { createUser } from '../../shared/db/users';
 import type { DriftTestBed } from '../support/drift-test-bed';
-import { startTestApi, type TestApi } from '../support/api';
+import { startTestApi, waitForSession, type TestApi } from '../support/api';
 import { newTestBed, stack, temporalHarness, workerLogs, type TemporalHarness } from '../support/stack';
 
 interface Detail {
@@ -57,15 +57,8 @@ describe('session API', () => {
     text: 'Resolve the drift on security group sg-web-demo; someone opened port 8080 in the console.',
   });
 
-  async function settled(sessionId: string, rounds: number): Promise<Detail> {
-    for (let i = 0; i < 300; i++) {
-      const r = await call('GET', `/api/v1/sessions/${sessionId}`, tokens.developer);
-      const d = r.body as unknown as Detail;
-      if (r.status === 200 && d.rounds.length >= rounds && !d.in_flight) return d;
-      await new Promise((res) => setTimeout(res, 200));
-    }
-    throw new Error('session did not settle');
-  }
+  const settled = async (sessionId: string, rounds: number): Promise<Detail> =>
+    (await waitForSession(api, tokens.developer ?? '', sessionId, rounds)) as unknown as Detail;
 
   it("answers 401 without a valid token and 403 below devops, with the web application's message", async () => {
     expect((await call('POST', '/api/v1/drift/partial', undefined, first())).status).toBe(401);

@@ -2,6 +2,7 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp } from '../../api/app';
+import type { SessionRound } from '../../shared/contracts';
 import type { Db } from '../../shared/db';
 import { artifactStore, type TemporalHarness } from './stack';
 
@@ -63,4 +64,23 @@ export async function startTestApi(
       server.close();
     },
   };
+}
+
+/** Polls the session detail until it has `rounds` rounds and nothing in flight. */
+export async function waitForSession(
+  api: TestApi,
+  token: string,
+  sessionId: string,
+  rounds: number,
+): Promise<{ status: string; rounds: SessionRound[]; in_flight: unknown } & Record<string, unknown>> {
+  for (let i = 0; i < 300; i++) {
+    const r = await api.call('GET', `/api/v1/sessions/${sessionId}`, token);
+    const d = r.body as { status: string; rounds: SessionRound[]; in_flight: unknown } & Record<
+      string,
+      unknown
+    >;
+    if (r.status === 200 && d.rounds.length >= rounds && !d.in_flight) return d;
+    await new Promise((res) => setTimeout(res, 200));
+  }
+  throw new Error(`session ${sessionId} did not settle with ${rounds} round(s)`);
 }
