@@ -5,26 +5,13 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import autocannon from 'autocannon';
 import express from 'express';
-import { Client, Connection } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { createActivities } from '../activities';
-import { ArtifactStore, createS3Client } from '../activities/artifacts';
-import { GitClient } from '../activities/git';
-import { OfflineModel } from '../activities/model/offline';
-import { PromptCatalogue } from '../activities/prompt-catalogue';
-import { RoundWorkspaces } from '../activities/workspace';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { createApp } from '../api/app';
-import { cliConfigPath, toolPath } from '../scripts/tools.mjs';
-import { projectRoot } from '../shared/config';
 import { createDb, migrate } from '../shared/db';
 import { createUser } from '../shared/db/users';
 import { quietKnownWarnings } from '../shared/logger';
 import { createDriftTestBed } from '../test/support/drift-test-bed';
-import { startTestStack } from '../test/support/test-stack';
-import { createWorker } from '../worker/worker';
+import { startStackWorker, startTestStack } from '../test/support/test-stack';
 
 quietKnownWarnings();
 Runtime.install({ logger: new DefaultLogger('ERROR') });
@@ -53,41 +40,8 @@ try {
     role: 'devops',
     organization: 'bench',
   });
-  const connection = await Connection.connect({ address: stack.temporalAddress });
-  const client = new Client({ connection });
-  const git = new GitClient({ caFile: stack.gitCaFile });
-  const artifacts = new ArtifactStore(
-    createS3Client({ endpoint: stack.s3Endpoint, bucket: stack.bucket, region: 'us-east-1' }),
-    stack.bucket,
-  );
-  const engine = {
-    kind: 'terraform' as const,
-    binary: toolPath('terraform'),
-    cliConfigFile: cliConfigPath(),
-    timeoutMs: 600_000,
-  };
-  const engines = { terraform: engine, tofu: { ...engine, kind: 'tofu' as const, binary: toolPath('tofu') } };
-  const native = await NativeConnection.connect({ address: stack.temporalAddress });
-  const worker = await createWorker({
-    connection: native,
-    namespace: 'default',
-    taskQueue: 'bench-api',
-    activities: createActivities({
-      engine,
-      git,
-      artifacts,
-      model: new OfflineModel(),
-      catalogue: new PromptCatalogue(join(projectRoot, 'prompts')),
-      workspaces: new RoundWorkspaces(
-        mkdtempSync(join(tmpdir(), 'kumoss-bench-')),
-        git,
-        engines,
-        'terraform',
-      ),
-    }),
-    workflowBundlePath: stack.workflowBundlePath,
-  });
-  const running = worker.run();
+  const sw = await startStackWorker(stack, 'bench-api');
+  const { client, git, artifacts, engine } = sw;
   // The load on the 202 route starts its sessions on a queue no worker polls: the route is what
   // is measured, not hundreds of real rounds competing for the two cores.
   const makeApp = (taskQueue: string) =>
@@ -193,10 +147,7 @@ try {
   loadApi.server.closeAllConnections();
   loadApi.server.close();
   await bed.destroy();
-  worker.shutdown();
-  await running;
-  await native.close();
-  await connection.close();
+  await sw.stop();
   await db.destroy();
 } finally {
   await stop();

@@ -1,25 +1,14 @@
 // Benchmark (b): orchestration overhead of a full drift round — the round's wall time over the sum
 // of its engine (terraform) and model calls, on the real stack. Target: <= 1.10.
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { Client, Connection } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
-import { createActivities } from '../activities';
-import { ArtifactStore, createS3Client } from '../activities/artifacts';
-import type { EngineDeps } from '../activities/drift-detection';
-import { GitClient } from '../activities/git';
+import type { Client } from '@temporalio/client';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { OfflineModel } from '../activities/model/offline';
 import type { ModelProvider } from '../activities/model/port';
-import { PromptCatalogue } from '../activities/prompt-catalogue';
-import { RoundWorkspaces } from '../activities/workspace';
 import { cliConfigPath, toolPath } from '../scripts/tools.mjs';
-import { projectRoot } from '../shared/config';
 import { quietKnownWarnings } from '../shared/logger';
 import { createDriftTestBed } from '../test/support/drift-test-bed';
-import { startTestStack } from '../test/support/test-stack';
-import { createWorker } from '../worker/worker';
+import { startStackWorker, startTestStack } from '../test/support/test-stack';
 import type { DriftRoundResult } from '../shared/contracts';
 import { driftRound } from '../workflows';
 
@@ -83,46 +72,14 @@ function timed(model: ModelProvider): ModelProvider {
 
 const { stack, stop } = await startTestStack();
 try {
-  const git = new GitClient({ caFile: stack.gitCaFile });
-  const artifacts = new ArtifactStore(
-    createS3Client({ endpoint: stack.s3Endpoint, bucket: stack.bucket, region: 'us-east-1' }),
-    stack.bucket,
-  );
-  const engine = (kind: 'terraform' | 'tofu'): EngineDeps => ({
-    kind,
-    binary: toolPath(kind),
-    cliConfigFile: cliConfigPath(),
-    timeoutMs: 600_000,
-    onCall: (c) => {
+  const sw = await startStackWorker(stack, 'bench', {
+    model: timed(new OfflineModel()),
+    onEngineCall: (c) => {
       engineMs += c.durationMs;
       engineCalls += 1;
     },
   });
-  const engines = { terraform: engine('terraform'), tofu: engine('tofu') };
-  const activities = createActivities({
-    engine: engines.terraform,
-    git,
-    artifacts,
-    model: timed(new OfflineModel()),
-    catalogue: new PromptCatalogue(join(projectRoot, 'prompts')),
-    workspaces: new RoundWorkspaces(
-      mkdtempSync(join(tmpdir(), 'kumoss-bench-ws-')),
-      git,
-      engines,
-      'terraform',
-    ),
-  });
-  const native = await NativeConnection.connect({ address: stack.temporalAddress });
-  const worker = await createWorker({
-    connection: native,
-    namespace: stack.namespace,
-    taskQueue: 'bench',
-    activities,
-    workflowBundlePath: stack.workflowBundlePath,
-  });
-  const running = worker.run();
-  const connection = await Connection.connect({ address: stack.temporalAddress });
-  const client = new Client({ connection, namespace: stack.namespace });
+  const { client, git } = sw;
   const plainEngine = {
     kind: 'terraform' as const,
     binary: toolPath('terraform'),
@@ -171,10 +128,7 @@ try {
   console.log(
     `median overhead ratio: ${(sorted[Math.floor(sorted.length / 2)] ?? NaN).toFixed(2)} (target <= 1.10)`,
   );
-  worker.shutdown();
-  await running;
-  await connection.close();
-  await native.close();
+  await sw.stop();
 } finally {
   await stop();
 }

@@ -3,60 +3,23 @@
 // test/fixtures/histories. Re-record only when a change to a workflow is meant to be
 // incompatible with runs already in flight (and then version it instead where you can).
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
+import { startStackWorker, startTestStack } from '../test/support/test-stack';
 import { join } from 'node:path';
-import { Client, Connection } from '@temporalio/client';
 import proto from '@temporalio/proto';
-import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
-import { createActivities } from '../activities';
-import { ArtifactStore, createS3Client } from '../activities/artifacts';
-import { GitClient } from '../activities/git';
-import { OfflineModel } from '../activities/model/offline';
-import { PromptCatalogue } from '../activities/prompt-catalogue';
-import { RoundWorkspaces } from '../activities/workspace';
 import { projectRoot } from '../shared/config';
 import { sessionWorkflowId } from '../shared/ids';
 import { createDriftTestBed } from '../test/support/drift-test-bed';
-import { startTestStack } from '../test/support/test-stack';
 import { driftRound, session } from '../workflows';
 import { operationSignal, sessionQuery } from '../workflows/session';
-import { createWorker } from '../worker/worker';
-import { cliConfigPath, toolPath } from './tools.mjs';
 
 Runtime.install({ logger: new DefaultLogger('ERROR') });
 const out = join(projectRoot, 'test', 'fixtures', 'histories');
 const { stack, stop } = await startTestStack();
 try {
-  const git = new GitClient({ caFile: stack.gitCaFile });
-  const artifacts = new ArtifactStore(
-    createS3Client({ endpoint: stack.s3Endpoint, bucket: stack.bucket, region: 'us-east-1' }),
-    stack.bucket,
-  );
-  const engine = {
-    kind: 'terraform' as const,
-    binary: toolPath('terraform'),
-    cliConfigFile: cliConfigPath(),
-    timeoutMs: 600_000,
-  };
-  const engines = { terraform: engine, tofu: { ...engine, kind: 'tofu' as const, binary: toolPath('tofu') } };
-  const native = await NativeConnection.connect({ address: stack.temporalAddress });
-  const worker = await createWorker({
-    connection: native,
-    namespace: 'default',
-    taskQueue: 'record',
-    activities: createActivities({
-      engine,
-      git,
-      artifacts,
-      model: new OfflineModel(),
-      catalogue: new PromptCatalogue(join(projectRoot, 'prompts')),
-      workspaces: new RoundWorkspaces(mkdtempSync(join(tmpdir(), 'kumoss-rec-')), git, engines, 'terraform'),
-    }),
-    workflowBundlePath: stack.workflowBundlePath,
-  });
-  const running = worker.run();
-  const client = new Client({ connection: await Connection.connect({ address: stack.temporalAddress }) });
+  const sw = await startStackWorker(stack, 'record');
+  const { client, git, engine } = sw;
   // Binary protobuf: the JSON route (historyFromJSON) trips over two copies of protobufjs that
   // npm installs side by side for @temporalio/common and @temporalio/proto.
   const save = async (name: string, workflowId: string) => {
@@ -124,8 +87,7 @@ try {
   await handle.terminate('recorded');
   await save('session', sessionWorkflowId(sid));
   await bed.destroy();
-  worker.shutdown();
-  await running;
+  await sw.stop();
 } finally {
   await stop();
 }
