@@ -8,12 +8,13 @@ import {
   firstRequestSchema,
   followUpRequestSchema,
   type SessionOperation,
+  type SessionState,
   type SessionSettings,
 } from '../../shared/contracts';
 import type { Db } from '../../shared/db';
 import { sessionBranch, sessionWorkflowId } from '../../shared/ids';
 import { KumossCloud, KumossSessionId } from '../../shared/search-attributes';
-import { operationSignal, session } from '../../workflows/session';
+import { operationSignal, session, sessionQuery } from '../../workflows/session';
 import { authenticate, currentUser, requireRole } from '../auth';
 import { HttpError } from '../errors';
 import { parseBody } from '../validation';
@@ -44,6 +45,19 @@ export async function ownSession(deps: SessionRouteDeps, req: Request, sessionId
     throw new HttpError(404, 'not_found', `Session ${sessionId} not found.`);
   }
   return row;
+}
+
+/** The session workflow's state, or a 503 when it cannot be read right now. */
+export async function sessionState(deps: SessionRouteDeps, sessionId: string): Promise<SessionState> {
+  try {
+    return await deps.client.workflow.getHandle(sessionWorkflowId(sessionId)).query(sessionQuery);
+  } catch (err) {
+    throw new HttpError(
+      503,
+      'unavailable',
+      `The session state cannot be read right now: ${(err as Error).message}`,
+    );
+  }
 }
 
 /** Hands an operation to an existing session (the workflow logs and drops what may not run). */

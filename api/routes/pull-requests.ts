@@ -5,30 +5,15 @@
 import { Router } from 'express';
 import type { GitHubPullRequests } from '../../activities/github';
 import type { ModelProvider } from '../../activities/model/port';
-import type { SessionState } from '../../shared/contracts';
-import { sessionWorkflowId } from '../../shared/ids';
-import { sessionQuery } from '../../workflows/session';
 import { authenticate, currentUser, requireRole } from '../auth';
 import { HttpError } from '../errors';
-import { newRoundId, ownSession, submit } from './drift';
+import { newRoundId, ownSession, sessionState, submit } from './drift';
 import type { SessionDetailDeps } from './sessions';
 
 export interface PullRequestDeps extends SessionDetailDeps {
   model: ModelProvider;
   /** Hosts served by GitHub, and the client to use there (absent without GIT_TOKEN). */
   github?: { hosts: string[]; client?: GitHubPullRequests };
-}
-
-async function stateOf(deps: SessionDetailDeps, sessionId: string): Promise<SessionState> {
-  try {
-    return await deps.client.workflow.getHandle(sessionWorkflowId(sessionId)).query(sessionQuery);
-  } catch (err) {
-    throw new HttpError(
-      503,
-      'unavailable',
-      `The session state cannot be read right now: ${(err as Error).message}`,
-    );
-  }
 }
 
 export function createPullRequestRouter(deps: PullRequestDeps): Router {
@@ -46,7 +31,7 @@ export function createPullRequestRouter(deps: PullRequestDeps): Router {
       res.status(200).json(existing);
       return;
     }
-    const state = await stateOf(deps, row.session_id);
+    const state = await sessionState(deps, row.session_id);
     if (!state.rounds.some((r) => (r.kind === 'partial' || r.kind === 'full') && r.status === 'completed')) {
       throw new HttpError(
         409,
@@ -158,7 +143,7 @@ export function createPullRequestRouter(deps: PullRequestDeps): Router {
     if (!pr) throw new HttpError(404, 'not_found', 'This session has no pull request.');
     if (pr.status === 'open') {
       // The merge runs in the session workflow: record it here once the session says it is done.
-      const state = await stateOf(deps, row.session_id);
+      const state = await sessionState(deps, row.session_id);
       const merge = state.rounds.find((r) => r.kind === 'merge' && r.status === 'completed');
       if (state.status === 'MERGED' && merge?.commit) {
         await deps.db

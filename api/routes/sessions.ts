@@ -3,11 +3,8 @@
 // the session workflow fails it in the background when no plan is pinned.
 import { Router } from 'express';
 import type { ArtifactStore } from '../../activities/artifacts';
-import { sessionWorkflowId } from '../../shared/ids';
-import { sessionQuery } from '../../workflows/session';
 import { authenticate, currentUser, requireRole } from '../auth';
-import { HttpError } from '../errors';
-import { newRoundId, ownSession, submit, type SessionRouteDeps } from './drift';
+import { newRoundId, ownSession, sessionState, submit, type SessionRouteDeps } from './drift';
 
 export interface SessionDetailDeps extends SessionRouteDeps {
   artifacts: ArtifactStore;
@@ -18,16 +15,7 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
   const router = Router();
   router.get('/api/v1/sessions/:id', authenticate(deps.db), requireRole('developer'), async (req, res) => {
     const row = await ownSession(deps, req, req.params.id as string);
-    let state;
-    try {
-      state = await deps.client.workflow.getHandle(sessionWorkflowId(row.session_id)).query(sessionQuery);
-    } catch (err) {
-      throw new HttpError(
-        503,
-        'unavailable',
-        `The session state cannot be read right now: ${(err as Error).message}`,
-      );
-    }
+    const state = await sessionState(deps, row.session_id);
     const lock = await deps.db
       .selectFrom('session_locks')
       .select('reason')

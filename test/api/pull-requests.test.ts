@@ -5,8 +5,7 @@ import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, migrate, type Db } from '../../shared/db';
-import { createUser } from '../../shared/db/users';
-import { startTestApi, waitForSession, type TestApi } from '../support/api';
+import { roleTokens, startTestApi, waitForSession, type TestApi } from '../support/api';
 import type { DriftTestBed } from '../support/drift-test-bed';
 import { newTestBed, stack, temporalHarness, workerLogs, type TemporalHarness } from '../support/stack';
 
@@ -22,9 +21,7 @@ describe('pull requests and merge', () => {
     db = createDb(stack().databaseUrl);
     await migrate(db);
     const org = `pr-${Date.now()}`;
-    for (const role of ['developer', 'devops', 'admin'] as const) {
-      t[role] = (await createUser(db, { name: `${role}-${org}`, role, organization: org })).token;
-    }
+    Object.assign(t, await roleTokens(db, org));
     api = await startTestApi(h, db);
     bed = await newTestBed();
   });

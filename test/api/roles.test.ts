@@ -2,8 +2,7 @@
 // route's own answer at or above it (developer < devops < admin).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, migrate, type Db } from '../../shared/db';
-import { createUser } from '../../shared/db/users';
-import { startTestApi, type TestApi } from '../support/api';
+import { roleTokens, startTestApi, type TestApi } from '../support/api';
 import { stack, temporalHarness, type TemporalHarness } from '../support/stack';
 
 type Who = 'none' | 'invalid' | 'developer' | 'devops' | 'admin';
@@ -21,9 +20,7 @@ describe('role matrix', () => {
     db = createDb(stack().databaseUrl);
     await migrate(db);
     const org = `roles-${Date.now()}`;
-    for (const role of ['developer', 'devops', 'admin'] as const) {
-      tokens[role] = (await createUser(db, { name: `${role}-${org}`, role, organization: org })).token;
-    }
+    Object.assign(tokens, await roleTokens(db, org));
     api = await startTestApi(h, db);
     const r = await api.call('POST', '/api/v1/drift/full', tokens.devops, {
       repository_url: `${stack().gitHostUrl}/roles-missing.git`,

@@ -7,7 +7,7 @@ import { NO_PINNED_PLAN, type SessionRound } from '../../shared/contracts';
 import { createDb, migrate, type Db } from '../../shared/db';
 import { createUser } from '../../shared/db/users';
 import type { DriftTestBed } from '../support/drift-test-bed';
-import { startTestApi, waitForSession, type TestApi } from '../support/api';
+import { roleTokens, startTestApi, waitForSession, type TestApi } from '../support/api';
 import { newTestBed, stack, temporalHarness, workerLogs, type TemporalHarness } from '../support/stack';
 
 interface Detail {
@@ -31,9 +31,7 @@ describe('session API', () => {
     db = createDb(stack().databaseUrl);
     await migrate(db);
     const org = `org-${Date.now()}`;
-    for (const role of ['developer', 'devops', 'admin'] as const) {
-      tokens[role] = (await createUser(db, { name: `${role}-${org}`, role, organization: org })).token;
-    }
+    Object.assign(tokens, await roleTokens(db, org));
     tokens.other = (
       await createUser(db, { name: `devops-other-${org}`, role: 'devops', organization: `${org}-b` })
     ).token;

@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { createApp } from '../../api/app';
 import type { SessionRound } from '../../shared/contracts';
 import type { Db } from '../../shared/db';
+import { createUser, ROLES, type Role } from '../../shared/db/users';
 import { artifactStore, type TemporalHarness } from './stack';
 
 export interface TestApi {
@@ -83,4 +84,13 @@ export async function waitForSession(
     await new Promise((res) => setTimeout(res, 200));
   }
   throw new Error(`session ${sessionId} did not settle with ${rounds} round(s)`);
+}
+
+/** A developer, a devops and an admin in a fresh organization; their tokens by role. */
+export async function roleTokens(db: Db, prefix: string): Promise<Record<Role, string>> {
+  const org = `${prefix}-${Date.now()}`;
+  const tokens = {} as Record<Role, string>;
+  for (const role of ROLES)
+    tokens[role] = (await createUser(db, { name: `${role}-${org}`, role, organization: org })).token;
+  return tokens;
 }
