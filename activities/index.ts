@@ -3,15 +3,25 @@ import { createDriftDetectionActivities, type DriftDetectionDeps } from './drift
 import { createDriftRoundActivities, type DriftRoundDeps } from './drift-round';
 import type { GitHubPullRequests } from './github';
 import { createPullRequestActivities } from './pull-requests';
+import { createRunnerActivities, type RunnerDeps } from './runners';
 
-export type ActivityDeps = DriftDetectionDeps & DriftRoundDeps & { github?: GitHubPullRequests };
+export type ActivityDeps = DriftDetectionDeps &
+  DriftRoundDeps & {
+    github?: GitHubPullRequests;
+    /** The runner DAGs' registry and cloud clients; without them the worker runs no runner DAG. */
+    runners?: RunnerDeps;
+  };
 
 export function createActivities(deps: ActivityDeps) {
-  return {
+  const activities = {
     ...createDriftDetectionActivities(deps),
     ...createDriftRoundActivities(deps),
     ...createPullRequestActivities(deps),
   };
+  // Registered under their dotted seed names (runner.drift_detect_init, …); workflows reach them
+  // by name, so they stay out of the Activities type.
+  if (deps.runners) Object.assign(activities, createRunnerActivities(deps.runners));
+  return activities;
 }
 
 export type Activities = ReturnType<typeof createActivities>;

@@ -12,7 +12,9 @@ import { createEventsRouter } from './routes/events';
 import { createHealthRouter, type ComponentCheck } from './routes/health';
 import { createMappingRouter } from './routes/mapping';
 import { createPullRequestRouter } from './routes/pull-requests';
+import { createRunnerGroupsRouter } from './routes/runner-groups';
 import { createSessionsRouter, type SessionDetailDeps } from './routes/sessions';
+import { createWorkflowsRouter } from './routes/workflows';
 
 export interface AppDeps {
   checks: ComponentCheck[];
@@ -43,6 +45,8 @@ export function createApp(deps: AppDeps): Express {
     app.use(createSessionsRouter(deps.sessions));
     app.use(createEventsRouter({ ...deps.sessions, ...deps.sessions.events }));
     app.use(createAdminRouter(deps.sessions));
+    app.use(createWorkflowsRouter(deps.sessions));
+    app.use(createRunnerGroupsRouter(deps.sessions));
     app.use(createPullRequestRouter({ ...deps.sessions, model: deps.sessions.model ?? new OfflineModel() }));
     app.use(
       createAuthorizeRouter({ db: deps.sessions.db, authz: deps.authz ?? { enabled: false, url: '' } }),

@@ -20,6 +20,9 @@ import { fileURLToPath } from 'node:url';
 import {
   GO_TOOLS,
   PROVIDER_HOSTS,
+  PY_TOOLS,
+  pyToolDir,
+  pyToolPath,
   cacheDir,
   cliConfigPath,
   cliConfigText,
@@ -190,6 +193,42 @@ function ensureProviderMirror() {
   if (!existsSync(cfg) || readFileSync(cfg, 'utf8') !== text) writeFileSync(cfg, text);
 }
 
+/** A PyPI tool in a virtual environment of its own under the cache, keyed by version. */
+/** @param {import('./tools.mjs').PyTool} tool */
+function ensurePyTool(tool) {
+  const override = process.env[tool.envOverride];
+  if (override) {
+    if (!existsSync(override)) fail(`${tool.envOverride}=${override}: missing`);
+    return;
+  }
+  const dir = pyToolDir(tool);
+  const stamp = join(dir, '.kumoss-installed');
+  if (existsSync(stamp) && readFileSync(stamp, 'utf8') === tool.requirement && existsSync(pyToolPath(tool.name)))
+    return;
+  const python = ['python3', 'python'].find(
+    (p) => spawnSync(p, ['-c', 'import sys; assert sys.version_info >= (3, 9)'], { stdio: 'ignore' }).status === 0,
+  );
+  if (!python) fail(`Python 3.9 or newer is required for ${tool.name} (the AWS emulator of the runner DAG tests)`);
+  // A venv records its own absolute path in its scripts, so it is built where it will live; the
+  // stamp, written last, is what marks it complete.
+  rmSync(dir, { recursive: true, force: true });
+  const t0 = Date.now();
+  log(`installing ${tool.requirement} from PyPI into a virtual environment (first time only)`);
+  let r = spawnSync(python, ['-m', 'venv', dir], { stdio: 'inherit' });
+  if (r.status !== 0) fail(`${python} -m venv failed (on Debian: apt-get install python3-venv)`);
+  r = spawnSync(
+    join(dir, 'bin', 'pip'),
+    ['install', '--quiet', '--disable-pip-version-check', tool.requirement],
+    { stdio: 'inherit' },
+  );
+  if (r.status !== 0) {
+    rmSync(dir, { recursive: true, force: true });
+    fail(`pip install ${tool.requirement} failed`);
+  }
+  writeFileSync(stamp, tool.requirement);
+  log(`${tool.name} ${tool.version} installed in ${seconds(t0)} -> ${pyToolPath(tool.name)}`);
+}
+
 function ensureSystemTools() {
   /** @type {[string, string[], string][]} */
   const needed = [
@@ -210,6 +249,7 @@ withLock(() => {
   ensureNodeModules();
   mkdirSync(toolsDir(), { recursive: true });
   for (const tool of GO_TOOLS) ensureGoTool(tool);
+  for (const tool of PY_TOOLS) ensurePyTool(tool);
   ensureProviderMirror();
 });
 if (!quiet) log(`ready in ${seconds(started)} (tool cache: ${toolsDir()})`);

@@ -15,6 +15,7 @@ import {
   projectRoot,
   type KumossConfig,
 } from '../shared/config';
+import { startAwsEmulator } from './embedded/aws-emulator';
 import { startEmbeddedDatabase } from './embedded/database';
 import { startGitHost } from './embedded/git-host';
 import { startObjectStore } from './embedded/object-store';
@@ -110,6 +111,8 @@ async function main(config: KumossConfig): Promise<void> {
     await assertPortFree(config.database.embedded_port, 'metadata store (database.embedded_port)');
   await assertPortFree(config.git_host.port, 'git host (git_host.port)', config.git_host.host);
   await assertPortFree(config.api.port, 'API (api.port)', config.api.host);
+  if (!config.runners.aws.endpoint_url)
+    await assertPortFree(config.runners.aws.embedded_emulator_port, 'AWS emulator (runners.aws.embedded_emulator_port)');
 
   let uiUrl = config.temporal.ui_url;
   if (embeddedTemporal) {
@@ -159,6 +162,15 @@ async function main(config: KumossConfig): Promise<void> {
     ...process.env,
     DATABASE_URL: databaseUrl(config),
   };
+  if (!config.runners.aws.endpoint_url && config.runners.aws.embedded_emulator_port) {
+    const aws = await startAwsEmulator({ port: config.runners.aws.embedded_emulator_port });
+    stops.push({ name: 'AWS emulator', stop: () => aws.stop() });
+    env.KUMOSS_AWS_ENDPOINT_URL = aws.endpoint;
+    // The emulator ignores credentials, but the SDK wants some.
+    env.AWS_ACCESS_KEY_ID ||= 'kumoss-emulator';
+    env.AWS_SECRET_ACCESS_KEY ||= 'kumoss-emulator';
+    say(`AWS emulator (moto_server) on ${aws.endpoint} for the runner DAG`);
+  }
   spawnService('worker', 'worker/main.ts', env, logDir);
   spawnService('api', 'api/main.ts', env, logDir);
   const apiUrl = `http://${config.api.host}:${config.api.port}`;

@@ -99,6 +99,36 @@ export const GO_TOOLS = [
   },
 ];
 
+/**
+ * Python tools from PyPI, each in its own virtual environment keyed by version.
+ * @typedef {{ name: string, version: string, requirement: string, bin: string,
+ *   versionMatch: RegExp, envOverride: string }} PyTool
+ * @type {PyTool[]}
+ */
+export const PY_TOOLS = [
+  {
+    // The AWS APIs (ECS, CloudWatch Logs, Secrets Manager) the runner DAG talks to, on loopback.
+    name: 'moto',
+    version: '5.2.1',
+    requirement: 'moto[server]==5.2.1',
+    bin: 'moto_server',
+    versionMatch: /^5\.2\.1$/,
+    envOverride: 'KUMOSS_MOTO_SERVER_BIN',
+  },
+];
+
+/** @param {PyTool} tool */
+export function pyToolDir(tool) {
+  return join(toolsDir(), `${tool.name}-${tool.version}`);
+}
+
+/** Path of a Python tool's entry point: the env override, else the cached venv. @param {string} name */
+export function pyToolPath(name) {
+  const tool = PY_TOOLS.find((t) => t.name === name);
+  if (!tool) throw new Error(`unknown tool ${name}`);
+  return process.env[tool.envOverride] || join(pyToolDir(tool), 'bin', tool.bin);
+}
+
 /** Registry hosts the filesystem mirror answers for: one per engine. */
 export const PROVIDER_HOSTS = ['registry.terraform.io', 'registry.opentofu.org'];
 

@@ -79,6 +79,28 @@ export const configSchema = z.object({
       })
       .default({ hosts: ['github.com'], api_url: '' }),
   }),
+  /** The clouds behind CI runner groups (the runner environment drift DAG). */
+  runners: z
+    .object({
+      aws: z
+        .object({
+          /** Empty: the real AWS endpoints (credentials from the standard AWS environment). */
+          endpoint_url: z.string().default(''),
+          /** `npm start` runs moto_server on this port and points the worker at it (0: off). */
+          embedded_emulator_port: port.default(0),
+        })
+        .default({ endpoint_url: '', embedded_emulator_port: 0 }),
+      gcp: z
+        .object({
+          /** Empty: the real Google APIs (iam, compute, run .googleapis.com); token from GOOGLE_OAUTH_ACCESS_TOKEN. */
+          endpoint_url: z.string().default(''),
+        })
+        .default({ endpoint_url: '' }),
+    })
+    .default({
+      aws: { endpoint_url: '', embedded_emulator_port: 0 },
+      gcp: { endpoint_url: '' },
+    }),
 });
 
 export type KumossConfig = z.infer<typeof configSchema>;
@@ -115,6 +137,9 @@ export const ENV_OVERRIDES: Record<string, string> = {
   KUMOSS_GITHUB_API_URL: 'services.github.api_url',
   KUMOSS_MAPPING_ENABLED: 'services.mapping.enabled',
   KUMOSS_MAPPING_URL: 'services.mapping.url',
+  KUMOSS_AWS_ENDPOINT_URL: 'runners.aws.endpoint_url',
+  KUMOSS_AWS_EMULATOR_PORT: 'runners.aws.embedded_emulator_port',
+  KUMOSS_GCP_ENDPOINT_URL: 'runners.gcp.endpoint_url',
 };
 
 export class ConfigError extends Error {

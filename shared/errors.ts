@@ -9,6 +9,12 @@ export const ErrorTypes = {
   RepositoryNotFound: 'RepositoryNotFoundError',
   /** Input that no retry will make valid. */
   InvalidInput: 'InvalidInputError',
+  /** A registry record (runner group, cloud connection, plan) does not exist for this organization. */
+  NotFound: 'NotFoundError',
+  /** A cloud API refused a request (4xx): no retry will change its answer. */
+  CloudRequestRejected: 'CloudRequestRejectedError',
+  /** A DAG step failed after its retries; the details carry the DAG state. */
+  DagStepFailed: 'DagStepFailedError',
 } as const;
 
 export type ErrorType = (typeof ErrorTypes)[keyof typeof ErrorTypes];

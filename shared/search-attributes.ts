@@ -8,6 +8,9 @@ export const KumossRoundId = defineSearchAttributeKey('KumossRoundId', SearchAtt
 export const KumossMode = defineSearchAttributeKey('KumossMode', SearchAttributeType.KEYWORD);
 export const KumossCloud = defineSearchAttributeKey('KumossCloud', SearchAttributeType.KEYWORD);
 export const KumossOutcome = defineSearchAttributeKey('KumossOutcome', SearchAttributeType.KEYWORD);
+export const KumossRunnerGroup = defineSearchAttributeKey('KumossRunnerGroup', SearchAttributeType.KEYWORD);
+export const KumossOrganization = defineSearchAttributeKey('KumossOrganization', SearchAttributeType.KEYWORD);
+export const KumossPlanStatus = defineSearchAttributeKey('KumossPlanStatus', SearchAttributeType.KEYWORD);
 
 /** The attributes a drift round is started with. */
 export function driftRoundSearchAttributes(input: DriftRoundInput): SearchAttributePair[] {

@@ -6,6 +6,8 @@ import type { EngineDeps } from '../activities/drift-detection';
 import { GitClient } from '../activities/git';
 import { GitHubPullRequests } from '../activities/github';
 import { createModel } from '../activities/model';
+import { awsClientFactory, GcpClient } from '../activities/runners/clouds';
+import type { Db } from '../shared/db';
 import { PromptCatalogue } from '../activities/prompt-catalogue';
 import { RoundWorkspaces } from '../activities/workspace';
 import { dataDir, gitTrustBundle, promptsDir, type KumossConfig } from '../shared/config';
@@ -27,7 +29,22 @@ export function githubClient(config: KumossConfig, token: string): GitHubPullReq
   });
 }
 
-export function buildActivities(config: KumossConfig): { activities: Activities; artifacts: ArtifactStore } {
+/** The runner DAGs' clients: AWS credentials from the SDK's default chain, the GCP token from the environment. */
+export function runnerDeps(config: KumossConfig, db: Db) {
+  return {
+    db,
+    aws: awsClientFactory({ endpoint: config.runners.aws.endpoint_url }),
+    gcp: new GcpClient({
+      endpoint: config.runners.gcp.endpoint_url,
+      ...(process.env.GOOGLE_OAUTH_ACCESS_TOKEN ? { token: process.env.GOOGLE_OAUTH_ACCESS_TOKEN } : {}),
+    }),
+  };
+}
+
+export function buildActivities(
+  config: KumossConfig,
+  db: Db,
+): { activities: Activities; artifacts: ArtifactStore } {
   const artifacts = new ArtifactStore(createS3Client(config.storage), config.storage.bucket);
   const git = new GitClient({ caFile: gitTrustBundle(config), token: process.env.GIT_TOKEN });
   const engines = { terraform: engineDeps(config, 'terraform'), tofu: engineDeps(config, 'tofu') };
@@ -39,6 +56,7 @@ export function buildActivities(config: KumossConfig): { activities: Activities;
     catalogue: new PromptCatalogue(promptsDir(config)),
     workspaces: new RoundWorkspaces(join(dataDir(config), 'work'), git, engines, config.engine.binary),
     ...(process.env.GIT_TOKEN ? { github: githubClient(config, process.env.GIT_TOKEN) } : {}),
+    runners: runnerDeps(config, db),
   });
   return { activities, artifacts };
 }

@@ -1,6 +1,7 @@
 // The worker process: every workflow and activity on the configured task queue.
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
-import { loadConfig } from '../shared/config';
+import { databaseUrl, loadConfig } from '../shared/config';
+import { createDb, migrate } from '../shared/db';
 import { logger, quietKnownWarnings } from '../shared/logger';
 import { buildActivities } from './deps';
 import { createWorker } from './worker';
@@ -11,7 +12,9 @@ Runtime.install({ logger: new DefaultLogger('WARN') });
 const config = loadConfig();
 const log = logger.child({ component: 'worker' });
 const connection = await NativeConnection.connect({ address: config.temporal.address });
-const { activities, artifacts } = buildActivities(config);
+const db = createDb(databaseUrl(config));
+await migrate(db);
+const { activities, artifacts } = buildActivities(config, db);
 await artifacts.ensureBucket();
 const worker = await createWorker({
   connection,
@@ -23,4 +26,5 @@ log.info({ taskQueue: config.temporal.task_queue, address: config.temporal.addre
 for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => worker.shutdown());
 await worker.run();
 await connection.close();
+await db.destroy();
 log.info('worker stopped');

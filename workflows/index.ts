@@ -2,3 +2,5 @@
 export { detectDrift } from './detect-drift';
 export { driftRound } from './drift-round';
 export { session } from './session';
+export { runnerEnvironmentDriftDetect as 'runner.environment-drift-detect' } from './runner-environment-drift-detect';
+export { runnerEnvironmentDriftRepair as 'runner.environment-drift-repair' } from './runner-environment-drift-repair';

@@ -53,6 +53,62 @@ export interface PullRequestsTable {
   merged_at: Date | null;
 }
 
+export interface CloudConnectionsTable {
+  cloud_connection_uuid: string;
+  organization_uuid: string;
+  name: string;
+  provider: 'aws' | 'gcp';
+  region: string;
+  project_id: string | null;
+  account_id: string | null;
+  created_at: Generated<Date>;
+}
+
+export interface RunnerGroupsTable {
+  runner_group_uuid: string;
+  organization_uuid: string;
+  name: string;
+  backend_type: 'aws_ecs' | 'gce' | 'cloud_run';
+  cloud_connection_uuid: string | null;
+  /** RunnerEnvironment (shared/runner-contracts.ts), validated on the way in. */
+  environment: unknown;
+  created_at: Generated<Date>;
+  updated_at: Generated<Date>;
+}
+
+export interface RunnerExecutionsTable {
+  runner_execution_uuid: string;
+  organization_uuid: string;
+  runner_group_uuid: string;
+  workflow_type: string;
+  workflow_uuid: string;
+  workflow_run_uuid: string;
+  actor_uuid: string | null;
+  status: string;
+  outcome: string | null;
+  retry_count: Generated<number>;
+  retried_from: string | null;
+  output: unknown;
+  created_at: Generated<Date>;
+  updated_at: Generated<Date>;
+}
+
+export interface RunnerEnvironmentDriftPlansTable {
+  plan_uuid: string;
+  organization_uuid: string;
+  runner_group_uuid: string;
+  runner_execution_uuid: string | null;
+  workflow_uuid: string;
+  plan_status: 'clean' | 'drifted' | 'blocked';
+  actions_needed: unknown;
+  blocked_resources: unknown;
+  drift_summary: unknown;
+  repair_status: string | null;
+  repair_workflow_uuid: string | null;
+  created_at: Generated<Date>;
+  repaired_at: Date | null;
+}
+
 export interface MigrationsTable {
   id: string;
   applied_at: Generated<Date>;
@@ -64,6 +120,10 @@ export interface Database {
   sessions: SessionsTable;
   session_locks: SessionLocksTable;
   pull_requests: PullRequestsTable;
+  cloud_connections: CloudConnectionsTable;
+  runner_groups: RunnerGroupsTable;
+  runner_executions: RunnerExecutionsTable;
+  runner_environment_drift_plans: RunnerEnvironmentDriftPlansTable;
   kumoss_migrations: MigrationsTable;
 }
 

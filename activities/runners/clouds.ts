@@ -1,0 +1,276 @@
+// The cloud clients the runner DAG uses: AWS through the AWS SDK v3 (ECS, CloudWatch Logs,
+// Secrets Manager), GCP through its REST APIs (IAM service accounts, Compute instance templates,
+// Cloud Run v2 jobs). An endpoint override points either at an emulator (moto_server, a loopback
+// server in tests). Errors are sorted once here: a 4xx answer is permanent, the rest is retried.
+import { ApplicationFailure } from '@temporalio/activity';
+import { CloudWatchLogsClient } from '@aws-sdk/client-cloudwatch-logs';
+import { ECSClient } from '@aws-sdk/client-ecs';
+import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { ErrorTypes } from '../../shared/errors';
+
+export interface AwsClients {
+  ecs: ECSClient;
+  logs: CloudWatchLogsClient;
+  secrets: SecretsManagerClient;
+  region: string;
+}
+
+export interface AwsCredentialIdentity {
+  accessKeyId: string;
+  secretAccessKey: string;
+  sessionToken?: string;
+}
+
+export interface AwsOptions {
+  /** Empty: the real AWS endpoints. */
+  endpoint?: string;
+  /** Absent: the SDK's default credential chain (environment, profile, instance role). */
+  credentials?: AwsCredentialIdentity;
+}
+
+/** Clients per region, built once. */
+export function awsClientFactory(opts: AwsOptions): (region: string) => AwsClients {
+  const cache = new Map<string, AwsClients>();
+  return (region) => {
+    let clients = cache.get(region);
+    if (!clients) {
+      const config = {
+        region,
+        maxAttempts: 2,
+        ...(opts.endpoint ? { endpoint: opts.endpoint } : {}),
+        ...(opts.credentials ? { credentials: opts.credentials } : {}),
+      };
+      clients = {
+        ecs: new ECSClient(config),
+        logs: new CloudWatchLogsClient(config),
+        secrets: new SecretsManagerClient(config),
+        region,
+      };
+      cache.set(region, clients);
+    }
+    return clients;
+  };
+}
+
+interface AwsServiceError {
+  name?: string;
+  message?: string;
+  code?: string;
+  $fault?: 'client' | 'server';
+  $metadata?: { httpStatusCode?: number };
+}
+
+const THROTTLING = /Throttl|TooManyRequests|RequestLimitExceeded|SlowDown/;
+
+/** An AWS error as a Temporal failure: 4xx (not throttling) permanent, everything else retried. */
+export function awsFailure(err: unknown, what: string): Error {
+  const e = err as AwsServiceError;
+  const status = e.$metadata?.httpStatusCode;
+  const message = `${what}: ${e.name ?? 'Error'}: ${e.message ?? String(err)}`;
+  if (e.$fault === 'client' && status && status < 500 && !THROTTLING.test(e.name ?? '')) {
+    return ApplicationFailure.nonRetryable(message, ErrorTypes.CloudRequestRejected);
+  }
+  if (e.code === 'ECONNREFUSED' || /ECONNREFUSED/.test(e.message ?? '')) {
+    return new Error(`${what}: the AWS endpoint is unreachable (${e.message ?? 'connection refused'})`);
+  }
+  return new Error(message);
+}
+
+/** True for the "does not exist" answers of the AWS APIs the detectors read. */
+export function isAwsNotFound(err: unknown): boolean {
+  const e = err as AwsServiceError;
+  return e.name === 'ResourceNotFoundException' || e.name === 'ClusterNotFoundException';
+}
+
+// ---- GCP ------------------------------------------------------------------------------------
+
+export interface GcpOptions {
+  /** Empty: the real Google API hosts. One override serves IAM, Compute and Cloud Run. */
+  endpoint?: string;
+  /** OAuth 2 access token sent as the bearer token (GOOGLE_OAUTH_ACCESS_TOKEN). */
+  token?: string;
+}
+
+export class GcpRequestError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface GcpServiceAccount {
+  name: string;
+  email: string;
+  displayName?: string;
+  description?: string;
+  disabled?: boolean;
+}
+
+export interface GcpInstanceTemplate {
+  name: string;
+  description?: string;
+  properties: {
+    machineType: string;
+    disks?: { boot?: boolean; initializeParams?: { sourceImage?: string } }[];
+    serviceAccounts?: { email: string; scopes?: string[] }[];
+    labels?: Record<string, string>;
+  };
+}
+
+export interface GcpJob {
+  name: string;
+  labels?: Record<string, string>;
+  template: { template: { containers: { image: string }[]; serviceAccount?: string } };
+}
+
+interface GcpOperation {
+  name: string;
+  done?: boolean;
+  status?: string;
+  error?: { message?: string; errors?: { message?: string }[] };
+  selfLink?: string;
+}
+
+/** The three Google REST APIs the runner DAG reads and (in a repair) writes. */
+export class GcpClient {
+  private readonly hosts: { iam: string; compute: string; run: string };
+
+  constructor(private readonly opts: GcpOptions) {
+    const e = opts.endpoint?.replace(/\/+$/, '');
+    this.hosts = e
+      ? { iam: e, compute: e, run: e }
+      : {
+          iam: 'https://iam.googleapis.com',
+          compute: 'https://compute.googleapis.com',
+          run: 'https://run.googleapis.com',
+        };
+  }
+
+  private async call<T>(method: string, url: string, body?: unknown): Promise<T | null> {
+    const res = await fetch(url, {
+      method,
+      headers: {
+        ...(this.opts.token ? { authorization: `Bearer ${this.opts.token}` } : {}),
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      signal: AbortSignal.timeout(30_000),
+    });
+    if (method === 'GET' && res.status === 404) return null;
+    const text = await res.text();
+    if (!res.ok) {
+      let message = text.slice(0, 500);
+      try {
+        const parsed = JSON.parse(text) as { error?: { message?: string } };
+        if (parsed.error?.message) message = parsed.error.message;
+      } catch {
+        /* not JSON */
+      }
+      throw new GcpRequestError(res.status, `${method} ${new URL(url).pathname}: ${res.status} ${message}`);
+    }
+    return (text ? JSON.parse(text) : {}) as T;
+  }
+
+  // IAM service accounts
+  serviceAccountEmail(project: string, accountId: string): string {
+    return `${accountId}@${project}.iam.gserviceaccount.com`;
+  }
+  getServiceAccount(project: string, email: string) {
+    return this.call<GcpServiceAccount>('GET', `${this.hosts.iam}/v1/projects/${project}/serviceAccounts/${email}`);
+  }
+  async createServiceAccount(project: string, accountId: string, sa: { displayName: string; description: string }) {
+    return this.call<GcpServiceAccount>('POST', `${this.hosts.iam}/v1/projects/${project}/serviceAccounts`, {
+      accountId,
+      serviceAccount: sa,
+    });
+  }
+  patchServiceAccount(project: string, email: string, displayName: string) {
+    return this.call<GcpServiceAccount>(
+      'PATCH',
+      `${this.hosts.iam}/v1/projects/${project}/serviceAccounts/${email}`,
+      { serviceAccount: { displayName }, updateMask: 'displayName' },
+    );
+  }
+  enableServiceAccount(project: string, email: string) {
+    return this.call('POST', `${this.hosts.iam}/v1/projects/${project}/serviceAccounts/${email}:enable`, {});
+  }
+  deleteServiceAccount(project: string, email: string) {
+    return this.call('DELETE', `${this.hosts.iam}/v1/projects/${project}/serviceAccounts/${email}`);
+  }
+
+  // Compute instance templates (global); inserts and deletes answer operations.
+  getInstanceTemplate(project: string, name: string) {
+    return this.call<GcpInstanceTemplate>(
+      'GET',
+      `${this.hosts.compute}/compute/v1/projects/${project}/global/instanceTemplates/${name}`,
+    );
+  }
+  async insertInstanceTemplate(project: string, template: GcpInstanceTemplate) {
+    const op = await this.call<GcpOperation>(
+      'POST',
+      `${this.hosts.compute}/compute/v1/projects/${project}/global/instanceTemplates`,
+      template,
+    );
+    await this.waitCompute(project, op);
+  }
+  async deleteInstanceTemplate(project: string, name: string) {
+    const op = await this.call<GcpOperation>(
+      'DELETE',
+      `${this.hosts.compute}/compute/v1/projects/${project}/global/instanceTemplates/${name}`,
+    );
+    await this.waitCompute(project, op);
+  }
+  private async waitCompute(project: string, op: GcpOperation | null): Promise<void> {
+    let current = op;
+    for (let i = 0; current && current.status !== 'DONE' && i < 60; i++) {
+      current = await this.call<GcpOperation>(
+        'POST',
+        `${this.hosts.compute}/compute/v1/projects/${project}/global/operations/${current.name}/wait`,
+        {},
+      );
+    }
+    const errors = current?.error?.errors?.map((e) => e.message).join('; ');
+    if (errors) throw new GcpRequestError(400, `operation ${current?.name}: ${errors}`);
+  }
+
+  // Cloud Run v2 jobs; writes answer long-running operations.
+  private jobsUrl(project: string, region: string): string {
+    return `${this.hosts.run}/v2/projects/${project}/locations/${region}/jobs`;
+  }
+  getJob(project: string, region: string, name: string) {
+    return this.call<GcpJob>('GET', `${this.jobsUrl(project, region)}/${name}`);
+  }
+  async createJob(project: string, region: string, name: string, job: Omit<GcpJob, 'name'>) {
+    await this.waitRun(await this.call<GcpOperation>('POST', `${this.jobsUrl(project, region)}?jobId=${name}`, job));
+  }
+  async patchJob(project: string, region: string, name: string, job: Omit<GcpJob, 'name'>) {
+    await this.waitRun(await this.call<GcpOperation>('PATCH', `${this.jobsUrl(project, region)}/${name}`, job));
+  }
+  async deleteJob(project: string, region: string, name: string) {
+    await this.waitRun(await this.call<GcpOperation>('DELETE', `${this.jobsUrl(project, region)}/${name}`));
+  }
+  private async waitRun(op: GcpOperation | null): Promise<void> {
+    let current = op;
+    for (let i = 0; current && !current.done && i < 60; i++) {
+      await new Promise((r) => setTimeout(r, 500));
+      current = await this.call<GcpOperation>('GET', `${this.hosts.run}/v2/${current.name}`);
+    }
+    if (current?.error?.message) throw new GcpRequestError(400, `operation ${current.name}: ${current.error.message}`);
+  }
+}
+
+/** A GCP error as a Temporal failure: 4xx (not 408/429) permanent, everything else retried. */
+export function gcpFailure(err: unknown, what: string): Error {
+  if (err instanceof GcpRequestError) {
+    const message = `${what}: ${err.message}`;
+    if (err.status >= 400 && err.status < 500 && err.status !== 408 && err.status !== 429) {
+      return ApplicationFailure.nonRetryable(message, ErrorTypes.CloudRequestRejected);
+    }
+    return new Error(message);
+  }
+  const cause = (err as { cause?: { code?: string } }).cause;
+  if (cause?.code === 'ECONNREFUSED') return new Error(`${what}: the Google API endpoint is unreachable (connection refused)`);
+  return new Error(`${what}: ${(err as Error).message}`);
+}

@@ -1,0 +1,52 @@
+// moto_server (PyPI moto, installed by setup) on loopback: the AWS APIs the runner DAG talks to
+// (ECS, CloudWatch Logs, Secrets Manager) for `npm start` and the tests. Real AWS SDK v3 clients
+// talk to it; only the endpoint differs.
+import { spawn } from 'node:child_process';
+import { pyToolPath } from '../tools.mjs';
+import { freePort } from './ports';
+
+export interface AwsEmulator {
+  endpoint: string;
+  pid: number;
+  stop(): Promise<void>;
+}
+
+export async function startAwsEmulator(opts: { port?: number; host?: string } = {}): Promise<AwsEmulator> {
+  const host = opts.host ?? '127.0.0.1';
+  const port = opts.port || (await freePort(host));
+  const child = spawn(pyToolPath('moto'), ['-H', host, '-p', String(port)], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...process.env, PYTHONUNBUFFERED: '1' },
+  });
+  let output = '';
+  child.stderr?.on('data', (d: Buffer) => {
+    if (output.length < 20000) output += d.toString();
+  });
+  const exited = new Promise<number | null>((res) => child.once('exit', (code) => res(code)));
+  const endpoint = `http://${host}:${port}`;
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const early = await Promise.race([exited, new Promise((r) => setTimeout(() => r('wait'), 200))]);
+    if (early !== 'wait') throw new Error(`moto_server exited with code ${String(early)}:\n${output.slice(-4000)}`);
+    try {
+      const res = await fetch(`${endpoint}/moto-api/`, { signal: AbortSignal.timeout(1000) });
+      if (res.ok || res.status < 500) break;
+    } catch {
+      if (Date.now() > deadline) {
+        child.kill('SIGKILL');
+        throw new Error(`moto_server at ${endpoint} not ready in time:\n${output.slice(-4000)}`);
+      }
+    }
+  }
+  return {
+    endpoint,
+    pid: child.pid ?? 0,
+    stop: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}

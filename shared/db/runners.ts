@@ -1,0 +1,297 @@
+// The runner registry: cloud connections, runner groups, runner executions and the
+// RunnerEnvironmentDriftPlan records, always read within one organization.
+import { randomUUID } from 'node:crypto';
+import {
+  BACKEND_PROVIDER,
+  runnerEnvironmentSchema,
+  type BlockedResource,
+  type CloudConnectionSpec,
+  type DriftSummary,
+  type PlannedAction,
+  type PlanStatus,
+  type RunnerEnvironment,
+  type RunnerGroupSpec,
+} from '../runner-contracts';
+import type { CloudConnectionsTable, Db } from './index';
+
+export type CloudConnection = Omit<CloudConnectionsTable, 'created_at'>;
+
+export interface RunnerGroup {
+  runner_group_uuid: string;
+  organization_uuid: string;
+  name: string;
+  backend_type: RunnerEnvironment['backend_type'];
+  cloud_connection_uuid: string | null;
+  environment: RunnerEnvironment;
+}
+
+export class RegistryError extends Error {
+  constructor(
+    readonly kind: 'not_found' | 'conflict' | 'invalid',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const isUniqueViolation = (err: unknown): boolean => (err as { code?: string }).code === '23505';
+
+export async function createCloudConnection(
+  db: Db,
+  organization_uuid: string,
+  spec: CloudConnectionSpec,
+): Promise<CloudConnection> {
+  const row: CloudConnection = {
+    cloud_connection_uuid: randomUUID(),
+    organization_uuid,
+    name: spec.name,
+    provider: spec.provider,
+    region: spec.region,
+    project_id: spec.project_id ?? null,
+    account_id: spec.account_id ?? null,
+  };
+  try {
+    await db.insertInto('cloud_connections').values(row).execute();
+  } catch (err) {
+    if (isUniqueViolation(err)) throw new RegistryError('conflict', `A cloud connection named ${spec.name} already exists.`);
+    throw err;
+  }
+  return row;
+}
+
+export async function getCloudConnection(
+  db: Db,
+  organization_uuid: string,
+  cloud_connection_uuid: string,
+): Promise<CloudConnection | undefined> {
+  return db
+    .selectFrom('cloud_connections')
+    .select(['cloud_connection_uuid', 'organization_uuid', 'name', 'provider', 'region', 'project_id', 'account_id'])
+    .where('cloud_connection_uuid', '=', cloud_connection_uuid)
+    .where('organization_uuid', '=', organization_uuid)
+    .executeTakeFirst();
+}
+
+export async function listCloudConnections(db: Db, organization_uuid: string): Promise<CloudConnection[]> {
+  return db
+    .selectFrom('cloud_connections')
+    .select(['cloud_connection_uuid', 'organization_uuid', 'name', 'provider', 'region', 'project_id', 'account_id'])
+    .where('organization_uuid', '=', organization_uuid)
+    .orderBy('name')
+    .execute();
+}
+
+/** The connection must belong to the organization and run the group's backend's cloud. */
+async function checkConnection(db: Db, organization_uuid: string, spec: RunnerGroupSpec): Promise<void> {
+  if (!spec.cloud_connection_uuid) return;
+  const conn = await getCloudConnection(db, organization_uuid, spec.cloud_connection_uuid);
+  if (!conn) throw new RegistryError('not_found', `Cloud connection ${spec.cloud_connection_uuid} not found.`);
+  const want = BACKEND_PROVIDER[spec.environment.backend_type];
+  if (conn.provider !== want) {
+    throw new RegistryError(
+      'invalid',
+      `Backend ${spec.environment.backend_type} runs on ${want}, but cloud connection ${conn.name} is ${conn.provider}.`,
+    );
+  }
+}
+
+export async function createRunnerGroup(db: Db, organization_uuid: string, spec: RunnerGroupSpec): Promise<RunnerGroup> {
+  await checkConnection(db, organization_uuid, spec);
+  const group: RunnerGroup = {
+    runner_group_uuid: randomUUID(),
+    organization_uuid,
+    name: spec.name,
+    backend_type: spec.environment.backend_type,
+    cloud_connection_uuid: spec.cloud_connection_uuid ?? null,
+    environment: spec.environment,
+  };
+  try {
+    await db
+      .insertInto('runner_groups')
+      .values({ ...group, environment: JSON.stringify(group.environment) })
+      .execute();
+  } catch (err) {
+    if (isUniqueViolation(err)) throw new RegistryError('conflict', `A runner group named ${spec.name} already exists.`);
+    throw err;
+  }
+  return group;
+}
+
+/** Replaces a group's expected environment (and connection). */
+export async function updateRunnerGroup(
+  db: Db,
+  organization_uuid: string,
+  runner_group_uuid: string,
+  spec: RunnerGroupSpec,
+): Promise<RunnerGroup> {
+  await checkConnection(db, organization_uuid, spec);
+  const r = await db
+    .updateTable('runner_groups')
+    .set({
+      name: spec.name,
+      backend_type: spec.environment.backend_type,
+      cloud_connection_uuid: spec.cloud_connection_uuid ?? null,
+      environment: JSON.stringify(spec.environment),
+      updated_at: new Date(),
+    })
+    .where('runner_group_uuid', '=', runner_group_uuid)
+    .where('organization_uuid', '=', organization_uuid)
+    .executeTakeFirst();
+  if (!r.numUpdatedRows) throw new RegistryError('not_found', `Runner group ${runner_group_uuid} not found.`);
+  return (await getRunnerGroup(db, organization_uuid, runner_group_uuid)) as RunnerGroup;
+}
+
+function toGroup(row: {
+  runner_group_uuid: string;
+  organization_uuid: string;
+  name: string;
+  backend_type: RunnerGroup['backend_type'];
+  cloud_connection_uuid: string | null;
+  environment: unknown;
+}): RunnerGroup {
+  return { ...row, environment: runnerEnvironmentSchema.parse(row.environment) };
+}
+
+export async function getRunnerGroup(
+  db: Db,
+  organization_uuid: string,
+  runner_group_uuid: string,
+): Promise<RunnerGroup | undefined> {
+  const row = await db
+    .selectFrom('runner_groups')
+    .select(['runner_group_uuid', 'organization_uuid', 'name', 'backend_type', 'cloud_connection_uuid', 'environment'])
+    .where('runner_group_uuid', '=', runner_group_uuid)
+    .where('organization_uuid', '=', organization_uuid)
+    .executeTakeFirst();
+  return row ? toGroup(row) : undefined;
+}
+
+export async function listRunnerGroups(db: Db, organization_uuid: string): Promise<RunnerGroup[]> {
+  const rows = await db
+    .selectFrom('runner_groups')
+    .select(['runner_group_uuid', 'organization_uuid', 'name', 'backend_type', 'cloud_connection_uuid', 'environment'])
+    .where('organization_uuid', '=', organization_uuid)
+    .orderBy('name')
+    .execute();
+  return rows.map(toGroup);
+}
+
+/** The execution record of a DAG run, created once per workflow id (activities may run twice). */
+export async function ensureExecution(
+  db: Db,
+  row: {
+    organization_uuid: string;
+    runner_group_uuid: string;
+    workflow_type: string;
+    workflow_uuid: string;
+    workflow_run_uuid: string;
+    actor_uuid?: string | undefined;
+    retry_count: number;
+    retried_from?: string | undefined;
+  },
+): Promise<string> {
+  await db
+    .insertInto('runner_executions')
+    .values({
+      runner_execution_uuid: randomUUID(),
+      organization_uuid: row.organization_uuid,
+      runner_group_uuid: row.runner_group_uuid,
+      workflow_type: row.workflow_type,
+      workflow_uuid: row.workflow_uuid,
+      workflow_run_uuid: row.workflow_run_uuid,
+      actor_uuid: row.actor_uuid ?? null,
+      status: 'running',
+      outcome: null,
+      retry_count: row.retry_count,
+      retried_from: row.retried_from ?? null,
+      output: null,
+    })
+    .onConflict((oc) => oc.column('workflow_uuid').doNothing())
+    .execute();
+  const found = await db
+    .selectFrom('runner_executions')
+    .select('runner_execution_uuid')
+    .where('workflow_uuid', '=', row.workflow_uuid)
+    .executeTakeFirstOrThrow();
+  return found.runner_execution_uuid;
+}
+
+export async function finishExecution(
+  db: Db,
+  workflow_uuid: string,
+  fields: { status: string; outcome: string | null; output: unknown },
+): Promise<void> {
+  await db
+    .updateTable('runner_executions')
+    .set({ ...fields, output: JSON.stringify(fields.output), updated_at: new Date() })
+    .where('workflow_uuid', '=', workflow_uuid)
+    .execute();
+}
+
+export interface DriftPlanRecord {
+  plan_uuid: string;
+  organization_uuid: string;
+  runner_group_uuid: string;
+  runner_execution_uuid: string | null;
+  workflow_uuid: string;
+  plan_status: PlanStatus;
+  actions_needed: PlannedAction[];
+  blocked_resources: BlockedResource[];
+  drift_summary: DriftSummary;
+  repair_status: string | null;
+  repair_workflow_uuid: string | null;
+}
+
+/** Stores the plan of a detect run once (keyed by its workflow id) and returns its plan_uuid. */
+export async function savePlan(db: Db, plan: Omit<DriftPlanRecord, 'plan_uuid' | 'repair_status' | 'repair_workflow_uuid'>): Promise<string> {
+  await db
+    .insertInto('runner_environment_drift_plans')
+    .values({
+      plan_uuid: randomUUID(),
+      ...plan,
+      actions_needed: JSON.stringify(plan.actions_needed),
+      blocked_resources: JSON.stringify(plan.blocked_resources),
+      drift_summary: JSON.stringify(plan.drift_summary),
+      repair_status: null,
+      repair_workflow_uuid: null,
+    })
+    .onConflict((oc) => oc.column('workflow_uuid').doNothing())
+    .execute();
+  const row = await db
+    .selectFrom('runner_environment_drift_plans')
+    .select('plan_uuid')
+    .where('workflow_uuid', '=', plan.workflow_uuid)
+    .executeTakeFirstOrThrow();
+  return row.plan_uuid;
+}
+
+export async function getPlan(db: Db, organization_uuid: string, plan_uuid: string): Promise<DriftPlanRecord | undefined> {
+  const row = await db
+    .selectFrom('runner_environment_drift_plans')
+    .selectAll()
+    .where('plan_uuid', '=', plan_uuid)
+    .where('organization_uuid', '=', organization_uuid)
+    .executeTakeFirst();
+  if (!row) return undefined;
+  return {
+    plan_uuid: row.plan_uuid,
+    organization_uuid: row.organization_uuid,
+    runner_group_uuid: row.runner_group_uuid,
+    runner_execution_uuid: row.runner_execution_uuid,
+    workflow_uuid: row.workflow_uuid,
+    plan_status: row.plan_status,
+    actions_needed: row.actions_needed as PlannedAction[],
+    blocked_resources: row.blocked_resources as BlockedResource[],
+    drift_summary: row.drift_summary as DriftSummary,
+    repair_status: row.repair_status,
+    repair_workflow_uuid: row.repair_workflow_uuid,
+  };
+}
+
+export async function updatePlan(
+  db: Db,
+  plan_uuid: string,
+  fields: { repair_status?: string; repair_workflow_uuid?: string; repaired_at?: Date },
+): Promise<void> {
+  await db.updateTable('runner_environment_drift_plans').set(fields).where('plan_uuid', '=', plan_uuid).execute();
+}

@@ -1,0 +1,300 @@
+// The runner registry and the runner environment drift DAG (seed 002): what a runner group's
+// environment should be, the DAG's input, its state (the seed's output schema) and the plan.
+// Sandbox-safe: workflows import it.
+import { z } from 'zod';
+
+const uuid = z.string().uuid('must be a UUID');
+const name = (what: string, pattern: RegExp, hint: string) =>
+  z
+    .string()
+    .min(1, `${what} is required`)
+    .max(255)
+    .regex(pattern, `${what} ${hint}`);
+
+export const BACKEND_TYPES = ['aws_ecs', 'gce', 'cloud_run'] as const;
+export type BackendType = (typeof BACKEND_TYPES)[number];
+
+export const CLOUD_PROVIDERS = ['aws', 'gcp'] as const;
+export type CloudProvider = (typeof CLOUD_PROVIDERS)[number];
+
+/** The cloud each backend runs on. */
+export const BACKEND_PROVIDER: Record<BackendType, CloudProvider> = {
+  aws_ecs: 'aws',
+  gce: 'gcp',
+  cloud_run: 'gcp',
+};
+
+// ---- Registry ------------------------------------------------------------------------------
+
+/** A cloud connection: where a group's resources live. Credentials never go here (environment). */
+export const cloudConnectionSchema = z
+  .object({
+    name: name('name', /^[A-Za-z0-9][A-Za-z0-9 ._-]*$/, 'may hold letters, digits, space, . _ -'),
+    provider: z.enum(CLOUD_PROVIDERS),
+    /** AWS region, or the GCP region of Cloud Run jobs. */
+    region: name('region', /^[a-z]{2,}(-[a-z]+)+-?\d+$/, 'must look like us-east-1 or europe-west1'),
+    /** GCP only. */
+    project_id: name('project_id', /^[a-z][a-z0-9-]{4,28}[a-z0-9]$/, 'must be a GCP project id').optional(),
+    /** AWS only: the account the resources must be in (informational). */
+    account_id: z
+      .string()
+      .regex(/^\d{12}$/, 'account_id must be 12 digits')
+      .optional(),
+  })
+  .strict()
+  .superRefine((c, ctx) => {
+    if (c.provider === 'gcp' && !c.project_id) {
+      ctx.addIssue({ code: 'custom', path: ['project_id'], message: 'project_id is required for gcp' });
+    }
+    if (c.provider === 'aws' && c.project_id) {
+      ctx.addIssue({ code: 'custom', path: ['project_id'], message: 'project_id applies to gcp only' });
+    }
+  });
+export type CloudConnectionSpec = z.infer<typeof cloudConnectionSchema>;
+
+const awsName = (what: string) => name(what, /^[A-Za-z0-9][A-Za-z0-9_./#-]*$/, 'may hold letters, digits, _ . / # -');
+const gcpName = (what: string) => name(what, /^[a-z]([-a-z0-9]*[a-z0-9])?$/, 'must be lower case letters, digits and -');
+
+export const ecsClusterSpec = z
+  .object({ name: awsName('ecs_cluster.name'), container_insights: z.enum(['enabled', 'disabled']).default('disabled') })
+  .strict();
+export const logGroupSpec = z
+  .object({ name: awsName('log_group.name'), retention_days: z.number().int().positive().optional() })
+  .strict();
+export const taskDefinitionSpec = z
+  .object({
+    family: awsName('task_definition.family'),
+    container_name: awsName('task_definition.container_name').default('runner'),
+    image: z.string().min(1).max(1024),
+    cpu: z.string().regex(/^\d+$/, 'cpu must be CPU units, e.g. "256"').default('256'),
+    memory: z.string().regex(/^\d+$/, 'memory must be MiB, e.g. "512"').default('512'),
+  })
+  .strict();
+export const pullSecretSpec = z.object({ name: awsName('pull_secret.name') }).strict();
+export const serviceAccountSpec = z
+  .object({
+    account_id: name('service_account.account_id', /^[a-z]([-a-z0-9]{4,28}[a-z0-9])$/, 'must be 6-30 lower case letters, digits, -'),
+    display_name: z.string().max(100).default(''),
+  })
+  .strict();
+export const instanceTemplateSpec = z
+  .object({
+    name: gcpName('instance_template.name'),
+    machine_type: gcpName('instance_template.machine_type'),
+    source_image: z.string().min(1).max(1024),
+  })
+  .strict();
+export const cloudRunJobSpec = z.object({ name: gcpName('cloud_run_job.name'), image: z.string().min(1).max(1024) }).strict();
+
+/** The environment a runner group should have, by backend. */
+export const runnerEnvironmentSchema = z.discriminatedUnion('backend_type', [
+  z
+    .object({
+      backend_type: z.literal('aws_ecs'),
+      ecs_cluster: ecsClusterSpec,
+      log_group: logGroupSpec,
+      task_definition: taskDefinitionSpec,
+      pull_secret: pullSecretSpec.optional(),
+    })
+    .strict(),
+  z
+    .object({
+      backend_type: z.literal('gce'),
+      service_account: serviceAccountSpec,
+      instance_template: instanceTemplateSpec,
+    })
+    .strict(),
+  z
+    .object({
+      backend_type: z.literal('cloud_run'),
+      service_account: serviceAccountSpec,
+      cloud_run_job: cloudRunJobSpec,
+    })
+    .strict(),
+]);
+export type RunnerEnvironment = z.infer<typeof runnerEnvironmentSchema>;
+
+export const runnerGroupSchema = z
+  .object({
+    name: name('name', /^[A-Za-z0-9][A-Za-z0-9 ._-]*$/, 'may hold letters, digits, space, . _ -'),
+    cloud_connection_uuid: uuid.optional(),
+    environment: runnerEnvironmentSchema,
+  })
+  .strict();
+export type RunnerGroupSpec = z.infer<typeof runnerGroupSchema>;
+
+// ---- The DAG -------------------------------------------------------------------------------
+
+export const DETECT_WORKFLOW_TYPE = 'runner.environment-drift-detect';
+export const REPAIR_WORKFLOW_TYPE = 'runner.environment-drift-repair';
+export const RUNNER_WORKFLOW_TYPES = [DETECT_WORKFLOW_TYPE, REPAIR_WORKFLOW_TYPE] as const;
+export type RunnerWorkflowType = (typeof RUNNER_WORKFLOW_TYPES)[number];
+
+/** The seven resources the detect layer checks, in the seed's order. */
+export const RUNNER_RESOURCES = [
+  'ecs_cluster',
+  'log_group',
+  'task_definition',
+  'pull_secret',
+  'gce_service_account',
+  'gce_instance_template',
+  'cloud_run_job',
+] as const;
+export type RunnerResource = (typeof RUNNER_RESOURCES)[number];
+
+/** Backends a resource belongs to; elsewhere its detector reports skipped. */
+export const RESOURCE_BACKENDS: Record<RunnerResource, readonly BackendType[]> = {
+  ecs_cluster: ['aws_ecs'],
+  log_group: ['aws_ecs'],
+  task_definition: ['aws_ecs'],
+  pull_secret: ['aws_ecs'],
+  gce_service_account: ['gce', 'cloud_run'],
+  gce_instance_template: ['gce'],
+  cloud_run_job: ['cloud_run'],
+};
+
+/** runner.environment-drift-detect input (seed 002 input schema). */
+export const detectInputSchema = z
+  .object({
+    runner_group_uuid: uuid,
+    organization_uuid: uuid,
+    auto_apply: z.boolean().default(false),
+    trace_ref: z.string().max(512).optional(),
+  })
+  .strict();
+export type DetectInput = z.input<typeof detectInputSchema>;
+
+/** runner.environment-drift-repair input: the plan to carry out. */
+export const repairInputSchema = z
+  .object({
+    plan_uuid: uuid,
+    runner_group_uuid: uuid,
+    organization_uuid: uuid,
+    trace_ref: z.string().max(512).optional(),
+  })
+  .strict();
+export type RepairInput = z.input<typeof repairInputSchema>;
+
+/** Set by the server, never by a caller: who started the run and which run it retries. */
+export interface RunnerStartContext {
+  actor_uuid?: string;
+  retry_count?: number;
+  retried_from?: string;
+}
+
+export type DetectorStatus = 'in_sync' | 'drifted' | 'missing' | 'skipped' | 'blocked';
+export type RepairAction = 'create' | 'update' | 'replace' | 'restore' | 'enable';
+
+export interface FieldDifference {
+  field: string;
+  expected: unknown;
+  actual: unknown;
+}
+
+/** What one detector found. */
+export interface DetectorResult {
+  resource: RunnerResource;
+  status: DetectorStatus;
+  /** Set when the resource is missing or drifted and Kumoss can repair it. */
+  action?: RepairAction;
+  /** The resource's name / id in its cloud. */
+  target?: string;
+  differences?: FieldDifference[];
+  /** Why a resource was skipped or is blocked. */
+  reason?: string;
+}
+
+export interface PlannedAction {
+  resource: RunnerResource;
+  step: string;
+  action: RepairAction;
+  target: string;
+  differences: FieldDifference[];
+}
+
+export interface BlockedResource {
+  resource: RunnerResource;
+  step: string;
+  target: string;
+  reason: string;
+}
+
+export const PLAN_STATUSES = ['clean', 'drifted', 'blocked'] as const;
+export type PlanStatus = (typeof PLAN_STATUSES)[number];
+
+export interface DriftSummary {
+  checked: number;
+  skipped: number;
+  in_sync: number;
+  drifted: number;
+  blocked: number;
+  resources: Partial<Record<RunnerResource, DetectorStatus>>;
+}
+
+export const DAG_STATUSES = ['running', 'completed', 'failed', 'compensated', 'compensation_failed'] as const;
+export type DagStatus = (typeof DAG_STATUSES)[number];
+
+/** The DAG's state_data: its input, its bookkeeping and each step's output under the step's name. */
+export interface RunnerDagState {
+  workflow_type: RunnerWorkflowType;
+  runner_group_uuid: string;
+  organization_uuid: string;
+  runner_execution_uuid?: string;
+  workflow_uuid: string;
+  workflow_run_uuid: string;
+  status: DagStatus;
+  outcome?: string;
+  initiated_at: string;
+  completed_at?: string;
+  failed_at?: string;
+  failure_reason?: string;
+  error?: string;
+  error_type?: string;
+  actor_uuid?: string;
+  reason?: string;
+  retry_count: number;
+  retried_from?: string;
+  failed_step?: string | null;
+  failed_layer?: string | null;
+  failed_at_state?: { layer_index: number; completed_steps: string[] } | null;
+  compensation_trigger?: { step: string; layer: string; error: string } | null;
+  comp_current_layer?: string | null;
+  comp_queue?: string[] | null;
+  comp_retry_count?: Record<string, number> | null;
+  plan_uuid?: string;
+  plan_status?: PlanStatus;
+  repair_workflow_uuid?: string;
+  /** Workflow id of the chained repair (GET /api/workflows/{id} takes it, or its run id). */
+  repair_workflow_id?: string;
+  auto_apply?: boolean;
+  trace_ref?: string;
+  backend_type?: BackendType;
+  cloud_connection_uuid?: string;
+  actions_needed?: PlannedAction[];
+  blocked_resources?: BlockedResource[];
+  drift_summary?: DriftSummary;
+  /** Step outputs, under the step names (drift_detect_init, …, drift_finalize). */
+  [step: string]: unknown;
+}
+
+/** What a step activity returns: its output, and fields it sets on the DAG state. */
+export interface StepResult {
+  output: Record<string, unknown>;
+  fields?: Partial<RunnerDagState>;
+}
+
+export interface StepInput {
+  state: RunnerDagState;
+}
+
+export interface CompensationInput {
+  state: RunnerDagState;
+  /** The step being compensated and its recorded output. */
+  step: string;
+  output: Record<string, unknown>;
+}
+
+/** Workflow id of a repair chained by a detect run. */
+export function repairWorkflowId(detectWorkflowId: string): string {
+  return `${detectWorkflowId}.repair`;
+}
