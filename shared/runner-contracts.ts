@@ -52,7 +52,7 @@ export const cloudConnectionSchema = z
   });
 export type CloudConnectionSpec = z.infer<typeof cloudConnectionSchema>;
 
-const awsName = (what: string) => name(what, /^[A-Za-z0-9][A-Za-z0-9_./#-]*$/, 'may hold letters, digits, _ . / # -');
+const awsName = (what: string) => name(what, /^[A-Za-z0-9_./#-]+$/, 'may hold letters, digits, _ . / # -');
 const gcpName = (what: string) => name(what, /^[a-z]([-a-z0-9]*[a-z0-9])?$/, 'must be lower case letters, digits and -');
 
 export const ecsClusterSpec = z

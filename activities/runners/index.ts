@@ -9,6 +9,7 @@ import {
   getCloudConnection,
   getPlan,
   getRunnerGroup,
+  RegistryError,
   savePlan,
   updatePlan,
   type CloudConnection,
@@ -60,7 +61,10 @@ function resolved(state: RunnerDagState): ResolvedEnvironment & { actions_needed
 }
 
 async function loadGroup(deps: RunnerDeps, state: RunnerDagState): Promise<ResolvedEnvironment & { name: string }> {
-  const group = await getRunnerGroup(deps.db, state.organization_uuid, state.runner_group_uuid);
+  const group = await getRunnerGroup(deps.db, state.organization_uuid, state.runner_group_uuid).catch((err: unknown) => {
+    if (err instanceof RegistryError) throw ApplicationFailure.nonRetryable(err.message, ErrorTypes.InvalidInput);
+    throw err;
+  });
   if (!group) {
     throw notFound(`Runner group ${state.runner_group_uuid} not found in organization ${state.organization_uuid}.`);
   }

@@ -7,16 +7,20 @@ import { freePort } from './ports';
 
 export interface AwsEmulator {
   endpoint: string;
+  /** The AWS actions (X-Amz-Target, e.g. AmazonEC2ContainerServiceV20141113.CreateCluster) moto recorded. */
+  recordedActions(): Promise<string[]>;
   pid: number;
   stop(): Promise<void>;
 }
 
-export async function startAwsEmulator(opts: { port?: number; host?: string } = {}): Promise<AwsEmulator> {
+export async function startAwsEmulator(
+  opts: { port?: number; host?: string; /** moto's request recorder (tests read it) */ record?: boolean } = {},
+): Promise<AwsEmulator> {
   const host = opts.host ?? '127.0.0.1';
   const port = opts.port || (await freePort(host));
   const child = spawn(pyToolPath('moto'), ['-H', host, '-p', String(port)], {
     stdio: ['ignore', 'ignore', 'pipe'],
-    env: { ...process.env, PYTHONUNBUFFERED: '1' },
+    env: { ...process.env, PYTHONUNBUFFERED: '1', ...(opts.record ? { MOTO_ENABLE_RECORDING: 'True' } : {}) },
   });
   let output = '';
   child.stderr?.on('data', (d: Buffer) => {
@@ -32,15 +36,27 @@ export async function startAwsEmulator(opts: { port?: number; host?: string } = 
       const res = await fetch(`${endpoint}/moto-api/`, { signal: AbortSignal.timeout(1000) });
       if (res.ok || res.status < 500) break;
     } catch {
-      if (Date.now() > deadline) {
-        child.kill('SIGKILL');
-        throw new Error(`moto_server at ${endpoint} not ready in time:\n${output.slice(-4000)}`);
-      }
+      /* not up yet */
+    }
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`moto_server at ${endpoint} not ready in time:\n${output.slice(-4000)}`);
     }
   }
+  if (opts.record) await fetch(`${endpoint}/moto-api/recorder/start-recording`, { method: 'POST' });
   return {
     endpoint,
     pid: child.pid ?? 0,
+    async recordedActions() {
+      const text = await (await fetch(`${endpoint}/moto-api/recorder/download-recording`)).text();
+      return text
+        .split('\n')
+        .filter((line) => line.trim())
+        .map((line) => {
+          const entry = JSON.parse(line) as { headers?: Record<string, string> };
+          return entry.headers?.['X-Amz-Target'] ?? entry.headers?.['x-amz-target'] ?? '';
+        });
+    },
     stop: async () => {
       if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill('SIGTERM');

@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import {
   BACKEND_PROVIDER,
   runnerEnvironmentSchema,
+  runnerGroupSchema,
   type BlockedResource,
   type CloudConnectionSpec,
   type DriftSummary,
@@ -95,7 +96,8 @@ async function checkConnection(db: Db, organization_uuid: string, spec: RunnerGr
   }
 }
 
-export async function createRunnerGroup(db: Db, organization_uuid: string, spec: RunnerGroupSpec): Promise<RunnerGroup> {
+export async function createRunnerGroup(db: Db, organization_uuid: string, input: RunnerGroupSpec): Promise<RunnerGroup> {
+  const spec = runnerGroupSchema.parse(input);
   await checkConnection(db, organization_uuid, spec);
   const group: RunnerGroup = {
     runner_group_uuid: randomUUID(),
@@ -149,7 +151,14 @@ function toGroup(row: {
   cloud_connection_uuid: string | null;
   environment: unknown;
 }): RunnerGroup {
-  return { ...row, environment: runnerEnvironmentSchema.parse(row.environment) };
+  const environment = runnerEnvironmentSchema.safeParse(row.environment);
+  if (!environment.success) {
+    throw new RegistryError(
+      'invalid',
+      `Runner group ${row.runner_group_uuid} has an invalid stored environment: ${environment.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`,
+    );
+  }
+  return { ...row, environment: environment.data };
 }
 
 export async function getRunnerGroup(

@@ -7,6 +7,7 @@ import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
 import { inject } from 'vitest';
 import { createActivities, type Activities } from '../../activities';
+import type { RunnerDeps } from '../../activities/runners';
 import { ArtifactStore, createS3Client } from '../../activities/artifacts';
 import { GitClient } from '../../activities/git';
 import { OfflineModel } from '../../activities/model/offline';
@@ -60,6 +61,8 @@ export interface TestActivityOptions {
   model?: ModelProvider;
   /** Prompt catalogue directory (default: the repository's prompts/). */
   promptsDir?: string;
+  /** The runner DAGs' registry and cloud clients (test/support/runner-bed.ts). */
+  runners?: RunnerDeps;
 }
 
 export function testActivities(opts: TestActivityOptions | EngineKind = {}): Activities {
@@ -74,6 +77,7 @@ export function testActivities(opts: TestActivityOptions | EngineKind = {}): Act
     model: o.model ?? new OfflineModel(),
     catalogue: new PromptCatalogue(o.promptsDir ?? join(projectRoot, 'prompts')),
     workspaces: new RoundWorkspaces(mkdtempSync(join(tmpdir(), 'kumoss-ws-')), git, engines, engine),
+    ...(o.runners ? { runners: o.runners } : {}),
   });
 }
 

@@ -1,0 +1,187 @@
+// What the runner DAG tests run against: moto_server (the real AWS APIs' wire protocol, from PyPI)
+// with its request recorder, the loopback Google APIs, the metadata store, and helpers that build
+// a runner group's environment with plain SDK / REST calls — independent of Kumoss's own repairs.
+import { randomBytes, randomUUID } from 'node:crypto';
+import { CreateLogGroupCommand, PutRetentionPolicyCommand } from '@aws-sdk/client-cloudwatch-logs';
+import { CreateClusterCommand, RegisterTaskDefinitionCommand } from '@aws-sdk/client-ecs';
+import { CreateSecretCommand, DescribeSecretCommand } from '@aws-sdk/client-secrets-manager';
+import type { RunnerDeps } from '../../activities/runners';
+import { awsClientFactory, GcpClient, type AwsClients } from '../../activities/runners/clouds';
+import { startAwsEmulator, type AwsEmulator } from '../../scripts/embedded/aws-emulator';
+import { createDb, migrate, type Db } from '../../shared/db';
+import { createCloudConnection, createRunnerGroup, type CloudConnection, type RunnerGroup } from '../../shared/db/runners';
+import { ensureOrganization } from '../../shared/db/users';
+import type { RunnerEnvironment } from '../../shared/runner-contracts';
+import { startGcpLoopback, type GcpLoopback } from './gcp-loopback';
+import { stack } from './stack';
+
+export interface RunnerBed {
+  aws: AwsEmulator;
+  gcp: GcpLoopback;
+  db: Db;
+  /** The credentials the worker's AWS clients use (the secret scan looks for them). */
+  awsSecret: string;
+  gcpToken: string;
+  /** The worker's runner dependencies. */
+  deps: RunnerDeps;
+  /** SDK clients for the test's own setup and out-of-band changes. */
+  awsClients(region: string): AwsClients;
+  gcpClient: GcpClient;
+  organization(name?: string): Promise<string>;
+  connection(org: string, provider: 'aws' | 'gcp', region?: string): Promise<CloudConnection>;
+  group(org: string, connection: CloudConnection | null, environment: RunnerEnvironment): Promise<RunnerGroup>;
+  close(): Promise<void>;
+}
+
+export async function startRunnerBed(): Promise<RunnerBed> {
+  const gcpToken = `ya29.kumoss-test-${randomBytes(12).toString('hex')}`;
+  const awsSecret = `kumoss-test-secret-${randomBytes(12).toString('hex')}`;
+  const [aws, gcp] = await Promise.all([startAwsEmulator({ record: true }), startGcpLoopback({ token: gcpToken })]);
+  const db = createDb(stack().databaseUrl);
+  await migrate(db);
+  const credentials = { accessKeyId: 'AKIAKUMOSSTEST000001', secretAccessKey: awsSecret };
+  const factory = awsClientFactory({ endpoint: aws.endpoint, credentials });
+  const gcpClient = new GcpClient({ endpoint: gcp.url, token: gcpToken });
+  return {
+    aws,
+    gcp,
+    db,
+    awsSecret,
+    gcpToken,
+    deps: { db, aws: factory, gcp: gcpClient },
+    awsClients: factory,
+    gcpClient,
+    organization: (name) => ensureOrganization(db, name ?? `runner-org-${randomUUID().slice(0, 8)}`),
+    connection: (org, provider, region) =>
+      createCloudConnection(db, org, {
+        name: `${provider}-${randomUUID().slice(0, 8)}`,
+        provider,
+        region: region ?? (provider === 'aws' ? 'us-east-1' : 'europe-west1'),
+        ...(provider === 'gcp' ? { project_id: `kumoss-${randomUUID().slice(0, 8)}` } : {}),
+      }),
+    group: (org, connection, environment) =>
+      createRunnerGroup(db, org, {
+        name: `group-${randomUUID().slice(0, 8)}`,
+        ...(connection ? { cloud_connection_uuid: connection.cloud_connection_uuid } : {}),
+        environment,
+      }),
+    async close() {
+      await Promise.allSettled([aws.stop(), gcp.close(), db.destroy()]);
+    },
+  };
+}
+
+/** A unique name for a cloud resource of one test. */
+export const unique = (prefix: string): string => `${prefix}-${randomUUID().slice(0, 8)}`;
+
+export function awsEnvironment(overrides: Partial<Extract<RunnerEnvironment, { backend_type: 'aws_ecs' }>> = {}) {
+  const id = randomUUID().slice(0, 8);
+  return {
+    backend_type: 'aws_ecs' as const,
+    ecs_cluster: { name: `runners-${id}`, container_insights: 'enabled' as const },
+    log_group: { name: `/kumoss/runners/${id}`, retention_days: 14 },
+    task_definition: {
+      family: `runner-${id}`,
+      container_name: 'runner',
+      image: 'ghcr.io/actions/actions-runner:2.321.0',
+      cpu: '512',
+      memory: '1024',
+    },
+    pull_secret: { name: `runners/${id}/registry` },
+    ...overrides,
+  };
+}
+
+/** Creates everything an aws_ecs environment names, with plain SDK calls. */
+export async function provisionAws(clients: AwsClients, env: ReturnType<typeof awsEnvironment>): Promise<void> {
+  await clients.ecs.send(
+    new CreateClusterCommand({
+      clusterName: env.ecs_cluster.name,
+      settings: [{ name: 'containerInsights', value: env.ecs_cluster.container_insights }],
+    }),
+  );
+  await clients.logs.send(new CreateLogGroupCommand({ logGroupName: env.log_group.name }));
+  await clients.logs.send(
+    new PutRetentionPolicyCommand({ logGroupName: env.log_group.name, retentionInDays: env.log_group.retention_days }),
+  );
+  await clients.secrets.send(
+    new CreateSecretCommand({ Name: env.pull_secret.name, SecretString: '{"username":"bot","password":"registry-pass"}' }),
+  );
+  const secret = await clients.secrets.send(new DescribeSecretCommand({ SecretId: env.pull_secret.name }));
+  await clients.ecs.send(
+    new RegisterTaskDefinitionCommand({
+      family: env.task_definition.family,
+      cpu: env.task_definition.cpu,
+      memory: env.task_definition.memory,
+      networkMode: 'awsvpc',
+      requiresCompatibilities: ['FARGATE'],
+      containerDefinitions: [
+        {
+          name: env.task_definition.container_name,
+          image: env.task_definition.image,
+          essential: true,
+          logConfiguration: {
+            logDriver: 'awslogs',
+            options: { 'awslogs-group': env.log_group.name, 'awslogs-region': clients.region, 'awslogs-stream-prefix': 'runner' },
+          },
+          repositoryCredentials: { credentialsParameter: secret.ARN ?? '' },
+        },
+      ],
+    }),
+  );
+}
+
+export function gceEnvironment() {
+  const id = randomUUID().slice(0, 8);
+  return {
+    backend_type: 'gce' as const,
+    service_account: { account_id: `runner-${id}`, display_name: 'CI runners' },
+    instance_template: {
+      name: `runner-${id}`,
+      machine_type: 'e2-standard-2',
+      source_image: 'projects/debian-cloud/global/images/family/debian-12',
+    },
+  };
+}
+
+export function cloudRunEnvironment() {
+  const id = randomUUID().slice(0, 8);
+  return {
+    backend_type: 'cloud_run' as const,
+    service_account: { account_id: `runner-${id}`, display_name: 'CI runners' },
+    cloud_run_job: { name: `runner-${id}`, image: 'europe-docker.pkg.dev/acme/ci/runner:2.321.0' },
+  };
+}
+
+/** Creates what a gce or cloud_run environment names, through the Google REST APIs. */
+export async function provisionGcp(
+  gcp: GcpClient,
+  connection: CloudConnection,
+  env: ReturnType<typeof gceEnvironment> | ReturnType<typeof cloudRunEnvironment>,
+): Promise<void> {
+  const project = connection.project_id ?? '';
+  await gcp.createServiceAccount(project, env.service_account.account_id, {
+    displayName: env.service_account.display_name,
+    description: '',
+  });
+  const email = gcp.serviceAccountEmail(project, env.service_account.account_id);
+  if (env.backend_type === 'gce') {
+    await gcp.insertInstanceTemplate(project, {
+      name: env.instance_template.name,
+      properties: {
+        machineType: env.instance_template.machine_type,
+        disks: [{ boot: true, initializeParams: { sourceImage: env.instance_template.source_image } }],
+        serviceAccounts: [{ email }],
+      },
+    });
+  } else {
+    await gcp.createJob(project, connection.region, env.cloud_run_job.name, {
+      template: { template: { containers: [{ image: env.cloud_run_job.image }], serviceAccount: email } },
+    });
+  }
+}
+
+/** moto actions that change something (the detect DAG must never send one). */
+export function mutatingActions(actions: string[]): string[] {
+  return actions.filter((a) => /\.(Create|Register|Put|Update|Delete|Deregister|Restore|Tag|Untag)/.test(a));
+}
