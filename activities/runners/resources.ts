@@ -15,7 +15,7 @@ import {
   DescribeClustersCommand,
   DescribeTaskDefinitionCommand,
   RegisterTaskDefinitionCommand,
-  UpdateClusterSettingsCommand,
+  UpdateClusterCommand,
   type TaskDefinition,
 } from '@aws-sdk/client-ecs';
 import { DescribeSecretCommand, RestoreSecretCommand } from '@aws-sdk/client-secrets-manager';
@@ -103,8 +103,8 @@ const ecsCluster: ResourceHandler = {
     const cluster = await describeCluster(ctx, want.name);
     if (cluster) {
       const ours = cluster.tags?.some((t) => t.key === REPAIR_TAG && t.value === ctx.repairId) ?? false;
-      await aws(`ECS UpdateClusterSettings ${want.name}`, () =>
-        ctx.aws().ecs.send(new UpdateClusterSettingsCommand({ cluster: want.name, settings })),
+      await aws(`ECS UpdateCluster ${want.name}`, () =>
+        ctx.aws().ecs.send(new UpdateClusterCommand({ cluster: want.name, settings })),
       );
       return { status: 'repaired', target: want.name, created: ours, cluster_arn: cluster.clusterArn };
     }
