@@ -203,12 +203,18 @@ function ensurePyTool(tool) {
   }
   const dir = pyToolDir(tool);
   const stamp = join(dir, '.kumoss-installed');
-  if (existsSync(stamp) && readFileSync(stamp, 'utf8') === tool.requirement && existsSync(pyToolPath(tool.name)))
+  if (
+    existsSync(stamp) &&
+    readFileSync(stamp, 'utf8') === tool.requirement &&
+    existsSync(pyToolPath(tool.name))
+  )
     return;
   const python = ['python3', 'python'].find(
-    (p) => spawnSync(p, ['-c', 'import sys; assert sys.version_info >= (3, 9)'], { stdio: 'ignore' }).status === 0,
+    (p) =>
+      spawnSync(p, ['-c', 'import sys; assert sys.version_info >= (3, 9)'], { stdio: 'ignore' }).status === 0,
   );
-  if (!python) fail(`Python 3.9 or newer is required for ${tool.name} (the AWS emulator of the runner DAG tests)`);
+  if (!python)
+    fail(`Python 3.9 or newer is required for ${tool.name} (the AWS emulator of the runner DAG tests)`);
   // A venv records its own absolute path in its scripts, so it is built where it will live; the
   // stamp, written last, is what marks it complete.
   rmSync(dir, { recursive: true, force: true });

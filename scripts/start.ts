@@ -112,7 +112,10 @@ async function main(config: KumossConfig): Promise<void> {
   await assertPortFree(config.git_host.port, 'git host (git_host.port)', config.git_host.host);
   await assertPortFree(config.api.port, 'API (api.port)', config.api.host);
   if (!config.runners.aws.endpoint_url)
-    await assertPortFree(config.runners.aws.embedded_emulator_port, 'AWS emulator (runners.aws.embedded_emulator_port)');
+    await assertPortFree(
+      config.runners.aws.embedded_emulator_port,
+      'AWS emulator (runners.aws.embedded_emulator_port)',
+    );
 
   let uiUrl = config.temporal.ui_url;
   if (embeddedTemporal) {

@@ -5,11 +5,7 @@ import { z } from 'zod';
 
 const uuid = z.string().uuid('must be a UUID');
 const name = (what: string, pattern: RegExp, hint: string) =>
-  z
-    .string()
-    .min(1, `${what} is required`)
-    .max(255)
-    .regex(pattern, `${what} ${hint}`);
+  z.string().min(1, `${what} is required`).max(255).regex(pattern, `${what} ${hint}`);
 
 export const BACKEND_TYPES = ['aws_ecs', 'gce', 'cloud_run'] as const;
 export type BackendType = (typeof BACKEND_TYPES)[number];
@@ -53,10 +49,14 @@ export const cloudConnectionSchema = z
 export type CloudConnectionSpec = z.infer<typeof cloudConnectionSchema>;
 
 const awsName = (what: string) => name(what, /^[A-Za-z0-9_./#-]+$/, 'may hold letters, digits, _ . / # -');
-const gcpName = (what: string) => name(what, /^[a-z]([-a-z0-9]*[a-z0-9])?$/, 'must be lower case letters, digits and -');
+const gcpName = (what: string) =>
+  name(what, /^[a-z]([-a-z0-9]*[a-z0-9])?$/, 'must be lower case letters, digits and -');
 
 export const ecsClusterSpec = z
-  .object({ name: awsName('ecs_cluster.name'), container_insights: z.enum(['enabled', 'disabled']).default('disabled') })
+  .object({
+    name: awsName('ecs_cluster.name'),
+    container_insights: z.enum(['enabled', 'disabled']).default('disabled'),
+  })
   .strict();
 export const logGroupSpec = z
   .object({ name: awsName('log_group.name'), retention_days: z.number().int().positive().optional() })
@@ -73,7 +73,11 @@ export const taskDefinitionSpec = z
 export const pullSecretSpec = z.object({ name: awsName('pull_secret.name') }).strict();
 export const serviceAccountSpec = z
   .object({
-    account_id: name('service_account.account_id', /^[a-z]([-a-z0-9]{4,28}[a-z0-9])$/, 'must be 6-30 lower case letters, digits, -'),
+    account_id: name(
+      'service_account.account_id',
+      /^[a-z]([-a-z0-9]{4,28}[a-z0-9])$/,
+      'must be 6-30 lower case letters, digits, -',
+    ),
     display_name: z.string().max(100).default(''),
   })
   .strict();
@@ -84,7 +88,9 @@ export const instanceTemplateSpec = z
     source_image: z.string().min(1).max(1024),
   })
   .strict();
-export const cloudRunJobSpec = z.object({ name: gcpName('cloud_run_job.name'), image: z.string().min(1).max(1024) }).strict();
+export const cloudRunJobSpec = z
+  .object({ name: gcpName('cloud_run_job.name'), image: z.string().min(1).max(1024) })
+  .strict();
 
 /** The environment a runner group should have, by backend. */
 export const runnerEnvironmentSchema = z.discriminatedUnion('backend_type', [
@@ -275,6 +281,61 @@ export interface RunnerDagState {
   drift_summary?: DriftSummary;
   /** Step outputs, under the step names (drift_detect_init, …, drift_finalize). */
   [step: string]: unknown;
+}
+
+/** Every field of seed 002's output schema, in its order: a run's output carries each (null when unset). */
+export const SEED_OUTPUT_FIELDS = [
+  'runner_group_uuid',
+  'organization_uuid',
+  'runner_execution_uuid',
+  'workflow_uuid',
+  'status',
+  'outcome',
+  'initiated_at',
+  'completed_at',
+  'failed_at',
+  'failure_reason',
+  'error',
+  'error_type',
+  'actor_uuid',
+  'reason',
+  'workflow_run_uuid',
+  'retry_count',
+  'retried_from',
+  'failed_step',
+  'failed_layer',
+  'failed_at_state',
+  'compensation_trigger',
+  'comp_current_layer',
+  'comp_queue',
+  'comp_retry_count',
+  'plan_uuid',
+  'plan_status',
+  'repair_workflow_uuid',
+  'auto_apply',
+  'trace_ref',
+  'backend_type',
+  'cloud_connection_uuid',
+  'actions_needed',
+  'blocked_resources',
+  'drift_summary',
+  'drift_detect_init',
+  'drift_detect_ecs_cluster',
+  'drift_detect_log_group',
+  'drift_detect_task_definition',
+  'drift_detect_pull_secret',
+  'drift_detect_gce_service_account',
+  'drift_detect_gce_instance_template',
+  'drift_detect_cloud_run_job',
+  'drift_build_plan',
+  'drift_finalize',
+] as const;
+
+/** The state with every seed output field present (null when the run did not set it). */
+export function withSeedFields(state: RunnerDagState): RunnerDagState {
+  const out: Record<string, unknown> = { ...state };
+  for (const field of SEED_OUTPUT_FIELDS) if (out[field] === undefined) out[field] = null;
+  return out as RunnerDagState;
 }
 
 /** What a step activity returns: its output, and fields it sets on the DAG state. */

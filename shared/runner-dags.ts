@@ -90,5 +90,7 @@ export const RUNNER_DAGS: Record<RunnerWorkflowType, DagDefinition> = {
 
 /** Every activity type the DAGs name (steps and compensations). */
 export function dagActivityTypes(def: DagDefinition): string[] {
-  return def.layers.flatMap((l) => l.steps.flatMap((s) => [s.activity, ...(s.compensation ? [s.compensation] : [])]));
+  return def.layers.flatMap((l) =>
+    l.steps.flatMap((s) => [s.activity, ...(s.compensation ? [s.compensation] : [])]),
+  );
 }

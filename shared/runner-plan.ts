@@ -10,12 +10,16 @@ import type {
 } from './runner-contracts';
 
 /** The fields whose actual value differs from the expected one (expected undefined: not checked). */
-export function differences(expected: Record<string, unknown>, actual: Record<string, unknown>): FieldDifference[] {
+export function differences(
+  expected: Record<string, unknown>,
+  actual: Record<string, unknown>,
+): FieldDifference[] {
   const out: FieldDifference[] = [];
   for (const [field, want] of Object.entries(expected)) {
     if (want === undefined) continue;
     const have = actual[field];
-    if (JSON.stringify(want) !== JSON.stringify(have)) out.push({ field, expected: want, actual: have ?? null });
+    if (JSON.stringify(want) !== JSON.stringify(have))
+      out.push({ field, expected: want, actual: have ?? null });
   }
   return out;
 }
@@ -59,7 +63,11 @@ export function buildPlan(results: Record<string, DetectorResult>): DriftPlan {
       });
     }
   }
-  const plan_status: PlanStatus = actions_needed.length ? 'drifted' : blocked_resources.length ? 'blocked' : 'clean';
+  const plan_status: PlanStatus = actions_needed.length
+    ? 'drifted'
+    : blocked_resources.length
+      ? 'blocked'
+      : 'clean';
   return { plan_status, actions_needed, blocked_resources, drift_summary: summary };
 }
 

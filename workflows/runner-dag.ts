@@ -19,13 +19,19 @@ import {
 import { ErrorTypes } from '../shared/errors';
 import {
   repairWorkflowId,
+  withSeedFields,
   type CompensationInput,
   type RunnerDagState,
   type StepInput,
   type StepResult,
 } from '../shared/runner-contracts';
 import type { DagDefinition, DagStep } from '../shared/runner-dags';
-import { KumossOrganization, KumossOutcome, KumossPlanStatus, KumossRunnerGroup } from '../shared/search-attributes';
+import {
+  KumossOrganization,
+  KumossOutcome,
+  KumossPlanStatus,
+  KumossRunnerGroup,
+} from '../shared/search-attributes';
 
 export const dagStateQuery = defineQuery<RunnerDagState>('state');
 
@@ -57,7 +63,8 @@ const compensations = proxyActivities<Record<string, CompensationActivity>>({
 function describeError(err: unknown): { message: string; type: string } {
   let cause: unknown = err;
   if (err instanceof ActivityFailure && err.cause) cause = err.cause;
-  if (cause instanceof ApplicationFailure) return { message: cause.message, type: cause.type ?? 'ApplicationFailure' };
+  if (cause instanceof ApplicationFailure)
+    return { message: cause.message, type: cause.type ?? 'ApplicationFailure' };
   if (cause instanceof Error) return { message: cause.message, type: cause.name };
   return { message: String(cause), type: 'Error' };
 }
@@ -84,9 +91,7 @@ export async function runDag(def: DagDefinition, initial: RunnerDagState): Promi
     setCurrentDetails(
       `layer ${layerIndex + 1} of ${def.layers.length}: ${layer.name} (${layer.steps.map((s) => s.name).join(', ')})`,
     );
-    const results = await Promise.allSettled(
-      layer.steps.map((step) => activityOf(steps, step)({ state })),
-    );
+    const results = await Promise.allSettled(layer.steps.map((step) => activityOf(steps, step)({ state })));
     // Record every step that finished, in the declared order, before looking at failures.
     let failure: { step: DagStep; error: { message: string; type: string } } | undefined;
     for (const [i, result] of results.entries()) {
@@ -118,7 +123,11 @@ export async function runDag(def: DagDefinition, initial: RunnerDagState): Promi
     if (def.mutating) await compensate(def, state, completed, failure.step, layer.name);
     await recordExecution(state);
     upsertSearchAttributes([{ key: KumossOutcome, value: state.outcome }]);
-    throw ApplicationFailure.nonRetryable(state.failure_reason, ErrorTypes.DagStepFailed, state);
+    throw ApplicationFailure.nonRetryable(
+      state.failure_reason,
+      ErrorTypes.DagStepFailed,
+      withSeedFields(state),
+    );
   }
 
   state.status = 'completed';
@@ -128,7 +137,7 @@ export async function runDag(def: DagDefinition, initial: RunnerDagState): Promi
     ...(state.plan_status ? [{ key: KumossPlanStatus, value: state.plan_status }] : []),
   ]);
   setCurrentDetails(`completed: ${state.outcome ?? ''}`);
-  return state;
+  return withSeedFields(state);
 }
 
 /** Starts the chained DAG (not waited for) when auto_apply asked for it and there is work. */
@@ -186,7 +195,8 @@ async function compensate(
         done = true;
       } catch (err) {
         if (attempt < STEP_ATTEMPTS) state.comp_retry_count[item.step.name] = attempt;
-        else state[`${item.step.name}_compensation`] = { status: 'failed', error: describeError(err).message };
+        else
+          state[`${item.step.name}_compensation`] = { status: 'failed', error: describeError(err).message };
       }
     }
     if (!done) failed = true;

@@ -16,12 +16,19 @@ import { initialState, runDag } from './runner-dag';
 /** Splits the server-set context from the caller's input and validates the input. */
 export function parseRunnerInput<T>(
   raw: unknown,
-  parse: (input: unknown) => { success: true; data: T } | { success: false; error: { issues: { path: PropertyKey[]; message: string }[] } },
+  parse: (
+    input: unknown,
+  ) =>
+    | { success: true; data: T }
+    | { success: false; error: { issues: { path: PropertyKey[]; message: string }[] } },
 ): { input: T; context: RunnerStartContext } {
-  const { actor_uuid, retry_count, retried_from, ...rest } = (raw ?? {}) as Record<string, unknown> & RunnerStartContext;
+  const { actor_uuid, retry_count, retried_from, ...rest } = (raw ?? {}) as Record<string, unknown> &
+    RunnerStartContext;
   const parsed = parse(rest);
   if (!parsed.success) {
-    const problems = parsed.error.issues.map((i) => `${i.path.map(String).join('.') || '(input)'}: ${i.message}`).join('; ');
+    const problems = parsed.error.issues
+      .map((i) => `${i.path.map(String).join('.') || '(input)'}: ${i.message}`)
+      .join('; ');
     throw ApplicationFailure.nonRetryable(`invalid input: ${problems}`, ErrorTypes.InvalidInput);
   }
   return {
@@ -34,7 +41,9 @@ export function parseRunnerInput<T>(
   };
 }
 
-export async function runnerEnvironmentDriftDetect(raw: DetectInput & RunnerStartContext): Promise<RunnerDagState> {
+export async function runnerEnvironmentDriftDetect(
+  raw: DetectInput & RunnerStartContext,
+): Promise<RunnerDagState> {
   const { input, context } = parseRunnerInput(raw, (v) => detectInputSchema.safeParse(v));
   return runDag(
     DETECT_DAG,

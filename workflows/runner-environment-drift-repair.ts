@@ -1,12 +1,20 @@
 // runner.environment-drift-repair: carries out a RunnerEnvironmentDriftPlan — creates or repairs
 // each resource the plan names (foundation first, then the workloads that refer to it) and, when a
 // step fails, compensates what it created in reverse layer order.
-import { REPAIR_WORKFLOW_TYPE, repairInputSchema, type RepairInput, type RunnerDagState, type RunnerStartContext } from '../shared/runner-contracts';
+import {
+  REPAIR_WORKFLOW_TYPE,
+  repairInputSchema,
+  type RepairInput,
+  type RunnerDagState,
+  type RunnerStartContext,
+} from '../shared/runner-contracts';
 import { REPAIR_DAG } from '../shared/runner-dags';
 import { initialState, runDag } from './runner-dag';
 import { parseRunnerInput } from './runner-environment-drift-detect';
 
-export async function runnerEnvironmentDriftRepair(raw: RepairInput & RunnerStartContext): Promise<RunnerDagState> {
+export async function runnerEnvironmentDriftRepair(
+  raw: RepairInput & RunnerStartContext,
+): Promise<RunnerDagState> {
   const { input, context } = parseRunnerInput(raw, (v) => repairInputSchema.safeParse(v));
   return runDag(
     REPAIR_DAG,

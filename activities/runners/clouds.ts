@@ -178,9 +178,16 @@ export class GcpClient {
     return `${accountId}@${project}.iam.gserviceaccount.com`;
   }
   getServiceAccount(project: string, email: string) {
-    return this.call<GcpServiceAccount>('GET', `${this.hosts.iam}/v1/projects/${project}/serviceAccounts/${email}`);
+    return this.call<GcpServiceAccount>(
+      'GET',
+      `${this.hosts.iam}/v1/projects/${project}/serviceAccounts/${email}`,
+    );
   }
-  async createServiceAccount(project: string, accountId: string, sa: { displayName: string; description: string }) {
+  async createServiceAccount(
+    project: string,
+    accountId: string,
+    sa: { displayName: string; description: string },
+  ) {
     return this.call<GcpServiceAccount>('POST', `${this.hosts.iam}/v1/projects/${project}/serviceAccounts`, {
       accountId,
       serviceAccount: sa,
@@ -243,10 +250,14 @@ export class GcpClient {
     return this.call<GcpJob>('GET', `${this.jobsUrl(project, region)}/${name}`);
   }
   async createJob(project: string, region: string, name: string, job: Omit<GcpJob, 'name'>) {
-    await this.waitRun(await this.call<GcpOperation>('POST', `${this.jobsUrl(project, region)}?jobId=${name}`, job));
+    await this.waitRun(
+      await this.call<GcpOperation>('POST', `${this.jobsUrl(project, region)}?jobId=${name}`, job),
+    );
   }
   async patchJob(project: string, region: string, name: string, job: Omit<GcpJob, 'name'>) {
-    await this.waitRun(await this.call<GcpOperation>('PATCH', `${this.jobsUrl(project, region)}/${name}`, job));
+    await this.waitRun(
+      await this.call<GcpOperation>('PATCH', `${this.jobsUrl(project, region)}/${name}`, job),
+    );
   }
   async deleteJob(project: string, region: string, name: string) {
     await this.waitRun(await this.call<GcpOperation>('DELETE', `${this.jobsUrl(project, region)}/${name}`));
@@ -257,7 +268,8 @@ export class GcpClient {
       await new Promise((r) => setTimeout(r, 500));
       current = await this.call<GcpOperation>('GET', `${this.hosts.run}/v2/${current.name}`);
     }
-    if (current?.error?.message) throw new GcpRequestError(400, `operation ${current.name}: ${current.error.message}`);
+    if (current?.error?.message)
+      throw new GcpRequestError(400, `operation ${current.name}: ${current.error.message}`);
   }
 }
 
@@ -271,6 +283,7 @@ export function gcpFailure(err: unknown, what: string): Error {
     return new Error(message);
   }
   const cause = (err as { cause?: { code?: string } }).cause;
-  if (cause?.code === 'ECONNREFUSED') return new Error(`${what}: the Google API endpoint is unreachable (connection refused)`);
+  if (cause?.code === 'ECONNREFUSED')
+    return new Error(`${what}: the Google API endpoint is unreachable (connection refused)`);
   return new Error(`${what}: ${(err as Error).message}`);
 }

@@ -54,19 +54,26 @@ function notFound(message: string): ApplicationFailure {
 /** The environment recorded by the init step of either DAG. */
 function resolved(state: RunnerDagState): ResolvedEnvironment & { actions_needed?: PlannedAction[] } {
   const init = (state.drift_detect_init ?? state.drift_repair_init) as
-    | (ResolvedEnvironment & { actions_needed?: PlannedAction[] })
-    | undefined;
+    (ResolvedEnvironment & { actions_needed?: PlannedAction[] }) | undefined;
   if (!init) throw ApplicationFailure.nonRetryable('the init step has not run', ErrorTypes.InvalidInput);
   return { ...init, environment: runnerEnvironmentSchema.parse(init.environment) };
 }
 
-async function loadGroup(deps: RunnerDeps, state: RunnerDagState): Promise<ResolvedEnvironment & { name: string }> {
-  const group = await getRunnerGroup(deps.db, state.organization_uuid, state.runner_group_uuid).catch((err: unknown) => {
-    if (err instanceof RegistryError) throw ApplicationFailure.nonRetryable(err.message, ErrorTypes.InvalidInput);
-    throw err;
-  });
+async function loadGroup(
+  deps: RunnerDeps,
+  state: RunnerDagState,
+): Promise<ResolvedEnvironment & { name: string }> {
+  const group = await getRunnerGroup(deps.db, state.organization_uuid, state.runner_group_uuid).catch(
+    (err: unknown) => {
+      if (err instanceof RegistryError)
+        throw ApplicationFailure.nonRetryable(err.message, ErrorTypes.InvalidInput);
+      throw err;
+    },
+  );
   if (!group) {
-    throw notFound(`Runner group ${state.runner_group_uuid} not found in organization ${state.organization_uuid}.`);
+    throw notFound(
+      `Runner group ${state.runner_group_uuid} not found in organization ${state.organization_uuid}.`,
+    );
   }
   const connection = group.cloud_connection_uuid
     ? ((await getCloudConnection(deps.db, state.organization_uuid, group.cloud_connection_uuid)) ?? null)
@@ -101,7 +108,11 @@ export function createRunnerActivities(deps: RunnerDeps) {
       const env = resolved(state);
       let r: DetectorResult;
       if (!RESOURCE_BACKENDS[resource].includes(env.environment.backend_type)) {
-        r = { resource, status: 'skipped', reason: `Not part of a ${env.environment.backend_type} runner environment.` };
+        r = {
+          resource,
+          status: 'skipped',
+          reason: `Not part of a ${env.environment.backend_type} runner environment.`,
+        };
       } else if (!env.connection) {
         r = {
           resource,
@@ -127,12 +138,15 @@ export function createRunnerActivities(deps: RunnerDeps) {
   const compensator =
     (resource: RunnerResource): CompensationActivity =>
     async ({ state, output }) => {
-      const compensate = RESOURCE_HANDLERS[resource].compensate;
-      if (output.created !== true || !compensate) return { status: 'nothing_to_undo' };
-      return compensate(context(resolved(state), state), output);
+      const handler = RESOURCE_HANDLERS[resource];
+      if (output.created !== true || !handler.compensate) return { status: 'nothing_to_undo' };
+      return handler.compensate(context(resolved(state), state), output);
     };
 
-  const activities: Record<string, StepActivity | CompensationActivity | ((s: RunnerDagState) => Promise<void>)> = {
+  const activities: Record<
+    string,
+    StepActivity | CompensationActivity | ((s: RunnerDagState) => Promise<void>)
+  > = {
     'runner.drift_detect_init': (async ({ state }) => {
       const group = await loadGroup(deps, state);
       const runner_execution_uuid = await execution(state);
@@ -165,15 +179,26 @@ export function createRunnerActivities(deps: RunnerDeps) {
         ...plan,
       });
       return {
-        output: { plan_uuid, plan_status: plan.plan_status, actions: plan.actions_needed.length, blocked: plan.blocked_resources.length },
+        output: {
+          plan_uuid,
+          plan_status: plan.plan_status,
+          actions: plan.actions_needed.length,
+          blocked: plan.blocked_resources.length,
+        },
         fields: { plan_uuid, ...plan },
       };
     }) satisfies StepActivity,
 
     'runner.drift_finalize': (async ({ state }) => {
-      const outcome = detectOutcome({ plan_status: state.plan_status ?? 'clean' }, !!state.repair_workflow_uuid);
+      const outcome = detectOutcome(
+        { plan_status: state.plan_status ?? 'clean' },
+        !!state.repair_workflow_uuid,
+      );
       if (state.plan_uuid && state.repair_workflow_id) {
-        await updatePlan(deps.db, state.plan_uuid, { repair_status: 'started', repair_workflow_uuid: state.repair_workflow_id });
+        await updatePlan(deps.db, state.plan_uuid, {
+          repair_status: 'started',
+          repair_workflow_uuid: state.repair_workflow_id,
+        });
       }
       const completed_at = new Date().toISOString();
       await finishExecution(deps.db, state.workflow_uuid, {
@@ -185,16 +210,26 @@ export function createRunnerActivities(deps: RunnerDeps) {
     }) satisfies StepActivity,
 
     'runner.drift_repair_init': (async ({ state }) => {
-      const plan = state.plan_uuid ? await getPlan(deps.db, state.organization_uuid, state.plan_uuid) : undefined;
+      const plan = state.plan_uuid
+        ? await getPlan(deps.db, state.organization_uuid, state.plan_uuid)
+        : undefined;
       if (!plan || plan.runner_group_uuid !== state.runner_group_uuid) {
-        throw notFound(`Plan ${state.plan_uuid ?? ''} not found for runner group ${state.runner_group_uuid}.`);
+        throw notFound(
+          `Plan ${state.plan_uuid ?? ''} not found for runner group ${state.runner_group_uuid}.`,
+        );
       }
       const group = await loadGroup(deps, state);
       if (!group.connection && plan.actions_needed.length) {
-        throw ApplicationFailure.nonRetryable('The runner group has no cloud connection to repair through.', ErrorTypes.InvalidInput);
+        throw ApplicationFailure.nonRetryable(
+          'The runner group has no cloud connection to repair through.',
+          ErrorTypes.InvalidInput,
+        );
       }
       const runner_execution_uuid = await execution(state);
-      await updatePlan(deps.db, plan.plan_uuid, { repair_status: 'running', repair_workflow_uuid: state.workflow_uuid });
+      await updatePlan(deps.db, plan.plan_uuid, {
+        repair_status: 'running',
+        repair_workflow_uuid: state.workflow_uuid,
+      });
       return {
         output: {
           environment: group.environment,
@@ -218,7 +253,8 @@ export function createRunnerActivities(deps: RunnerDeps) {
       const repaired = RUNNER_RESOURCES.filter(
         (r) => (state[`drift_repair_${r}`] as { status?: string } | undefined)?.status === 'repaired',
       );
-      if (state.plan_uuid) await updatePlan(deps.db, state.plan_uuid, { repair_status: 'repaired', repaired_at: new Date() });
+      if (state.plan_uuid)
+        await updatePlan(deps.db, state.plan_uuid, { repair_status: 'repaired', repaired_at: new Date() });
       const completed_at = new Date().toISOString();
       await finishExecution(deps.db, state.workflow_uuid, {
         status: 'completed',
@@ -229,7 +265,11 @@ export function createRunnerActivities(deps: RunnerDeps) {
     }) satisfies StepActivity,
 
     'runner.record_execution': async (state: RunnerDagState) => {
-      await finishExecution(deps.db, state.workflow_uuid, { status: state.status, outcome: state.outcome ?? null, output: state });
+      await finishExecution(deps.db, state.workflow_uuid, {
+        status: state.status,
+        outcome: state.outcome ?? null,
+        output: state,
+      });
       if (state.workflow_type !== DETECT_WORKFLOW_TYPE && state.plan_uuid) {
         await updatePlan(deps.db, state.plan_uuid, { repair_status: state.status });
       }

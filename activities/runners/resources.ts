@@ -20,7 +20,12 @@ import {
 } from '@aws-sdk/client-ecs';
 import { DescribeSecretCommand, RestoreSecretCommand } from '@aws-sdk/client-secrets-manager';
 import type { CloudConnection } from '../../shared/db/runners';
-import type { DetectorResult, PlannedAction, RunnerEnvironment, RunnerResource } from '../../shared/runner-contracts';
+import type {
+  DetectorResult,
+  PlannedAction,
+  RunnerEnvironment,
+  RunnerResource,
+} from '../../shared/runner-contracts';
 import { differences } from '../../shared/runner-plan';
 import { awsFailure, gcpFailure, isAwsNotFound, type AwsClients, type GcpClient } from './clouds';
 
@@ -95,7 +100,12 @@ const ecsCluster: ResourceHandler = {
     const want = envOf(ctx, 'aws_ecs').ecs_cluster;
     const cluster = await describeCluster(ctx, want.name);
     const insights = cluster?.settings?.find((s) => s.name === 'containerInsights')?.value ?? 'disabled';
-    return result('ecs_cluster', want.name, !!cluster, differences({ container_insights: want.container_insights }, { container_insights: insights }));
+    return result(
+      'ecs_cluster',
+      want.name,
+      !!cluster,
+      differences({ container_insights: want.container_insights }, { container_insights: insights }),
+    );
   },
   async repair(ctx) {
     const want = envOf(ctx, 'aws_ecs').ecs_cluster;
@@ -110,14 +120,20 @@ const ecsCluster: ResourceHandler = {
     }
     const out = await aws(`ECS CreateCluster ${want.name}`, () =>
       ctx.aws().ecs.send(
-        new CreateClusterCommand({ clusterName: want.name, settings, tags: [{ key: REPAIR_TAG, value: ctx.repairId }] }),
+        new CreateClusterCommand({
+          clusterName: want.name,
+          settings,
+          tags: [{ key: REPAIR_TAG, value: ctx.repairId }],
+        }),
       ),
     );
     return { status: 'repaired', target: want.name, created: true, cluster_arn: out.cluster?.clusterArn };
   },
   async compensate(ctx, output) {
     const name = String(output.target);
-    await aws(`ECS DeleteCluster ${name}`, () => ctx.aws().ecs.send(new DeleteClusterCommand({ cluster: name })));
+    await aws(`ECS DeleteCluster ${name}`, () =>
+      ctx.aws().ecs.send(new DeleteClusterCommand({ cluster: name })),
+    );
     return { status: 'deleted', target: name };
   },
 };
@@ -137,7 +153,10 @@ const logGroup: ResourceHandler = {
       'log_group',
       want.name,
       !!group,
-      differences({ retention_days: want.retention_days }, { retention_days: group?.retentionInDays ?? null }),
+      differences(
+        { retention_days: want.retention_days },
+        { retention_days: group?.retentionInDays ?? null },
+      ),
     );
   },
   async repair(ctx) {
@@ -146,7 +165,11 @@ const logGroup: ResourceHandler = {
     const group = await describeLogGroup(ctx, want.name);
     if (!group) {
       await aws(`CloudWatch Logs CreateLogGroup ${want.name}`, () =>
-        ctx.aws().logs.send(new CreateLogGroupCommand({ logGroupName: want.name, tags: { [REPAIR_TAG]: ctx.repairId } })),
+        ctx
+          .aws()
+          .logs.send(
+            new CreateLogGroupCommand({ logGroupName: want.name, tags: { [REPAIR_TAG]: ctx.repairId } }),
+          ),
       );
       created = true;
     } else {
@@ -157,7 +180,11 @@ const logGroup: ResourceHandler = {
     }
     if (want.retention_days !== undefined) {
       await aws(`CloudWatch Logs PutRetentionPolicy ${want.name}`, () =>
-        ctx.aws().logs.send(new PutRetentionPolicyCommand({ logGroupName: want.name, retentionInDays: want.retention_days })),
+        ctx
+          .aws()
+          .logs.send(
+            new PutRetentionPolicyCommand({ logGroupName: want.name, retentionInDays: want.retention_days }),
+          ),
       );
     }
     return { status: 'repaired', target: want.name, created };
@@ -173,12 +200,19 @@ const logGroup: ResourceHandler = {
 
 async function describeTaskDefinition(ctx: ResourceContext, family: string) {
   try {
-    const out = await ctx.aws().ecs.send(new DescribeTaskDefinitionCommand({ taskDefinition: family, include: ['TAGS'] }));
-    return out.taskDefinition?.status === 'INACTIVE' ? undefined : { def: out.taskDefinition, tags: out.tags ?? [] };
+    const out = await ctx
+      .aws()
+      .ecs.send(new DescribeTaskDefinitionCommand({ taskDefinition: family, include: ['TAGS'] }));
+    return out.taskDefinition?.status === 'INACTIVE'
+      ? undefined
+      : { def: out.taskDefinition, tags: out.tags ?? [] };
   } catch (err) {
     // ECS answers ClientException "Unable to describe task definition." for an unknown family.
     const e = err as { name?: string; message?: string };
-    if (isAwsNotFound(err) || (e.name === 'ClientException' && /unable to describe|not found|does not exist/i.test(e.message ?? ''))) {
+    if (
+      isAwsNotFound(err) ||
+      (e.name === 'ClientException' && /unable to describe|not found|does not exist/i.test(e.message ?? ''))
+    ) {
       return undefined;
     }
     throw awsFailure(err, `ECS DescribeTaskDefinition ${family}`);
@@ -216,7 +250,12 @@ const taskDefinition: ResourceHandler = {
     const existing = await describeTaskDefinition(ctx, want.family);
     if (existing && existing.tags.some((t) => t.key === REPAIR_TAG && t.value === ctx.repairId)) {
       const shape = taskShape(existing.def, want.container_name);
-      if (!differences({ image: want.image, cpu: want.cpu, memory: want.memory, log_group: env.log_group.name }, shape).length) {
+      if (
+        !differences(
+          { image: want.image, cpu: want.cpu, memory: want.memory, log_group: env.log_group.name },
+          shape,
+        ).length
+      ) {
         return { status: 'repaired', target: want.family, created: true, revision: existing.def?.revision };
       }
     }
@@ -270,7 +309,12 @@ const taskDefinition: ResourceHandler = {
 const pullSecret: ResourceHandler = {
   async detect(ctx) {
     const want = envOf(ctx, 'aws_ecs').pull_secret;
-    if (!want) return { resource: 'pull_secret', status: 'skipped', reason: 'The runner group uses no registry pull secret.' };
+    if (!want)
+      return {
+        resource: 'pull_secret',
+        status: 'skipped',
+        reason: 'The runner group uses no registry pull secret.',
+      };
     try {
       const secret = await ctx.aws().secrets.send(new DescribeSecretCommand({ SecretId: want.name }));
       if (secret.DeletedDate) {
@@ -348,7 +392,12 @@ const serviceAccount: ResourceHandler = {
     if (want.display_name && sa.displayName !== want.display_name) {
       await gcp(`IAM patch ${email}`, () => ctx.gcp.patchServiceAccount(p, email, want.display_name));
     }
-    return { status: 'repaired', target: email, action: action.action, created: sa.description === `${REPAIR_TAG}=${ctx.repairId}` };
+    return {
+      status: 'repaired',
+      target: email,
+      action: action.action,
+      created: sa.description === `${REPAIR_TAG}=${ctx.repairId}`,
+    };
   },
   async compensate(ctx, output) {
     const email = String(output.target);
@@ -369,7 +418,9 @@ const instanceTemplate: ResourceHandler = {
   async detect(ctx) {
     const env = envOf(ctx, 'gce');
     const want = env.instance_template;
-    const t = await gcp(`Compute get instance template ${want.name}`, () => ctx.gcp.getInstanceTemplate(project(ctx), want.name));
+    const t = await gcp(`Compute get instance template ${want.name}`, () =>
+      ctx.gcp.getInstanceTemplate(project(ctx), want.name),
+    );
     // Instance templates are immutable: drift means replace.
     return result(
       'gce_instance_template',
@@ -390,11 +441,16 @@ const instanceTemplate: ResourceHandler = {
     const env = envOf(ctx, 'gce');
     const want = env.instance_template;
     const p = project(ctx);
-    const existing = await gcp(`Compute get instance template ${want.name}`, () => ctx.gcp.getInstanceTemplate(p, want.name));
+    const existing = await gcp(`Compute get instance template ${want.name}`, () =>
+      ctx.gcp.getInstanceTemplate(p, want.name),
+    );
     if (existing?.properties.labels?.[REPAIR_TAG] === labelValue(ctx.repairId)) {
       return { status: 'repaired', target: want.name, created: action.action === 'create' };
     }
-    if (existing) await gcp(`Compute delete instance template ${want.name}`, () => ctx.gcp.deleteInstanceTemplate(p, want.name));
+    if (existing)
+      await gcp(`Compute delete instance template ${want.name}`, () =>
+        ctx.gcp.deleteInstanceTemplate(p, want.name),
+      );
     await gcp(`Compute insert instance template ${want.name}`, () =>
       ctx.gcp.insertInstanceTemplate(p, {
         name: want.name,
@@ -416,14 +472,19 @@ const instanceTemplate: ResourceHandler = {
   },
   async compensate(ctx, output) {
     const name = String(output.target);
-    await gcp(`Compute delete instance template ${name}`, () => ctx.gcp.deleteInstanceTemplate(project(ctx), name));
+    await gcp(`Compute delete instance template ${name}`, () =>
+      ctx.gcp.deleteInstanceTemplate(project(ctx), name),
+    );
     return { status: 'deleted', target: name };
   },
 };
 
 /** GCP label values: lower case letters, digits, _ and -, at most 63 characters. */
 export function labelValue(id: string): string {
-  return id.toLowerCase().replace(/[^a-z0-9_-]/g, '-').slice(-63);
+  return id
+    .toLowerCase()
+    .replace(/[^a-z0-9_-]/g, '-')
+    .slice(-63);
 }
 
 function jobSpec(ctx: ResourceContext) {
@@ -451,7 +512,10 @@ const cloudRunJob: ResourceHandler = {
       want.name,
       !!job,
       differences(
-        { image: want.image, service_account: ctx.gcp.serviceAccountEmail(project(ctx), env.service_account.account_id) },
+        {
+          image: want.image,
+          service_account: ctx.gcp.serviceAccountEmail(project(ctx), env.service_account.account_id),
+        },
         {
           image: job?.template.template.containers[0]?.image ?? null,
           service_account: job?.template.template.serviceAccount ?? null,
@@ -465,18 +529,25 @@ const cloudRunJob: ResourceHandler = {
     const region = ctx.connection.region;
     const job = await gcp(`Cloud Run get job ${want.name}`, () => ctx.gcp.getJob(p, region, want.name));
     if (!job) {
-      await gcp(`Cloud Run create job ${want.name}`, () => ctx.gcp.createJob(p, region, want.name, jobSpec(ctx)));
+      await gcp(`Cloud Run create job ${want.name}`, () =>
+        ctx.gcp.createJob(p, region, want.name, jobSpec(ctx)),
+      );
       return { status: 'repaired', target: want.name, created: true };
     }
     const ours = job.labels?.[REPAIR_TAG] === labelValue(ctx.repairId);
     await gcp(`Cloud Run update job ${want.name}`, () =>
-      ctx.gcp.patchJob(p, region, want.name, { ...jobSpec(ctx), labels: { ...job.labels, ...(ours ? jobSpec(ctx).labels : {}) } }),
+      ctx.gcp.patchJob(p, region, want.name, {
+        ...jobSpec(ctx),
+        labels: { ...job.labels, ...(ours ? jobSpec(ctx).labels : {}) },
+      }),
     );
     return { status: 'repaired', target: want.name, created: ours };
   },
   async compensate(ctx, output) {
     const name = String(output.target);
-    await gcp(`Cloud Run delete job ${name}`, () => ctx.gcp.deleteJob(project(ctx), ctx.connection.region, name));
+    await gcp(`Cloud Run delete job ${name}`, () =>
+      ctx.gcp.deleteJob(project(ctx), ctx.connection.region, name),
+    );
     return { status: 'deleted', target: name };
   },
 };

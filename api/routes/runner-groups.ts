@@ -39,7 +39,9 @@ export function createRunnerGroupsRouter(deps: { db: Db }): Router {
 
   router.post('/api/v1/cloud-connections', auth, requireRole('devops'), async (req, res) => {
     const spec = parseBody(cloudConnectionSchema, req.body);
-    const conn = await createCloudConnection(deps.db, currentUser(req).organization_uuid, spec).catch(registryError);
+    const conn = await createCloudConnection(deps.db, currentUser(req).organization_uuid, spec).catch(
+      registryError,
+    );
     res.status(201).location(`/api/v1/cloud-connections/${conn.cloud_connection_uuid}`).json(conn);
   });
 
@@ -49,7 +51,9 @@ export function createRunnerGroupsRouter(deps: { db: Db }): Router {
 
   router.post('/api/v1/runner-groups', auth, requireRole('devops'), async (req, res) => {
     const spec = parseBody(runnerGroupSchema, req.body);
-    const group = await createRunnerGroup(deps.db, currentUser(req).organization_uuid, spec).catch(registryError);
+    const group = await createRunnerGroup(deps.db, currentUser(req).organization_uuid, spec).catch(
+      registryError,
+    );
     res.status(201).location(`/api/v1/runner-groups/${group.runner_group_uuid}`).json(group);
   });
 
@@ -67,13 +71,16 @@ export function createRunnerGroupsRouter(deps: { db: Db }): Router {
   router.put('/api/v1/runner-groups/:id', auth, requireRole('devops'), async (req, res) => {
     const id = uuidParam(req.params.id, 'Runner group');
     const spec = parseBody(runnerGroupSchema, req.body);
-    res.json(await updateRunnerGroup(deps.db, currentUser(req).organization_uuid, id, spec).catch(registryError));
+    res.json(
+      await updateRunnerGroup(deps.db, currentUser(req).organization_uuid, id, spec).catch(registryError),
+    );
   });
 
   router.get('/api/v1/runner-groups/:id/executions', auth, requireRole('developer'), async (req, res) => {
     const id = uuidParam(req.params.id, 'Runner group');
     const org = currentUser(req).organization_uuid;
-    if (!(await getRunnerGroup(deps.db, org, id))) throw new HttpError(404, 'not_found', `Runner group ${id} not found.`);
+    if (!(await getRunnerGroup(deps.db, org, id)))
+      throw new HttpError(404, 'not_found', `Runner group ${id} not found.`);
     const executions = await deps.db
       .selectFrom('runner_executions')
       .select([

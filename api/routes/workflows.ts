@@ -5,11 +5,16 @@
 // organization_uuid comes from the authenticated caller, never from the body.
 import { randomUUID } from 'node:crypto';
 import { Router, type Request } from 'express';
-import { WorkflowFailedError, WorkflowNotFoundError, type Client, type WorkflowHandle } from '@temporalio/client';
+import {
+  WorkflowFailedError,
+  WorkflowNotFoundError,
+  type Client,
+  type WorkflowHandle,
+} from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import type { Db } from '../../shared/db';
-import { getPlan, getRunnerGroup } from '../../shared/db/runners';
+import { getPlan, getRunnerGroup, RegistryError } from '../../shared/db/runners';
 import type { Role } from '../../shared/db/users';
 import {
   DETECT_WORKFLOW_TYPE,
@@ -40,11 +45,16 @@ const startSchema = z
   })
   .strict();
 
-const INPUT_SCHEMAS = { [DETECT_WORKFLOW_TYPE]: detectInputSchema, [REPAIR_WORKFLOW_TYPE]: repairInputSchema };
+const INPUT_SCHEMAS = {
+  [DETECT_WORKFLOW_TYPE]: detectInputSchema,
+  [REPAIR_WORKFLOW_TYPE]: repairInputSchema,
+};
 
 /** Detection is read-only: a developer may run it. Anything that can mutate needs devops. */
 function roleFor(type: RunnerWorkflowType, input: object): Role {
-  return type === REPAIR_WORKFLOW_TYPE || ('auto_apply' in input && input.auto_apply === true) ? 'devops' : 'developer';
+  return type === REPAIR_WORKFLOW_TYPE || ('auto_apply' in input && input.auto_apply === true)
+    ? 'devops'
+    : 'developer';
 }
 
 const ROLE_ORDER: Role[] = ['developer', 'devops', 'admin'];
@@ -80,13 +90,29 @@ async function prepareStart(deps: WorkflowRouteDeps, req: Request, body: unknown
   if (ROLE_ORDER.indexOf(user.role) < ROLE_ORDER.indexOf(needed)) {
     throw new HttpError(403, 'forbidden', `Requires the ${needed} operation role.`);
   }
-  if (!(await getRunnerGroup(deps.db, user.organization_uuid, input.runner_group_uuid))) {
-    throw new HttpError(404, 'not_found', `Runner group ${input.runner_group_uuid} not found.`, 'initial_data.runner_group_uuid');
+  const group = await getRunnerGroup(deps.db, user.organization_uuid, input.runner_group_uuid).catch(
+    (err: unknown) => {
+      if (err instanceof RegistryError) throw new HttpError(409, 'conflict', err.message);
+      throw err;
+    },
+  );
+  if (!group) {
+    throw new HttpError(
+      404,
+      'not_found',
+      `Runner group ${input.runner_group_uuid} not found.`,
+      'initial_data.runner_group_uuid',
+    );
   }
   if ('plan_uuid' in input) {
     const plan = await getPlan(deps.db, user.organization_uuid, input.plan_uuid);
     if (!plan || plan.runner_group_uuid !== input.runner_group_uuid) {
-      throw new HttpError(404, 'not_found', `Plan ${input.plan_uuid} not found for this runner group.`, 'initial_data.plan_uuid');
+      throw new HttpError(
+        404,
+        'not_found',
+        `Plan ${input.plan_uuid} not found for this runner group.`,
+        'initial_data.plan_uuid',
+      );
     }
   }
   return { workflow_type, input };
@@ -124,7 +150,12 @@ async function start(
     ],
     staticSummary: `${type} for runner group ${input.runner_group_uuid}`,
   });
-  return { workflow_uuid, workflow_run_uuid: handle.firstExecutionRunId, workflow_type: type, status: 'RUNNING' };
+  return {
+    workflow_uuid,
+    workflow_run_uuid: handle.firstExecutionRunId,
+    workflow_type: type,
+    status: 'RUNNING',
+  };
 }
 
 /** The caller's run by workflow id or run id, or 404 (another organization's run is not found). */
@@ -163,7 +194,8 @@ async function runState(handle: WorkflowHandle, status: string): Promise<RunnerD
       await handle.result();
     } catch (err) {
       const cause = err instanceof WorkflowFailedError ? err.cause : undefined;
-      if (cause instanceof ApplicationFailure && cause.details?.[0]) return cause.details[0] as RunnerDagState;
+      if (cause instanceof ApplicationFailure && cause.details?.[0])
+        return cause.details[0] as RunnerDagState;
     }
     return null;
   }
@@ -207,10 +239,15 @@ export function createWorkflowsRouter(deps: WorkflowRouteDeps): Router {
     const { handle, description } = await findRun(deps, req, String(req.params.id));
     const status = description.status.name;
     if (!['FAILED', 'TERMINATED', 'TIMED_OUT', 'CANCELLED'].includes(status)) {
-      throw new HttpError(409, 'conflict', `Workflow ${description.workflowId} is ${status}; only a failed run can be retried.`);
+      throw new HttpError(
+        409,
+        'conflict',
+        `Workflow ${description.workflowId} is ${status}; only a failed run can be retried.`,
+      );
     }
     const previous = await runState(handle, status);
-    if (!previous) throw new HttpError(409, 'conflict', `Workflow ${description.workflowId} left no state to retry from.`);
+    if (!previous)
+      throw new HttpError(409, 'conflict', `Workflow ${description.workflowId} left no state to retry from.`);
     const type = description.type as RunnerWorkflowType;
     const original =
       type === DETECT_WORKFLOW_TYPE
@@ -232,7 +269,10 @@ export function createWorkflowsRouter(deps: WorkflowRouteDeps): Router {
       retry_count: (previous.retry_count ?? 0) + 1,
       retried_from: description.workflowId,
     });
-    res.status(202).location(`/api/workflows/${started.workflow_uuid}`).json({ ...started, retried_from: description.workflowId });
+    res
+      .status(202)
+      .location(`/api/workflows/${started.workflow_uuid}`)
+      .json({ ...started, retried_from: description.workflowId });
   });
   return router;
 }

@@ -14,7 +14,11 @@ export interface AwsEmulator {
 }
 
 export async function startAwsEmulator(
-  opts: { port?: number; host?: string; /** moto's request recorder (tests read it) */ record?: boolean } = {},
+  opts: {
+    port?: number;
+    host?: string;
+    /** moto's request recorder (tests read it) */ record?: boolean;
+  } = {},
 ): Promise<AwsEmulator> {
   const host = opts.host ?? '127.0.0.1';
   const port = opts.port || (await freePort(host));
@@ -31,7 +35,8 @@ export async function startAwsEmulator(
   const deadline = Date.now() + 60_000;
   for (;;) {
     const early = await Promise.race([exited, new Promise((r) => setTimeout(() => r('wait'), 200))]);
-    if (early !== 'wait') throw new Error(`moto_server exited with code ${String(early)}:\n${output.slice(-4000)}`);
+    if (early !== 'wait')
+      throw new Error(`moto_server exited with code ${String(early)}:\n${output.slice(-4000)}`);
     try {
       const res = await fetch(`${endpoint}/moto-api/`, { signal: AbortSignal.timeout(1000) });
       if (res.ok || res.status < 500) break;

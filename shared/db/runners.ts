@@ -54,7 +54,8 @@ export async function createCloudConnection(
   try {
     await db.insertInto('cloud_connections').values(row).execute();
   } catch (err) {
-    if (isUniqueViolation(err)) throw new RegistryError('conflict', `A cloud connection named ${spec.name} already exists.`);
+    if (isUniqueViolation(err))
+      throw new RegistryError('conflict', `A cloud connection named ${spec.name} already exists.`);
     throw err;
   }
   return row;
@@ -67,7 +68,15 @@ export async function getCloudConnection(
 ): Promise<CloudConnection | undefined> {
   return db
     .selectFrom('cloud_connections')
-    .select(['cloud_connection_uuid', 'organization_uuid', 'name', 'provider', 'region', 'project_id', 'account_id'])
+    .select([
+      'cloud_connection_uuid',
+      'organization_uuid',
+      'name',
+      'provider',
+      'region',
+      'project_id',
+      'account_id',
+    ])
     .where('cloud_connection_uuid', '=', cloud_connection_uuid)
     .where('organization_uuid', '=', organization_uuid)
     .executeTakeFirst();
@@ -76,7 +85,15 @@ export async function getCloudConnection(
 export async function listCloudConnections(db: Db, organization_uuid: string): Promise<CloudConnection[]> {
   return db
     .selectFrom('cloud_connections')
-    .select(['cloud_connection_uuid', 'organization_uuid', 'name', 'provider', 'region', 'project_id', 'account_id'])
+    .select([
+      'cloud_connection_uuid',
+      'organization_uuid',
+      'name',
+      'provider',
+      'region',
+      'project_id',
+      'account_id',
+    ])
     .where('organization_uuid', '=', organization_uuid)
     .orderBy('name')
     .execute();
@@ -86,7 +103,8 @@ export async function listCloudConnections(db: Db, organization_uuid: string): P
 async function checkConnection(db: Db, organization_uuid: string, spec: RunnerGroupSpec): Promise<void> {
   if (!spec.cloud_connection_uuid) return;
   const conn = await getCloudConnection(db, organization_uuid, spec.cloud_connection_uuid);
-  if (!conn) throw new RegistryError('not_found', `Cloud connection ${spec.cloud_connection_uuid} not found.`);
+  if (!conn)
+    throw new RegistryError('not_found', `Cloud connection ${spec.cloud_connection_uuid} not found.`);
   const want = BACKEND_PROVIDER[spec.environment.backend_type];
   if (conn.provider !== want) {
     throw new RegistryError(
@@ -96,7 +114,11 @@ async function checkConnection(db: Db, organization_uuid: string, spec: RunnerGr
   }
 }
 
-export async function createRunnerGroup(db: Db, organization_uuid: string, input: RunnerGroupSpec): Promise<RunnerGroup> {
+export async function createRunnerGroup(
+  db: Db,
+  organization_uuid: string,
+  input: RunnerGroupSpec,
+): Promise<RunnerGroup> {
   const spec = runnerGroupSchema.parse(input);
   await checkConnection(db, organization_uuid, spec);
   const group: RunnerGroup = {
@@ -113,7 +135,8 @@ export async function createRunnerGroup(db: Db, organization_uuid: string, input
       .values({ ...group, environment: JSON.stringify(group.environment) })
       .execute();
   } catch (err) {
-    if (isUniqueViolation(err)) throw new RegistryError('conflict', `A runner group named ${spec.name} already exists.`);
+    if (isUniqueViolation(err))
+      throw new RegistryError('conflict', `A runner group named ${spec.name} already exists.`);
     throw err;
   }
   return group;
@@ -168,7 +191,14 @@ export async function getRunnerGroup(
 ): Promise<RunnerGroup | undefined> {
   const row = await db
     .selectFrom('runner_groups')
-    .select(['runner_group_uuid', 'organization_uuid', 'name', 'backend_type', 'cloud_connection_uuid', 'environment'])
+    .select([
+      'runner_group_uuid',
+      'organization_uuid',
+      'name',
+      'backend_type',
+      'cloud_connection_uuid',
+      'environment',
+    ])
     .where('runner_group_uuid', '=', runner_group_uuid)
     .where('organization_uuid', '=', organization_uuid)
     .executeTakeFirst();
@@ -178,7 +208,14 @@ export async function getRunnerGroup(
 export async function listRunnerGroups(db: Db, organization_uuid: string): Promise<RunnerGroup[]> {
   const rows = await db
     .selectFrom('runner_groups')
-    .select(['runner_group_uuid', 'organization_uuid', 'name', 'backend_type', 'cloud_connection_uuid', 'environment'])
+    .select([
+      'runner_group_uuid',
+      'organization_uuid',
+      'name',
+      'backend_type',
+      'cloud_connection_uuid',
+      'environment',
+    ])
     .where('organization_uuid', '=', organization_uuid)
     .orderBy('name')
     .execute();
@@ -252,7 +289,10 @@ export interface DriftPlanRecord {
 }
 
 /** Stores the plan of a detect run once (keyed by its workflow id) and returns its plan_uuid. */
-export async function savePlan(db: Db, plan: Omit<DriftPlanRecord, 'plan_uuid' | 'repair_status' | 'repair_workflow_uuid'>): Promise<string> {
+export async function savePlan(
+  db: Db,
+  plan: Omit<DriftPlanRecord, 'plan_uuid' | 'repair_status' | 'repair_workflow_uuid'>,
+): Promise<string> {
   await db
     .insertInto('runner_environment_drift_plans')
     .values({
@@ -274,7 +314,11 @@ export async function savePlan(db: Db, plan: Omit<DriftPlanRecord, 'plan_uuid' |
   return row.plan_uuid;
 }
 
-export async function getPlan(db: Db, organization_uuid: string, plan_uuid: string): Promise<DriftPlanRecord | undefined> {
+export async function getPlan(
+  db: Db,
+  organization_uuid: string,
+  plan_uuid: string,
+): Promise<DriftPlanRecord | undefined> {
   const row = await db
     .selectFrom('runner_environment_drift_plans')
     .selectAll()
@@ -302,5 +346,9 @@ export async function updatePlan(
   plan_uuid: string,
   fields: { repair_status?: string; repair_workflow_uuid?: string; repaired_at?: Date },
 ): Promise<void> {
-  await db.updateTable('runner_environment_drift_plans').set(fields).where('plan_uuid', '=', plan_uuid).execute();
+  await db
+    .updateTable('runner_environment_drift_plans')
+    .set(fields)
+    .where('plan_uuid', '=', plan_uuid)
+    .execute();
 }

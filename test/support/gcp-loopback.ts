@@ -14,7 +14,14 @@ export interface GcpLoopback {
 }
 
 /** Machine types a zone offers (a request for another is rejected, as GCE does). */
-const MACHINE_TYPES = new Set(['e2-micro', 'e2-small', 'e2-medium', 'e2-standard-2', 'e2-standard-4', 'n2-standard-2']);
+const MACHINE_TYPES = new Set([
+  'e2-micro',
+  'e2-small',
+  'e2-medium',
+  'e2-standard-2',
+  'e2-standard-4',
+  'n2-standard-2',
+]);
 
 interface ServiceAccount {
   name: string;
@@ -28,8 +35,14 @@ interface ServiceAccount {
 
 function googleError(res: ServerResponse, code: number, status: string, message: string): void {
   res.writeHead(code, { 'content-type': 'application/json' });
-  res.end(JSON.stringify({ error: { code, message, status, errors: [{ message, domain: 'global', reason: status }] } }));
+  res.end(
+    JSON.stringify({
+      error: { code, message, status, errors: [{ message, domain: 'global', reason: status }] },
+    }),
+  );
 }
+
+const str = (v: unknown): string => (typeof v === 'string' ? v : '');
 
 function send(res: ServerResponse, body: unknown): void {
   res.writeHead(200, { 'content-type': 'application/json' });
@@ -78,13 +91,19 @@ export async function startGcpLoopback(opts: { token: string }): Promise<GcpLoop
     if ((m = /^\/v1\/projects\/([^/]+)\/serviceAccounts$/.exec(path)) && method === 'POST') {
       const project = m[1] as string;
       const body = await readJson(req);
-      const accountId = String(body.accountId ?? '');
+      const accountId = str(body.accountId);
       const sa = (body.serviceAccount ?? {}) as { displayName?: string; description?: string };
       if (!/^[a-z]([-a-z0-9]{4,28}[a-z0-9])$/.test(accountId)) {
         return googleError(res, 400, 'INVALID_ARGUMENT', `Invalid account ID ${accountId}.`);
       }
       const email = `${accountId}@${project}.iam.gserviceaccount.com`;
-      if (accounts.has(email)) return googleError(res, 409, 'ALREADY_EXISTS', `Service account ${accountId} already exists within project projects/${project}.`);
+      if (accounts.has(email))
+        return googleError(
+          res,
+          409,
+          'ALREADY_EXISTS',
+          `Service account ${accountId} already exists within project projects/${project}.`,
+        );
       const account: ServiceAccount = {
         name: `projects/${project}/serviceAccounts/${email}`,
         projectId: project,
@@ -109,9 +128,11 @@ export async function startGcpLoopback(opts: { token: string }): Promise<GcpLoop
       if (method === 'PATCH') {
         const body = await readJson(req);
         const patch = (body.serviceAccount ?? {}) as { displayName?: string; description?: string };
-        for (const field of String(body.updateMask ?? '').split(',')) {
-          if (field === 'displayName' && patch.displayName !== undefined) account.displayName = patch.displayName;
-          if (field === 'description' && patch.description !== undefined) account.description = patch.description;
+        for (const field of str(body.updateMask).split(',')) {
+          if (field === 'displayName' && patch.displayName !== undefined)
+            account.displayName = patch.displayName;
+          if (field === 'description' && patch.description !== undefined)
+            account.description = patch.description;
         }
         return send(res, account);
       }
@@ -122,13 +143,24 @@ export async function startGcpLoopback(opts: { token: string }): Promise<GcpLoop
     }
 
     // Compute v1 instance templates
-    if ((m = /^\/compute\/v1\/projects\/([^/]+)\/global\/instanceTemplates$/.exec(path)) && method === 'POST') {
+    if (
+      (m = /^\/compute\/v1\/projects\/([^/]+)\/global\/instanceTemplates$/.exec(path)) &&
+      method === 'POST'
+    ) {
       const project = m[1] as string;
       const body = await readJson(req);
-      const name = String(body.name ?? '');
-      const props = (body.properties ?? {}) as { machineType?: string; serviceAccounts?: { email: string }[] };
+      const name = str(body.name);
+      const props = (body.properties ?? {}) as {
+        machineType?: string;
+        serviceAccounts?: { email: string }[];
+      };
       if (templates.has(`${project}/${name}`)) {
-        return googleError(res, 409, 'alreadyExists', `The resource 'projects/${project}/global/instanceTemplates/${name}' already exists`);
+        return googleError(
+          res,
+          409,
+          'alreadyExists',
+          `The resource 'projects/${project}/global/instanceTemplates/${name}' already exists`,
+        );
       }
       if (!MACHINE_TYPES.has(props.machineType ?? '')) {
         return googleError(
@@ -140,7 +172,12 @@ export async function startGcpLoopback(opts: { token: string }): Promise<GcpLoop
       }
       for (const sa of props.serviceAccounts ?? []) {
         if (!accounts.has(sa.email)) {
-          return googleError(res, 400, 'invalid', `The resource 'projects/${project}/serviceAccounts/${sa.email}' was not found`);
+          return googleError(
+            res,
+            400,
+            'invalid',
+            `The resource 'projects/${project}/serviceAccounts/${sa.email}' was not found`,
+          );
         }
       }
       templates.set(`${project}/${name}`, {
@@ -156,7 +193,12 @@ export async function startGcpLoopback(opts: { token: string }): Promise<GcpLoop
       const [project, name] = [m[1] as string, m[2] as string];
       const t = templates.get(`${project}/${name}`);
       if (!t) {
-        return googleError(res, 404, 'notFound', `The resource 'projects/${project}/global/instanceTemplates/${name}' was not found`);
+        return googleError(
+          res,
+          404,
+          'notFound',
+          `The resource 'projects/${project}/global/instanceTemplates/${name}' was not found`,
+        );
       }
       if (method === 'GET') return send(res, t);
       if (method === 'DELETE') {
@@ -175,7 +217,11 @@ export async function startGcpLoopback(opts: { token: string }): Promise<GcpLoop
       const key = `${project}/${region}/${name}`;
       if (jobs.has(key)) return googleError(res, 409, 'ALREADY_EXISTS', `Resource '${name}' already exists.`);
       const body = await readJson(req);
-      const job = { ...body, name: `projects/${project}/locations/${region}/jobs/${name}`, uid: randomUUID() };
+      const job = {
+        ...body,
+        name: `projects/${project}/locations/${region}/jobs/${name}`,
+        uid: randomUUID(),
+      };
       jobs.set(key, job);
       return send(res, runOp(project, region, job));
     }
@@ -184,7 +230,12 @@ export async function startGcpLoopback(opts: { token: string }): Promise<GcpLoop
       const key = `${project}/${region}/${name}`;
       const job = jobs.get(key);
       if (!job) {
-        return googleError(res, 404, 'NOT_FOUND', `Resource '${name}' of kind 'JOB' in region '${region}' in project '${project}' does not exist.`);
+        return googleError(
+          res,
+          404,
+          'NOT_FOUND',
+          `Resource '${name}' of kind 'JOB' in region '${region}' in project '${project}' does not exist.`,
+        );
       }
       if (method === 'GET') return send(res, job);
       if (method === 'PATCH') {

@@ -9,7 +9,12 @@ import type { RunnerDeps } from '../../activities/runners';
 import { awsClientFactory, GcpClient, type AwsClients } from '../../activities/runners/clouds';
 import { startAwsEmulator, type AwsEmulator } from '../../scripts/embedded/aws-emulator';
 import { createDb, migrate, type Db } from '../../shared/db';
-import { createCloudConnection, createRunnerGroup, type CloudConnection, type RunnerGroup } from '../../shared/db/runners';
+import {
+  createCloudConnection,
+  createRunnerGroup,
+  type CloudConnection,
+  type RunnerGroup,
+} from '../../shared/db/runners';
 import { ensureOrganization } from '../../shared/db/users';
 import type { RunnerEnvironment } from '../../shared/runner-contracts';
 import { startGcpLoopback, type GcpLoopback } from './gcp-loopback';
@@ -29,14 +34,21 @@ export interface RunnerBed {
   gcpClient: GcpClient;
   organization(name?: string): Promise<string>;
   connection(org: string, provider: 'aws' | 'gcp', region?: string): Promise<CloudConnection>;
-  group(org: string, connection: CloudConnection | null, environment: RunnerEnvironment): Promise<RunnerGroup>;
+  group(
+    org: string,
+    connection: CloudConnection | null,
+    environment: RunnerEnvironment,
+  ): Promise<RunnerGroup>;
   close(): Promise<void>;
 }
 
 export async function startRunnerBed(): Promise<RunnerBed> {
   const gcpToken = `ya29.kumoss-test-${randomBytes(12).toString('hex')}`;
   const awsSecret = `kumoss-test-secret-${randomBytes(12).toString('hex')}`;
-  const [aws, gcp] = await Promise.all([startAwsEmulator({ record: true }), startGcpLoopback({ token: gcpToken })]);
+  const [aws, gcp] = await Promise.all([
+    startAwsEmulator({ record: true }),
+    startGcpLoopback({ token: gcpToken }),
+  ]);
   const db = createDb(stack().databaseUrl);
   await migrate(db);
   const credentials = { accessKeyId: 'AKIAKUMOSSTEST000001', secretAccessKey: awsSecret };
@@ -74,7 +86,9 @@ export async function startRunnerBed(): Promise<RunnerBed> {
 /** A unique name for a cloud resource of one test. */
 export const unique = (prefix: string): string => `${prefix}-${randomUUID().slice(0, 8)}`;
 
-export function awsEnvironment(overrides: Partial<Extract<RunnerEnvironment, { backend_type: 'aws_ecs' }>> = {}) {
+export function awsEnvironment(
+  overrides: Partial<Extract<RunnerEnvironment, { backend_type: 'aws_ecs' }>> = {},
+) {
   const id = randomUUID().slice(0, 8);
   return {
     backend_type: 'aws_ecs' as const,
@@ -93,7 +107,10 @@ export function awsEnvironment(overrides: Partial<Extract<RunnerEnvironment, { b
 }
 
 /** Creates everything an aws_ecs environment names, with plain SDK calls. */
-export async function provisionAws(clients: AwsClients, env: ReturnType<typeof awsEnvironment>): Promise<void> {
+export async function provisionAws(
+  clients: AwsClients,
+  env: ReturnType<typeof awsEnvironment>,
+): Promise<void> {
   await clients.ecs.send(
     new CreateClusterCommand({
       clusterName: env.ecs_cluster.name,
@@ -102,10 +119,16 @@ export async function provisionAws(clients: AwsClients, env: ReturnType<typeof a
   );
   await clients.logs.send(new CreateLogGroupCommand({ logGroupName: env.log_group.name }));
   await clients.logs.send(
-    new PutRetentionPolicyCommand({ logGroupName: env.log_group.name, retentionInDays: env.log_group.retention_days }),
+    new PutRetentionPolicyCommand({
+      logGroupName: env.log_group.name,
+      retentionInDays: env.log_group.retention_days,
+    }),
   );
   await clients.secrets.send(
-    new CreateSecretCommand({ Name: env.pull_secret.name, SecretString: '{"username":"bot","password":"registry-pass"}' }),
+    new CreateSecretCommand({
+      Name: env.pull_secret.name,
+      SecretString: '{"username":"bot","password":"registry-pass"}',
+    }),
   );
   const secret = await clients.secrets.send(new DescribeSecretCommand({ SecretId: env.pull_secret.name }));
   await clients.ecs.send(
@@ -122,7 +145,11 @@ export async function provisionAws(clients: AwsClients, env: ReturnType<typeof a
           essential: true,
           logConfiguration: {
             logDriver: 'awslogs',
-            options: { 'awslogs-group': env.log_group.name, 'awslogs-region': clients.region, 'awslogs-stream-prefix': 'runner' },
+            options: {
+              'awslogs-group': env.log_group.name,
+              'awslogs-region': clients.region,
+              'awslogs-stream-prefix': 'runner',
+            },
           },
           repositoryCredentials: { credentialsParameter: secret.ARN ?? '' },
         },
