@@ -2,6 +2,13 @@
 import { z } from 'zod';
 import { driftReportSchema } from '../shared/drift-report';
 import { acceptedSchema, firstRequestSchema, followUpRequestSchema } from '../shared/contracts';
+import {
+  cloudConnectionSchema,
+  detectInputSchema,
+  repairInputSchema,
+  runnerGroupSchema,
+  RUNNER_WORKFLOW_TYPES,
+} from '../shared/runner-contracts';
 import { authorizeRequestSchema } from './routes/authorize';
 
 const schema = (s: z.ZodType) =>
@@ -63,6 +70,25 @@ export function openApiDocument(): Record<string, unknown> {
         Accepted: schema(acceptedSchema),
         AuthorizeRequest: schema(authorizeRequestSchema),
         DriftReport: schema(driftReportSchema),
+        CloudConnection: schema(cloudConnectionSchema),
+        RunnerGroup: schema(runnerGroupSchema),
+        DetectInput: schema(detectInputSchema),
+        RepairInput: schema(repairInputSchema),
+        WorkflowStart: {
+          type: 'object',
+          required: ['workflow_type'],
+          properties: {
+            workflow_type: { type: 'string', enum: [...RUNNER_WORKFLOW_TYPES] },
+            initial_data: {
+              description:
+                'The workflow input; organization_uuid is set from the caller (naming another organization is a 403).',
+              oneOf: [
+                { $ref: '#/components/schemas/DetectInput' },
+                { $ref: '#/components/schemas/RepairInput' },
+              ],
+            },
+          },
+        },
         Error: errorSchema,
       },
     },
@@ -174,6 +200,96 @@ export function openApiDocument(): Record<string, unknown> {
         post: {
           summary: 'Mapping sidecar: provider and scope of a known repository, null when unsure (developer)',
           responses: { '200': { description: 'Mapping' }, ...errors(400, 401, 503) },
+        },
+      },
+      '/api/workflows/start': {
+        post: {
+          summary:
+            'Start runner.environment-drift-detect (developer; devops with auto_apply) or runner.environment-drift-repair (devops)',
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: { $ref: '#/components/schemas/WorkflowStart' } } },
+          },
+          responses: {
+            '202': {
+              description: 'Started: workflow_uuid, workflow_run_uuid',
+              headers: { Location: { schema: { type: 'string' } } },
+            },
+            ...errors(400, 401, 403, 404, 409, 503),
+          },
+        },
+      },
+      '/api/workflows/{workflow_uuid}': {
+        get: {
+          summary:
+            'Status and output (every field of the seed output schema) of a run, by workflow id or run id',
+          parameters: [{ name: 'workflow_uuid', in: 'path', required: true, schema: { type: 'string' } }],
+          responses: { '200': { description: 'Status and output' }, ...errors(401, 404, 503) },
+        },
+      },
+      '/api/workflows/{workflow_uuid}/retry': {
+        post: {
+          summary: 'Start a failed run again (retry_count + 1, retried_from)',
+          parameters: [{ name: 'workflow_uuid', in: 'path', required: true, schema: { type: 'string' } }],
+          responses: { '202': { description: 'Started' }, ...errors(401, 403, 404, 409, 503) },
+        },
+      },
+      '/api/v1/cloud-connections': {
+        post: {
+          summary: 'Register a cloud connection (devops); credentials stay in the worker environment',
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: { $ref: '#/components/schemas/CloudConnection' } } },
+          },
+          responses: { '201': { description: 'Created' }, ...errors(400, 401, 403, 409) },
+        },
+        get: {
+          summary: 'Cloud connections of the organization',
+          responses: { '200': { description: 'List' }, ...errors(401) },
+        },
+      },
+      '/api/v1/runner-groups': {
+        post: {
+          summary: 'Register a runner group and the environment it should have (devops)',
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: { $ref: '#/components/schemas/RunnerGroup' } } },
+          },
+          responses: { '201': { description: 'Created' }, ...errors(400, 401, 403, 404, 409) },
+        },
+        get: {
+          summary: 'Runner groups of the organization',
+          responses: { '200': { description: 'List' }, ...errors(401) },
+        },
+      },
+      '/api/v1/runner-groups/{id}': {
+        get: {
+          summary: 'A runner group',
+          parameters: [{ name: 'id', in: 'path', required: true, schema: { type: 'string' } }],
+          responses: { '200': { description: 'Runner group' }, ...errors(401, 404) },
+        },
+        put: {
+          summary: 'Replace a runner group’s expected environment (devops)',
+          parameters: [{ name: 'id', in: 'path', required: true, schema: { type: 'string' } }],
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: { $ref: '#/components/schemas/RunnerGroup' } } },
+          },
+          responses: { '200': { description: 'Updated' }, ...errors(400, 401, 403, 404) },
+        },
+      },
+      '/api/v1/runner-groups/{id}/executions': {
+        get: {
+          summary: 'Runner executions of a group (DAG runs), newest first',
+          parameters: [{ name: 'id', in: 'path', required: true, schema: { type: 'string' } }],
+          responses: { '200': { description: 'Executions' }, ...errors(401, 404) },
+        },
+      },
+      '/api/v1/runner-plans/{plan_uuid}': {
+        get: {
+          summary: 'A RunnerEnvironmentDriftPlan',
+          parameters: [{ name: 'plan_uuid', in: 'path', required: true, schema: { type: 'string' } }],
+          responses: { '200': { description: 'Plan' }, ...errors(401, 404) },
         },
       },
       '/health': {

@@ -1,5 +1,5 @@
 // Records workflow histories for the replay test (test/workflows/replay.test.ts): a full and a
-// partial drift round and a session, run on the real stack, saved as JSON under
+// partial drift round, a session and both runner DAGs, run on the real stack, saved as JSON under
 // test/fixtures/histories. Re-record only when a change to a workflow is meant to be
 // incompatible with runs already in flight (and then version it instead where you can).
 import { randomUUID } from 'node:crypto';
@@ -9,11 +9,16 @@ import { startStackWorker, startTestStack } from '../test/support/test-stack';
 import { join } from 'node:path';
 import proto from '@temporalio/proto';
 import { projectRoot } from '../shared/config';
+import { quietKnownWarnings } from '../shared/logger';
 import { sessionWorkflowId } from '../shared/ids';
 import { createDriftTestBed } from '../test/support/drift-test-bed';
 import { driftRound, session } from '../workflows';
 import { operationSignal, sessionQuery } from '../workflows/session';
+import { DeleteClusterCommand } from '@aws-sdk/client-ecs';
+import type { RunnerDagState } from '../shared/runner-contracts';
+import { awsEnvironment, gceEnvironment, provisionAws, startRunnerBed } from '../test/support/runner-bed';
 
+quietKnownWarnings();
 Runtime.install({ logger: new DefaultLogger('ERROR') });
 const out = join(projectRoot, 'test', 'fixtures', 'histories');
 const { stack, stop } = await startTestStack();
@@ -22,8 +27,8 @@ try {
   const { client, git, engine } = sw;
   // Binary protobuf: the JSON route (historyFromJSON) trips over two copies of protobufjs that
   // npm installs side by side for @temporalio/common and @temporalio/proto.
-  const save = async (name: string, workflowId: string) => {
-    const history = await client.workflow.getHandle(workflowId).fetchHistory();
+  const save = async (name: string, workflowId: string, c = client) => {
+    const history = await c.workflow.getHandle(workflowId).fetchHistory();
     writeFileSync(join(out, `${name}.binpb`), proto.temporal.api.history.v1.History.encode(history).finish());
     console.log(`recorded ${name} (${history.events?.length ?? 0} events)`);
   };
@@ -88,6 +93,48 @@ try {
   await save('session', sessionWorkflowId(sid));
   await bed.destroy();
   await sw.stop();
+
+  // Both runner DAGs: a detect that finds drift and chains the repair (which completes), and a
+  // repair whose failing step is compensated.
+  const runners = await startRunnerBed(stack.databaseUrl);
+  const rw = await startStackWorker(stack, 'record-runner', { runners: runners.deps });
+  try {
+    const org = await runners.organization();
+    const aws = await runners.connection(org, 'aws');
+    const env = awsEnvironment();
+    await provisionAws(runners.awsClients(aws.region), env);
+    await runners
+      .awsClients(aws.region)
+      .ecs.send(new DeleteClusterCommand({ cluster: env.ecs_cluster.name }));
+    const group = await runners.group(org, aws, env);
+    const detectId = `record-detect-${randomUUID().slice(0, 8)}`;
+    const detected = (await rw.client.workflow.execute('runner.environment-drift-detect', {
+      taskQueue: 'record-runner',
+      workflowId: detectId,
+      args: [{ runner_group_uuid: group.runner_group_uuid, organization_uuid: org, auto_apply: true }],
+    })) as RunnerDagState;
+    await rw.client.workflow.getHandle(detected.repair_workflow_id ?? '').result();
+    await save('runner-detect', detectId, rw.client);
+    await save('runner-repair', detected.repair_workflow_id ?? '', rw.client);
+
+    const gcp = await runners.connection(org, 'gcp');
+    const gce = gceEnvironment();
+    gce.instance_template.machine_type = 'e2-imaginary';
+    const broken = await runners.group(org, gcp, gce);
+    const failing = (await rw.client.workflow.execute('runner.environment-drift-detect', {
+      taskQueue: 'record-runner',
+      workflowId: `record-detect-${randomUUID().slice(0, 8)}`,
+      args: [{ runner_group_uuid: broken.runner_group_uuid, organization_uuid: org, auto_apply: true }],
+    })) as RunnerDagState;
+    await rw.client.workflow
+      .getHandle(failing.repair_workflow_id ?? '')
+      .result()
+      .catch(() => undefined);
+    await save('runner-repair-compensated', failing.repair_workflow_id ?? '', rw.client);
+  } finally {
+    await rw.stop();
+    await runners.close();
+  }
 } finally {
   await stop();
 }

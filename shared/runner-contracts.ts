@@ -354,8 +354,3 @@ export interface CompensationInput {
   step: string;
   output: Record<string, unknown>;
 }
-
-/** Workflow id of a repair chained by a detect run. */
-export function repairWorkflowId(detectWorkflowId: string): string {
-  return `${detectWorkflowId}.repair`;
-}

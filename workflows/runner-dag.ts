@@ -14,11 +14,11 @@ import {
   startChild,
   upsertMemo,
   upsertSearchAttributes,
+  uuid4,
   workflowInfo,
 } from '@temporalio/workflow';
 import { ErrorTypes } from '../shared/errors';
 import {
-  repairWorkflowId,
   withSeedFields,
   type CompensationInput,
   type RunnerDagState,
@@ -143,7 +143,8 @@ export async function runDag(def: DagDefinition, initial: RunnerDagState): Promi
 /** Starts the chained DAG (not waited for) when auto_apply asked for it and there is work. */
 async function chain(def: DagDefinition, state: RunnerDagState): Promise<void> {
   if (!def.chain || !state.auto_apply || !state.plan_uuid || !state.actions_needed?.length) return;
-  const workflowId = repairWorkflowId(workflowInfo().workflowId);
+  // A UUID from the workflow's own seeded generator: the same on replay.
+  const workflowId = uuid4();
   const child = await startChild(def.chain.workflow_type, {
     workflowId,
     args: [

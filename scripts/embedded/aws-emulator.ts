@@ -7,8 +7,11 @@ import { freePort } from './ports';
 
 export interface AwsEmulator {
   endpoint: string;
-  /** The AWS actions (X-Amz-Target, e.g. AmazonEC2ContainerServiceV20141113.CreateCluster) moto recorded. */
-  recordedActions(): Promise<string[]>;
+  /**
+   * The requests moto recorded: the action (X-Amz-Target, e.g. AmazonEC2ContainerServiceV20141113.CreateCluster),
+   * and the access key id and region of the signature's credential scope.
+   */
+  recordedRequests(): Promise<{ action: string; accessKeyId: string; region: string }[]>;
   pid: number;
   stop(): Promise<void>;
 }
@@ -52,14 +55,20 @@ export async function startAwsEmulator(
   return {
     endpoint,
     pid: child.pid ?? 0,
-    async recordedActions() {
+    async recordedRequests() {
       const text = await (await fetch(`${endpoint}/moto-api/recorder/download-recording`)).text();
       return text
         .split('\n')
         .filter((line) => line.trim())
         .map((line) => {
-          const entry = JSON.parse(line) as { headers?: Record<string, string> };
-          return entry.headers?.['X-Amz-Target'] ?? entry.headers?.['x-amz-target'] ?? '';
+          const headers = (JSON.parse(line) as { headers?: Record<string, string> }).headers ?? {};
+          const auth = headers.Authorization ?? headers.authorization ?? '';
+          const scope = /Credential=([^/]+)\/\d+\/([^/]+)\//.exec(auth);
+          return {
+            action: headers['X-Amz-Target'] ?? headers['x-amz-target'] ?? '',
+            accessKeyId: scope?.[1] ?? '',
+            region: scope?.[2] ?? '',
+          };
         });
     },
     stop: async () => {

@@ -11,7 +11,7 @@ import {
   startRunnerBed,
   type RunnerBed,
 } from '../support/runner-bed';
-import { temporalHarness, testActivities, type TemporalHarness } from '../support/stack';
+import { stack, temporalHarness, testActivities, type TemporalHarness } from '../support/stack';
 import { findUserByToken } from '../../shared/db/users';
 import { SEED_OUTPUT_FIELDS } from '../../shared/runner-contracts';
 
@@ -25,7 +25,7 @@ describe('runner workflows API', () => {
   let other: Record<string, string>;
 
   beforeAll(async () => {
-    bed = await startRunnerBed();
+    bed = await startRunnerBed(stack().databaseUrl);
     h = await temporalHarness('runner-api', testActivities({ runners: bed.deps }));
     tokens = await roleTokens(bed.db, 'runner-api');
     other = await roleTokens(bed.db, 'runner-api-other');

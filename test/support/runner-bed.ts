@@ -18,7 +18,9 @@ import {
 import { ensureOrganization } from '../../shared/db/users';
 import type { RunnerEnvironment } from '../../shared/runner-contracts';
 import { startGcpLoopback, type GcpLoopback } from './gcp-loopback';
-import { stack } from './stack';
+
+/** The access key id the worker's AWS clients sign with. */
+export const WORKER_ACCESS_KEY = 'AKIAKUMOSSTEST000001';
 
 export interface RunnerBed {
   aws: AwsEmulator;
@@ -29,6 +31,10 @@ export interface RunnerBed {
   gcpToken: string;
   /** The worker's runner dependencies. */
   deps: RunnerDeps;
+  /** Mutating AWS actions the worker sent in `region` (use a region of the test's own). */
+  workerMutations(region: string): Promise<string[]>;
+  /** Every AWS request the worker sent in `region`. */
+  workerCalls(region: string): Promise<number>;
   /** SDK clients for the test's own setup and out-of-band changes. */
   awsClients(region: string): AwsClients;
   gcpClient: GcpClient;
@@ -42,17 +48,25 @@ export interface RunnerBed {
   close(): Promise<void>;
 }
 
-export async function startRunnerBed(): Promise<RunnerBed> {
+/** `databaseUrl`: the run's metadata store (stack().databaseUrl in a test file). */
+export async function startRunnerBed(databaseUrl: string): Promise<RunnerBed> {
   const gcpToken = `ya29.kumoss-test-${randomBytes(12).toString('hex')}`;
   const awsSecret = `kumoss-test-secret-${randomBytes(12).toString('hex')}`;
   const [aws, gcp] = await Promise.all([
     startAwsEmulator({ record: true }),
     startGcpLoopback({ token: gcpToken }),
   ]);
-  const db = createDb(stack().databaseUrl);
+  const db = createDb(databaseUrl);
   await migrate(db);
-  const credentials = { accessKeyId: 'AKIAKUMOSSTEST000001', secretAccessKey: awsSecret };
-  const factory = awsClientFactory({ endpoint: aws.endpoint, credentials });
+  // The worker and the test's own setup sign with different keys, so the recorder tells them apart.
+  const factory = awsClientFactory({
+    endpoint: aws.endpoint,
+    credentials: { accessKeyId: WORKER_ACCESS_KEY, secretAccessKey: awsSecret },
+  });
+  const setup = awsClientFactory({
+    endpoint: aws.endpoint,
+    credentials: { accessKeyId: 'AKIAKUMOSSSETUP00001', secretAccessKey: 'setup' },
+  });
   const gcpClient = new GcpClient({ endpoint: gcp.url, token: gcpToken });
   return {
     aws,
@@ -61,7 +75,20 @@ export async function startRunnerBed(): Promise<RunnerBed> {
     awsSecret,
     gcpToken,
     deps: { db, aws: factory, gcp: gcpClient },
-    awsClients: factory,
+    awsClients: setup,
+    async workerMutations(region) {
+      const requests = await aws.recordedRequests();
+      return mutatingActions(
+        requests
+          .filter((r) => r.accessKeyId === WORKER_ACCESS_KEY && r.region === region)
+          .map((r) => r.action),
+      );
+    },
+    async workerCalls(region) {
+      return (await aws.recordedRequests()).filter(
+        (r) => r.accessKeyId === WORKER_ACCESS_KEY && r.region === region,
+      ).length;
+    },
     gcpClient,
     organization: (name) => ensureOrganization(db, name ?? `runner-org-${randomUUID().slice(0, 8)}`),
     connection: (org, provider, region) =>

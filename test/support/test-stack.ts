@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { bundleWorkflowCode, NativeConnection } from '@temporalio/worker';
 import { createActivities } from '../../activities';
+import type { RunnerDeps } from '../../activities/runners';
 import { ArtifactStore, createS3Client } from '../../activities/artifacts';
 import type { EngineDeps } from '../../activities/drift-detection';
 import { GitClient } from '../../activities/git';
@@ -91,7 +92,7 @@ export interface StackWorker {
 export async function startStackWorker(
   stack: TestStack,
   taskQueue: string,
-  opts: { model?: ModelProvider; onEngineCall?: EngineDeps['onCall'] } = {},
+  opts: { model?: ModelProvider; onEngineCall?: EngineDeps['onCall']; runners?: RunnerDeps } = {},
 ): Promise<StackWorker> {
   const git = new GitClient({ caFile: stack.gitCaFile });
   const artifacts = new ArtifactStore(
@@ -118,6 +119,7 @@ export async function startStackWorker(
       model: opts.model ?? new OfflineModel(),
       catalogue: new PromptCatalogue(join(projectRoot, 'prompts')),
       workspaces: new RoundWorkspaces(mkdtempSync(join(tmpdir(), 'kumoss-ws-')), git, engines, 'terraform'),
+      ...(opts.runners ? { runners: opts.runners } : {}),
     }),
     workflowBundlePath: stack.workflowBundlePath,
   });

@@ -13,8 +13,15 @@ const dir = join(projectRoot, 'test', 'fixtures', 'histories');
 const files = readdirSync(dir).filter((f) => f.endsWith('.binpb'));
 
 describe('replay of recorded histories', () => {
-  it('has a recorded history of each drift round mode and of a session', () => {
-    expect(files.sort()).toEqual(['drift-round-full.binpb', 'drift-round-partial.binpb', 'session.binpb']);
+  it('has a recorded history of each drift round mode, a session and both runner DAGs', () => {
+    expect(files.sort()).toEqual([
+      'drift-round-full.binpb',
+      'drift-round-partial.binpb',
+      'runner-detect.binpb',
+      'runner-repair-compensated.binpb',
+      'runner-repair.binpb',
+      'session.binpb',
+    ]);
   });
 
   for (const file of files) {
