@@ -8,6 +8,8 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import {
   GO_TOOLS,
+  PY_TOOLS,
+  pyToolPath,
   PROVIDER_HOSTS,
   cliConfigPath,
   probeTool,
@@ -76,6 +78,17 @@ for (const tool of GO_TOOLS) {
       required: true,
     });
   }
+}
+for (const tool of PY_TOOLS) {
+  const path = pyToolPath(tool.name);
+  const installed = existsSync(path);
+  rows.push({
+    name: tool.name,
+    version: installed ? `${tool.version} (PyPI ${tool.requirement})` : `${tool.version}: missing`,
+    path,
+    ready: installed,
+    required: true,
+  });
 }
 rows.push({
   name: 'engine CLI config',
