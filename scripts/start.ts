@@ -169,9 +169,6 @@ async function main(config: KumossConfig): Promise<void> {
     const aws = await startAwsEmulator({ port: config.runners.aws.embedded_emulator_port });
     stops.push({ name: 'AWS emulator', stop: () => aws.stop() });
     env.KUMOSS_AWS_ENDPOINT_URL = aws.endpoint;
-    // The emulator ignores credentials, but the SDK wants some.
-    env.AWS_ACCESS_KEY_ID ||= 'kumoss-emulator';
-    env.AWS_SECRET_ACCESS_KEY ||= 'kumoss-emulator';
     say(`AWS emulator (moto_server) on ${aws.endpoint} for the runner DAG`);
   }
   spawnService('worker', 'worker/main.ts', env, logDir);

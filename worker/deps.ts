@@ -10,7 +10,7 @@ import { awsClientFactory, GcpClient } from '../activities/runners/clouds';
 import type { Db } from '../shared/db';
 import { PromptCatalogue } from '../activities/prompt-catalogue';
 import { RoundWorkspaces } from '../activities/workspace';
-import { dataDir, gitTrustBundle, promptsDir, type KumossConfig } from '../shared/config';
+import { dataDir, gitTrustBundle, isLoopback, promptsDir, type KumossConfig } from '../shared/config';
 import { cliConfigPath, toolPath } from '../scripts/tools.mjs';
 
 export function engineDeps(config: KumossConfig, kind: 'terraform' | 'tofu'): EngineDeps {
@@ -33,7 +33,13 @@ export function githubClient(config: KumossConfig, token: string): GitHubPullReq
 export function runnerDeps(config: KumossConfig, db: Db) {
   return {
     db,
-    aws: awsClientFactory({ endpoint: config.runners.aws.endpoint_url }),
+    aws: awsClientFactory({
+      endpoint: config.runners.aws.endpoint_url,
+      // An emulator on loopback ignores credentials, but the SDK wants some.
+      ...(isLoopback(config.runners.aws.endpoint_url || 'https://aws') && !process.env.AWS_ACCESS_KEY_ID
+        ? { credentials: { accessKeyId: 'kumoss-emulator', secretAccessKey: 'kumoss-emulator' } }
+        : {}),
+    }),
     gcp: new GcpClient({
       endpoint: config.runners.gcp.endpoint_url,
       ...(process.env.GOOGLE_OAUTH_ACCESS_TOKEN ? { token: process.env.GOOGLE_OAUTH_ACCESS_TOKEN } : {}),

@@ -60,6 +60,34 @@ export function devServerArgs(spec: DevServerSpec, dataDir: string): string[] {
   return args;
 }
 
+const INDEXED_VALUE_TYPES: Record<string, number> = {
+  Text: 1,
+  Keyword: 2,
+  Int: 3,
+  Double: 4,
+  Bool: 5,
+  Datetime: 6,
+  KeywordList: 7,
+};
+
+/**
+ * `--search-attribute` registers attributes only when the SQLite file is new: a data directory made
+ * by an older Kumoss lacks the ones added since, so the missing ones are added here.
+ */
+async function ensureSearchAttributes(
+  conn: Connection,
+  namespace: string,
+  wanted: Record<string, string>,
+): Promise<void> {
+  const have = await conn.operatorService.listSearchAttributes({ namespace });
+  const missing = Object.entries(wanted).filter(([key]) => !(key in (have.customAttributes ?? {})));
+  if (!missing.length) return;
+  await conn.operatorService.addSearchAttributes({
+    namespace,
+    searchAttributes: Object.fromEntries(missing.map(([key, type]) => [key, INDEXED_VALUE_TYPES[type] ?? 2])),
+  });
+}
+
 export interface DevServer {
   address: string;
   uiUrl: string;
@@ -95,7 +123,11 @@ export async function startDevServer(
     try {
       const conn = await Connection.connect({ address, connectTimeout: 1000 });
       await conn.workflowService.getSystemInfo({});
-      await conn.close();
+      try {
+        for (const ns of spec.namespaces) await ensureSearchAttributes(conn, ns, spec.search_attributes);
+      } finally {
+        await conn.close();
+      }
       break;
     } catch {
       if (Date.now() > deadline) {
