@@ -7,6 +7,7 @@ import { errorHandler, notFound } from './errors';
 import { openApiDocument } from './openapi';
 import { createAdminRouter } from './routes/admin';
 import { createAuthorizeRouter } from './routes/authorize';
+import { createCodecRouter, type CodecRouteDeps } from './routes/codec';
 import { createDriftRouter } from './routes/drift';
 import { createEventsRouter } from './routes/events';
 import { createHealthRouter, type ComponentCheck } from './routes/health';
@@ -29,11 +30,14 @@ export interface AppDeps {
   authz?: { enabled: boolean; url: string };
   /** services.mapping; default disabled. */
   mapping?: { enabled: boolean; url: string };
+  /** The codec endpoint the Web UI decodes payloads through (absent codec: payloads pass through). */
+  codec?: CodecRouteDeps;
 }
 
 export function createApp(deps: AppDeps): Express {
   const app = express();
   app.disable('x-powered-by');
+  if (deps.codec) app.use(createCodecRouter(deps.codec, deps.sessions?.db));
   app.use(express.json({ limit: '1mb' }));
   app.use(createHealthRouter(deps.checks));
   const openapi = openApiDocument();

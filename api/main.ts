@@ -4,6 +4,7 @@ import { ArtifactStore, createS3Client } from '../activities/artifacts';
 import { databaseUrl, gitTrustBundle, loadConfig } from '../shared/config';
 import { createDb, migrate } from '../shared/db';
 import { logger, quietKnownWarnings } from '../shared/logger';
+import { dataConverter, payloadCodecFromEnv } from '../shared/payload-codec';
 import { createModel } from '../activities/model';
 import { githubClient } from '../worker/deps';
 import { createApp } from './app';
@@ -15,6 +16,7 @@ const log = logger.child({ component: 'api' });
 const db = createDb(databaseUrl(config));
 await migrate(db);
 const connection = await Connection.connect({ address: config.temporal.address });
+const codec = payloadCodecFromEnv();
 const artifacts = new ArtifactStore(createS3Client(config.storage), config.storage.bucket);
 const app = createApp({
   checks: [
@@ -26,9 +28,10 @@ const app = createApp({
   log: (err) => log.error({ err }, 'unhandled error'),
   authz: config.services.authz,
   mapping: config.services.mapping,
+  codec: { codec, uiOrigin: new URL(config.temporal.ui_url).origin },
   sessions: {
     db,
-    client: new Client({ connection, namespace: config.temporal.namespace }),
+    client: new Client({ connection, namespace: config.temporal.namespace, dataConverter: dataConverter(codec) }),
     taskQueue: config.temporal.task_queue,
     orchestration: {
       max_drift_reports: config.orchestration.max_drift_reports,

@@ -3,6 +3,7 @@ import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { databaseUrl, loadConfig } from '../shared/config';
 import { createDb, migrate } from '../shared/db';
 import { logger, quietKnownWarnings } from '../shared/logger';
+import { dataConverter, payloadCodecFromEnv } from '../shared/payload-codec';
 import { buildActivities } from './deps';
 import { createWorker } from './worker';
 
@@ -21,6 +22,7 @@ const worker = await createWorker({
   namespace: config.temporal.namespace,
   taskQueue: config.temporal.task_queue,
   activities,
+  dataConverter: dataConverter(payloadCodecFromEnv()),
 });
 log.info({ taskQueue: config.temporal.task_queue, address: config.temporal.address }, 'worker started');
 for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => worker.shutdown());

@@ -14,6 +14,8 @@ export interface CreateWorkerOptions {
   /** A prebuilt bundle (tests build one per run); default: bundle workflows/ at start. */
   workflowBundlePath?: string;
   identity?: string;
+  /** Payload codecs (encryption): shared/payload-codec.ts. */
+  dataConverter?: WorkerOptions['dataConverter'];
 }
 
 export async function createWorker(opts: CreateWorkerOptions): Promise<Worker> {
@@ -23,6 +25,7 @@ export async function createWorker(opts: CreateWorkerOptions): Promise<Worker> {
     taskQueue: opts.taskQueue,
     activities: opts.activities,
     ...(opts.identity ? { identity: opts.identity } : {}),
+    ...(opts.dataConverter ? { dataConverter: opts.dataConverter } : {}),
     ...(opts.workflowBundlePath
       ? { workflowBundle: { codePath: opts.workflowBundlePath } }
       : { workflowsPath }),

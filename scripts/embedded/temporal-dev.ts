@@ -23,6 +23,8 @@ const devServerSchema = z.object({
   log_level: z.enum(['debug', 'info', 'warn', 'error', 'never']).default('warn'),
   /** No Web UI (the test harness). */
   headless: z.boolean().default(false),
+  /** The codec endpoint the Web UI decodes encrypted payloads through (the API's /codec). */
+  ui_codec_endpoint: z.string().url().optional(),
   /** HTTP API port; 0 lets the CLI choose (port + 1000). */
   http_port: z.number().int().min(0).max(65535).default(0),
 });
@@ -43,7 +45,10 @@ export function loadDevServerSpec(file = join(projectRoot, 'temporal-dev.yaml'))
 export function devServerArgs(spec: DevServerSpec, dataDir: string): string[] {
   const args = ['server', 'start-dev', '--ip', spec.ip, '--port', String(spec.port)];
   if (spec.headless) args.push('--headless');
-  else args.push('--ui-port', String(spec.ui_port));
+  else {
+    args.push('--ui-port', String(spec.ui_port));
+    if (spec.ui_codec_endpoint) args.push('--ui-codec-endpoint', spec.ui_codec_endpoint);
+  }
   if (spec.http_port) args.push('--http-port', String(spec.http_port));
   if (spec.db_filename) {
     const db = isAbsolute(spec.db_filename) ? spec.db_filename : join(dataDir, spec.db_filename);

@@ -2,6 +2,7 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp } from '../../api/app';
+import type { CodecRouteDeps } from '../../api/routes/codec';
 import type { SessionRound } from '../../shared/contracts';
 import type { Db } from '../../shared/db';
 import { createUser, ROLES, type Role } from '../../shared/db/users';
@@ -14,7 +15,8 @@ export interface TestApi {
     path: string,
     token?: string,
     body?: unknown,
-  ): Promise<{ status: number; body: Record<string, unknown>; location: string | null }>;
+    extraHeaders?: Record<string, string>,
+  ): Promise<{ status: number; body: Record<string, unknown>; location: string | null; headers: Headers }>;
   close(): void;
 }
 
@@ -24,11 +26,13 @@ export async function startTestApi(
   events: { pollMs: number; maxPolls: number } = { pollMs: 100, maxPolls: 600 },
   authz: { enabled: boolean; url: string } = { enabled: false, url: '' },
   mapping: { enabled: boolean; url: string } = { enabled: false, url: '' },
+  codec?: CodecRouteDeps,
 ): Promise<TestApi> {
   const app = createApp({
     checks: [],
     authz,
     mapping,
+    ...(codec ? { codec } : {}),
     log: (err) => console.error(err),
     sessions: {
       db,
@@ -45,10 +49,11 @@ export async function startTestApi(
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return {
     url,
-    async call(method, path, token, body) {
+    async call(method, path, token, body, extraHeaders = {}) {
       const res = await fetch(`${url}${path}`, {
         method,
         headers: {
+          ...extraHeaders,
           ...(token ? { authorization: `Bearer ${token}` } : {}),
           ...(body === undefined ? {} : { 'content-type': 'application/json' }),
         },
@@ -58,6 +63,7 @@ export async function startTestApi(
         status: res.status,
         body: (await res.json()) as Record<string, unknown>,
         location: res.headers.get('location'),
+        headers: res.headers,
       };
     },
     close: () => {

@@ -4,6 +4,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
+import type { PayloadCodec } from '@temporalio/common';
 import { DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
 import { inject } from 'vitest';
 import { createActivities, type Activities } from '../../activities';
@@ -93,13 +94,19 @@ export interface TemporalHarness {
 export async function temporalHarness(
   name: string,
   activities: Activities = testActivities(),
+  opts: { dataConverter?: { payloadCodecs: PayloadCodec[] } } = {},
 ): Promise<TemporalHarness> {
   const s = stack();
   const taskQueue = `test-${name}-${randomUUID().slice(0, 8)}`;
   const nativeConnection = await NativeConnection.connect({ address: s.temporalAddress });
   const connection = await Connection.connect({ address: s.temporalAddress });
-  const client = new Client({ connection, namespace: s.namespace });
+  const client = new Client({
+    connection,
+    namespace: s.namespace,
+    ...(opts.dataConverter ? { dataConverter: opts.dataConverter } : {}),
+  });
   const worker = await createWorker({
+    ...(opts.dataConverter ? { dataConverter: opts.dataConverter } : {}),
     connection: nativeConnection,
     namespace: s.namespace,
     taskQueue,

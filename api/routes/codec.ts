@@ -1,0 +1,80 @@
+// The codec endpoint of Temporal's remote-codec protocol (what the Web UI calls to show encrypted
+// payloads decrypted): POST /codec/decode and /codec/encode with {"payloads":[{metadata, data}]},
+// every byte field base64. Allowed for a caller with a valid token, or for the browser of the
+// configured Web UI origin (CORS) — the embedded Web UI has no login of its own.
+import express, { Router, type Request } from 'express';
+import type { PayloadCodec } from '@temporalio/common';
+import { z } from 'zod';
+import type { Db } from '../../shared/db';
+import { findUserByToken } from '../../shared/db/users';
+import { HttpError } from '../errors';
+import { parseBody } from '../validation';
+
+export interface CodecRouteDeps {
+  codec: PayloadCodec | undefined;
+  /** Origin of the Temporal Web UI (temporal.ui_url). */
+  uiOrigin: string;
+}
+
+const base64 = z.string().regex(/^[A-Za-z0-9+/]*={0,2}$/, 'must be base64');
+const bodySchema = z
+  .object({
+    payloads: z
+      .array(z.object({ metadata: z.record(z.string(), base64).default({}), data: base64.default('') }))
+      .max(1000),
+  })
+  .strict();
+
+type WirePayload = z.infer<typeof bodySchema>['payloads'][number];
+
+const fromWire = (p: WirePayload) => ({
+  metadata: Object.fromEntries(Object.entries(p.metadata).map(([k, v]) => [k, Buffer.from(v, 'base64')])),
+  data: Buffer.from(p.data, 'base64'),
+});
+
+const toWire = (p: { metadata?: Record<string, Uint8Array> | null; data?: Uint8Array | null }) => ({
+  metadata: Object.fromEntries(
+    Object.entries(p.metadata ?? {}).map(([k, v]) => [k, Buffer.from(v).toString('base64')]),
+  ),
+  data: Buffer.from(p.data ?? new Uint8Array()).toString('base64'),
+});
+
+export function createCodecRouter(deps: CodecRouteDeps, db: Db | undefined): Router {
+  const router = Router();
+  router.use('/codec', (req, res, next) => {
+    if (req.get('origin') === deps.uiOrigin) {
+      res.set('Access-Control-Allow-Origin', deps.uiOrigin);
+      res.set('Access-Control-Allow-Methods', 'POST, OPTIONS');
+      res.set('Access-Control-Allow-Headers', 'Content-Type, X-Namespace, Authorization');
+      res.set('Vary', 'Origin');
+    }
+    if (req.method === 'OPTIONS') {
+      res.status(204).end();
+      return;
+    }
+    next();
+  });
+
+  const allowed = async (req: Request): Promise<boolean> => {
+    if (req.get('origin') === deps.uiOrigin) return true;
+    const m = /^Bearer\s+(\S+)$/i.exec(req.get('authorization') ?? '');
+    return !!(m?.[1] && db && (await findUserByToken(db, m[1])));
+  };
+
+  for (const op of ['encode', 'decode'] as const) {
+    router.post(`/codec/${op}`, express.json({ limit: '4mb' }), async (req, res) => {
+      if (!(await allowed(req))) {
+        throw new HttpError(401, 'unauthorized', 'Send a valid token, or call from the configured Web UI origin.');
+      }
+      const { payloads } = parseBody(bodySchema, req.body);
+      const input = payloads.map(fromWire);
+      try {
+        const out = deps.codec ? await deps.codec[op](input) : input;
+        res.json({ payloads: out.map(toWire) });
+      } catch (err) {
+        throw new HttpError(400, 'codec_error', `Cannot ${op} these payloads: ${(err as Error).message}`);
+      }
+    });
+  }
+  return router;
+}
