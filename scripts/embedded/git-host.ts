@@ -59,6 +59,17 @@ export interface GitHostOptions {
   host?: string;
   port?: number;
   log?: (msg: string) => void;
+  /** When set, every request must carry this token (HTTP Basic password or Bearer), as GitHub asks for GIT_TOKEN. */
+  requireToken?: string;
+}
+
+/** True when the Authorization header carries `token` (Basic with it as password, or Bearer). */
+function carriesToken(header: string | undefined, token: string): boolean {
+  const m = /^(Basic|Bearer)\s+(\S+)$/i.exec(header ?? '');
+  if (!m?.[2]) return false;
+  if (m[1]?.toLowerCase() === 'bearer') return m[2] === token;
+  const decoded = Buffer.from(m[2], 'base64').toString('utf8');
+  return decoded.slice(decoded.indexOf(':') + 1) === token;
 }
 
 export interface GitHost {
@@ -105,6 +116,11 @@ export async function startGitHost(opts: GitHostOptions): Promise<GitHost> {
     if (url.pathname === '/' && req.method === 'GET') {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ repositories: listRepositories(reposDir) }));
+      return;
+    }
+    if (opts.requireToken && !carriesToken(req.headers.authorization, opts.requireToken)) {
+      res.writeHead(401, { 'content-type': 'text/plain; charset=utf-8', 'www-authenticate': 'Basic realm="kumoss git host"' });
+      res.end('authentication required\n');
       return;
     }
     const match = REPO_PATH.exec(decodeURIComponent(url.pathname));

@@ -60,7 +60,7 @@ describe('GitHub pull requests (loopback GitHub REST API)', () => {
   });
 
   it('opens and merges a pull request with the token, through the real SDK', async () => {
-    const gh = new GitHubPullRequests({ token: 'ghp_loopbacktoken0123456789', baseUrl });
+    const gh = new GitHubPullRequests({ token: 'ghp_KUMOSS-SECRET-loopback0123456789', baseUrl });
     const opened = await gh.open({
       repositoryUrl: 'https://github.com/acme/infra.git',
       head: 'kumoss/s-1',
@@ -74,7 +74,7 @@ describe('GitHub pull requests (loopback GitHub REST API)', () => {
     ).toEqual({ commit: 'abc123' });
     expect(seen[0]).toMatchObject({
       method: 'POST',
-      auth: 'token ghp_loopbacktoken0123456789',
+      auth: 'token ghp_KUMOSS-SECRET-loopback0123456789',
       body: { head: 'kumoss/s-1', base: 'main', title: 'Reconcile drift', body: 'Body' },
     });
     expect(seen[1]).toMatchObject({ method: 'PUT', body: { merge_method: 'merge', commit_title: 'Merge' } });

@@ -2,6 +2,7 @@
 // @anthropic-ai/sdk client talks to. Each test scripts the answers; the server records requests.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { DriftOperation } from '../../shared/drift';
 
 export interface RecordedRequest {
   headers: Record<string, string | string[] | undefined>;
@@ -66,4 +67,33 @@ export async function startMessagesLoopback(script: Script): Promise<MessagesLoo
     requests,
     close: () => new Promise<void>((r) => server.close(() => r())),
   };
+}
+
+export function payload(req: RecordedRequest): Record<string, unknown> {
+  return JSON.parse(req.body.messages[0]?.content ?? '{}') as Record<string, unknown>;
+}
+
+/** Answers like a model would: accept the drift request, target the security group, write the fix. */
+export function driftScript(req: RecordedRequest) {
+  const system = req.body.system ?? '';
+  const p = payload(req);
+  if (system.includes('request filter'))
+    return { text: 'Sure.\n{"accepted": true, "reason": "Resolve drift on sg-web-demo."}' };
+  if (system.includes('target generator')) {
+    return {
+      text: '```json\n{"targets": ["rest_object.sg_web_demo"], "reason": "The request names sg-web-demo."}\n```',
+    };
+  }
+  if (system.includes('reconcile Terraform code')) {
+    const ops = p.operations as DriftOperation[];
+    const files = p.files as { path: string; content: string }[];
+    const actual = ops[0]?.attributes.data?.actual as string;
+    const main = files.find((f) => f.path === 'main.tf') as { content: string };
+    const content = main.content.replace(
+      /(resource "rest_object" "sg_web_demo" \{\n {2}path = "\/api\/objects"\n {2}data = )jsonencode\([\s\S]*?\n {2}\}\)/,
+      (_m, head: string) => `${head}jsonencode(${actual})`,
+    );
+    return { text: JSON.stringify({ edits: [{ path: 'main.tf', content }], unremediable: [] }) };
+  }
+  return { text: '{"summary": "Restored the code of sg-web-demo to match the console change."}' };
 }

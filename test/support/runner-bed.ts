@@ -50,8 +50,9 @@ export interface RunnerBed {
 
 /** `databaseUrl`: the run's metadata store (stack().databaseUrl in a test file). */
 export async function startRunnerBed(databaseUrl: string): Promise<RunnerBed> {
-  const gcpToken = `ya29.kumoss-test-${randomBytes(12).toString('hex')}`;
-  const awsSecret = `kumoss-test-secret-${randomBytes(12).toString('hex')}`;
+  // Test secrets carry KUMOSS-SECRET: the run's last step scans histories and artifacts for it.
+  const gcpToken = `ya29.KUMOSS-SECRET-gcp-${randomBytes(12).toString('hex')}`;
+  const awsSecret = `KUMOSS-SECRET-aws-${randomBytes(12).toString('hex')}`;
   const [aws, gcp] = await Promise.all([
     startAwsEmulator({ record: true }),
     startGcpLoopback({ token: gcpToken }),

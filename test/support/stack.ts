@@ -64,12 +64,16 @@ export interface TestActivityOptions {
   promptsDir?: string;
   /** The runner DAGs' registry and cloud clients (test/support/runner-bed.ts). */
   runners?: RunnerDeps;
+  /** Git client (default: the run's git host CA, no token). */
+  git?: GitClient;
+  /** Where round checkouts go (default: a fresh temporary directory). */
+  workDir?: string;
 }
 
 export function testActivities(opts: TestActivityOptions | EngineKind = {}): Activities {
   const o = typeof opts === 'string' ? { engine: opts } : opts;
   const engine = o.engine ?? 'terraform';
-  const git = gitClient();
+  const git = o.git ?? gitClient();
   const engines = { terraform: engineDeps('terraform'), tofu: engineDeps('tofu') };
   return createActivities({
     engine: engines[engine],
@@ -77,7 +81,12 @@ export function testActivities(opts: TestActivityOptions | EngineKind = {}): Act
     artifacts: artifactStore(),
     model: o.model ?? new OfflineModel(),
     catalogue: new PromptCatalogue(o.promptsDir ?? join(projectRoot, 'prompts')),
-    workspaces: new RoundWorkspaces(mkdtempSync(join(tmpdir(), 'kumoss-ws-')), git, engines, engine),
+    workspaces: new RoundWorkspaces(
+      o.workDir ?? mkdtempSync(join(tmpdir(), 'kumoss-ws-')),
+      git,
+      engines,
+      engine,
+    ),
     ...(o.runners ? { runners: o.runners } : {}),
   });
 }
@@ -128,21 +137,7 @@ export async function temporalHarness(
 }
 
 /** Every string in a workflow history, payload bytes decoded as UTF-8 (to scan for secrets). */
-export function historyText(history: unknown): string {
-  const out: string[] = [];
-  const seen = new Set<unknown>();
-  const walk = (v: unknown): void => {
-    if (v === null || v === undefined) return;
-    if (typeof v === 'string') out.push(v);
-    else if (v instanceof Uint8Array) out.push(Buffer.from(v).toString('utf8'));
-    else if (typeof v === 'object' && !seen.has(v)) {
-      seen.add(v);
-      for (const x of Object.values(v as Record<string, unknown>)) walk(x);
-    }
-  };
-  walk(history);
-  return out.join('\n');
-}
+export { flattenText as historyText } from './secret-scan';
 
 /** A drift test bed on the run's git host, applied with `engine`. */
 export function newTestBed(opts: { engine?: EngineKind; withTime?: boolean } = {}): Promise<DriftTestBed> {

@@ -3,13 +3,12 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AnthropicModel } from '../../activities/model/anthropic';
-import type { DriftOperation } from '../../shared/drift';
 import { driftReportSchema } from '../../shared/drift-report';
 import { driftRound } from '../../workflows';
 import {
+  driftScript as script,
   startMessagesLoopback,
   type MessagesLoopback,
-  type RecordedRequest,
 } from '../support/anthropic-loopback';
 import { DRIFT_ADDRESSES, type DriftTestBed } from '../support/drift-test-bed';
 import {
@@ -21,36 +20,8 @@ import {
   roundInput,
 } from '../support/stack';
 
-const API_KEY = 'sk-ant-loopback-test-key-0123456789';
-
-function payload(req: RecordedRequest): Record<string, unknown> {
-  return JSON.parse(req.body.messages[0]?.content ?? '{}') as Record<string, unknown>;
-}
-
-/** Answers like a model would: accept the drift request, target the security group, write the fix. */
-function script(req: RecordedRequest) {
-  const system = req.body.system ?? '';
-  const p = payload(req);
-  if (system.includes('request filter'))
-    return { text: 'Sure.\n{"accepted": true, "reason": "Resolve drift on sg-web-demo."}' };
-  if (system.includes('target generator')) {
-    return {
-      text: '```json\n{"targets": ["rest_object.sg_web_demo"], "reason": "The request names sg-web-demo."}\n```',
-    };
-  }
-  if (system.includes('reconcile Terraform code')) {
-    const ops = p.operations as DriftOperation[];
-    const files = p.files as { path: string; content: string }[];
-    const actual = ops[0]?.attributes.data?.actual as string;
-    const main = files.find((f) => f.path === 'main.tf') as { content: string };
-    const content = main.content.replace(
-      /(resource "rest_object" "sg_web_demo" \{\n {2}path = "\/api\/objects"\n {2}data = )jsonencode\([\s\S]*?\n {2}\}\)/,
-      (_m, head: string) => `${head}jsonencode(${actual})`,
-    );
-    return { text: JSON.stringify({ edits: [{ path: 'main.tf', content }], unremediable: [] }) };
-  }
-  return { text: '{"summary": "Restored the code of sg-web-demo to match the console change."}' };
-}
+// Test secrets carry KUMOSS-SECRET: the run's last step scans histories and artifacts for it.
+const API_KEY = 'sk-ant-KUMOSS-SECRET-loopback-0123456789';
 
 describe('driftRound with the Anthropic provider (loopback Messages API)', () => {
   let h: TemporalHarness;

@@ -1,0 +1,78 @@
+// Looks for secret values everywhere Kumoss writes: every workflow history of the namespace,
+// every object in the artifact bucket, and any text the caller collected (logs, API responses).
+import { GetObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
+import { Client, Connection } from '@temporalio/client';
+import { createS3Client } from '../../activities/artifacts';
+import type { TestStack } from './test-stack';
+
+/** Every secret value a test makes up contains this, so the run's final scan can find any of them. */
+export const SECRET_MARKER = 'KUMOSS-SECRET';
+
+export interface Finding {
+  secret: string;
+  where: string;
+}
+
+/** Every string of a history, payload bytes decoded as UTF-8. */
+export function flattenText(value: unknown): string {
+  const out: string[] = [];
+  const seen = new Set<unknown>();
+  const walk = (v: unknown): void => {
+    if (v === null || v === undefined) return;
+    if (typeof v === 'string') out.push(v);
+    else if (v instanceof Uint8Array) out.push(Buffer.from(v).toString('utf8'));
+    else if (typeof v === 'object' && !seen.has(v)) {
+      seen.add(v);
+      for (const x of Object.values(v as Record<string, unknown>)) walk(x);
+    }
+  };
+  walk(value);
+  return out.join('\n');
+}
+
+/** `secrets`: name → value. Also looks for each value's base64 (an HTTP Basic header carries it so). */
+export async function scanForSecrets(
+  stack: Pick<TestStack, 'temporalAddress' | 'namespace' | 's3Endpoint' | 'bucket'>,
+  secrets: Record<string, string>,
+  extra: Record<string, string> = {},
+): Promise<{ findings: Finding[]; histories: number; objects: number }> {
+  const needles = Object.entries(secrets).flatMap(([name, value]) => [
+    [name, value],
+    [`${name} (base64)`, Buffer.from(value).toString('base64')],
+    [`${name} (in x-access-token basic auth)`, Buffer.from(`x-access-token:${value}`).toString('base64')],
+  ]) as [string, string][];
+  const findings: Finding[] = [];
+  const look = (where: string, text: string) => {
+    for (const [name, value] of needles)
+      if (value && text.includes(value)) findings.push({ secret: name, where });
+  };
+
+  const connection = await Connection.connect({ address: stack.temporalAddress });
+  const client = new Client({ connection, namespace: stack.namespace });
+  let histories = 0;
+  try {
+    for await (const wf of client.workflow.list()) {
+      const history = await client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory();
+      look(`history of ${wf.type} ${wf.workflowId}`, flattenText(history));
+      histories++;
+    }
+  } finally {
+    await connection.close();
+  }
+
+  const s3 = createS3Client({ endpoint: stack.s3Endpoint, bucket: stack.bucket, region: 'us-east-1' });
+  let objects = 0;
+  let token: string | undefined;
+  do {
+    const page = await s3.send(new ListObjectsV2Command({ Bucket: stack.bucket, ContinuationToken: token }));
+    for (const o of page.Contents ?? []) {
+      const body = await s3.send(new GetObjectCommand({ Bucket: stack.bucket, Key: o.Key }));
+      look(`object ${o.Key ?? ''}`, (await body.Body?.transformToString('utf8')) ?? '');
+      objects++;
+    }
+    token = page.IsTruncated ? page.NextContinuationToken : undefined;
+  } while (token);
+
+  for (const [where, text] of Object.entries(extra)) look(where, text);
+  return { findings, histories, objects };
+}
