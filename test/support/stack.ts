@@ -68,13 +68,16 @@ export interface TestActivityOptions {
   git?: GitClient;
   /** Where round checkouts go (default: a fresh temporary directory). */
   workDir?: string;
+  /** The engine binary to run instead of the real one's path (a fault-injecting wrapper around it). */
+  engineBinary?: string;
 }
 
 export function testActivities(opts: TestActivityOptions | EngineKind = {}): Activities {
   const o = typeof opts === 'string' ? { engine: opts } : opts;
   const engine = o.engine ?? 'terraform';
   const git = o.git ?? gitClient();
-  const engines = { terraform: engineDeps('terraform'), tofu: engineDeps('tofu') };
+  const wrap = (d: ReturnType<typeof engineDeps>) => (o.engineBinary ? { ...d, binary: o.engineBinary } : d);
+  const engines = { terraform: wrap(engineDeps('terraform')), tofu: wrap(engineDeps('tofu')) };
   return createActivities({
     engine: engines[engine],
     git,
