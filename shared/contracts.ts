@@ -37,6 +37,8 @@ export const driftRoundInputSchema = z.object({
   engine: z.enum(['terraform', 'tofu']).optional(),
   max_drift_reports: z.number().int().min(1).max(20).default(3),
   drift_group_operations: z.number().int().min(1).max(100).default(8),
+  /** How long an activity may go without a heartbeat before it is retried on another worker. */
+  heartbeat_timeout_seconds: z.number().int().min(5).max(3600).default(60),
 });
 
 export type DriftRoundInput = z.input<typeof driftRoundInputSchema>;

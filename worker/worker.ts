@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import type { NativeConnection } from '@temporalio/worker';
 import { Worker, type WorkerOptions } from '@temporalio/worker';
 import type { Activities } from '../activities';
+import { autoHeartbeat } from './heartbeat';
 
 export const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 
@@ -24,6 +25,7 @@ export async function createWorker(opts: CreateWorkerOptions): Promise<Worker> {
     namespace: opts.namespace,
     taskQueue: opts.taskQueue,
     activities: opts.activities,
+    interceptors: { activity: [autoHeartbeat] },
     ...(opts.identity ? { identity: opts.identity } : {}),
     ...(opts.dataConverter ? { dataConverter: opts.dataConverter } : {}),
     ...(opts.workflowBundlePath

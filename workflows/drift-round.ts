@@ -33,19 +33,21 @@ const retry = {
   maximumAttempts: 5,
 };
 
-const light = proxyActivities<Activities>({
-  startToCloseTimeout: '10 minutes',
-  retry,
-});
-
-const engine = proxyActivities<Activities>({
-  startToCloseTimeout: '45 minutes',
-  heartbeatTimeout: '2 minutes',
-  retry,
-});
+/**
+ * Every activity heartbeats while it runs (worker/heartbeat.ts), so a worker that dies mid-activity
+ * is noticed after `heartbeatSeconds` and the activity retried elsewhere, not after its timeout.
+ */
+function activities(heartbeatSeconds: number) {
+  const heartbeatTimeout = `${heartbeatSeconds}s`;
+  return {
+    light: proxyActivities<Activities>({ startToCloseTimeout: '10 minutes', heartbeatTimeout, retry }),
+    engine: proxyActivities<Activities>({ startToCloseTimeout: '45 minutes', heartbeatTimeout, retry }),
+  };
+}
 
 export async function driftRound(rawInput: DriftRoundInput): Promise<DriftRoundResult> {
   const input = driftRoundInputSchema.parse(rawInput);
+  const { light, engine } = activities(input.heartbeat_timeout_seconds);
   const branch = input.branch ?? sessionBranch(input.session_id);
   const progress: RoundProgress = {
     status: 'started',

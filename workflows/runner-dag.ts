@@ -45,6 +45,8 @@ const NON_RETRYABLE = [ErrorTypes.InvalidInput, ErrorTypes.NotFound, ErrorTypes.
 
 const steps = proxyActivities<Record<string, StepActivity>>({
   startToCloseTimeout: '2 minutes',
+  // Activities heartbeat while they run (worker/heartbeat.ts): a dead worker is noticed in 30 s.
+  heartbeatTimeout: '30s',
   retry: {
     initialInterval: '1s',
     backoffCoefficient: 2,
@@ -57,6 +59,7 @@ const steps = proxyActivities<Record<string, StepActivity>>({
 // One attempt per call: the workflow counts compensation retries itself (comp_retry_count).
 const compensations = proxyActivities<Record<string, CompensationActivity>>({
   startToCloseTimeout: '2 minutes',
+  heartbeatTimeout: '30s',
   retry: { maximumAttempts: 1 },
 });
 
