@@ -36,7 +36,7 @@ for (const stream of [process.stdout, process.stderr]) {
   stream.write = ((chunk: unknown, ...rest: unknown[]) => {
     printed.push(typeof chunk === 'string' ? chunk : Buffer.from(chunk as Uint8Array).toString('utf8'));
     return write(chunk, ...rest);
-  }) as typeof stream.write;
+  });
 }
 
 function filesText(dir: string, budget = { bytes: 50_000_000 }): string {

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
-import type { temporal } from '@temporalio/proto';
+import proto, { type temporal } from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { projectRoot } from '../../shared/config';
 import type { DriftRoundInput, DriftRoundResult } from '../../shared/contracts';
@@ -26,6 +26,7 @@ import {
 } from '../support/stack';
 
 type Event = temporal.api.history.v1.IHistoryEvent;
+const temporalProto = proto.temporal;
 
 /** A worker process on `queue`; resolves once it polls. */
 async function workerProcess(queue: string): Promise<ChildProcess> {
@@ -53,20 +54,14 @@ const activityType = (events: Event[], scheduledId: unknown): string =>
 
 interface Phase {
   name: string;
-  /** True when the history shows the moment to kill. */
-  now(events: Event[]): boolean;
-  /** The activity running at that moment, which must then be retried (attempt > 1). */
+  /** True when the history shows the moment to kill (phases between activities). */
+  now?(events: Event[]): boolean;
+  /**
+   * Kill while this activity runs on the worker (the server lists it as a started pending
+   * activity; history records an activity's start only once it ends). It must then be retried.
+   */
   inFlight?: string;
 }
-
-const started = (type: string) => (events: Event[]) => {
-  const startedIds = events.filter(
-    (e) =>
-      e.activityTaskStartedEventAttributes &&
-      activityType(events, e.activityTaskStartedEventAttributes.scheduledEventId) === type,
-  );
-  return startedIds.length > 0;
-};
 
 const PHASES: Phase[] = [
   {
@@ -78,12 +73,8 @@ const PHASES: Phase[] = [
           activityType(events, e.activityTaskCompletedEventAttributes.scheduledEventId) === 'filterRequest',
       ),
   },
-  { name: 'during a plan', now: started('planIteration'), inFlight: 'planIteration' },
-  {
-    name: 'during a remediation cycle',
-    now: started('generateRemediation'),
-    inFlight: 'generateRemediation',
-  },
+  { name: 'during a plan', inFlight: 'planIteration' },
+  { name: 'during a remediation cycle', inFlight: 'generateRemediation' },
   {
     name: 'after the push and before the report',
     now: (events) =>
@@ -164,18 +155,18 @@ describe('a drift round survives its worker being killed (SIGKILL)', () => {
       args: [input],
     });
 
-    let inFlightAtKill = false;
     for (let i = 0; ; i++) {
-      const events = (await handle.fetchHistory()).events ?? [];
-      if (phase.now(events)) {
+      let now: boolean;
+      if (phase.inFlight) {
+        const pending = (await handle.describe()).raw.pendingActivities ?? [];
+        now = pending.some(
+          (a) =>
+            a.activityType?.name === phase.inFlight &&
+            a.state === temporalProto.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
+        );
+      } else now = phase.now?.((await handle.fetchHistory()).events ?? []) ?? false;
+      if (now) {
         first.kill('SIGKILL');
-        if (phase.inFlight) {
-          const done = events.some((e) => {
-            const c = e.activityTaskCompletedEventAttributes;
-            return c && activityType(events, c.scheduledEventId) === phase.inFlight;
-          });
-          inFlightAtKill = !done;
-        }
         break;
       }
       if (i > 1200) throw new Error(`phase "${phase.name}" never came`);
@@ -195,7 +186,7 @@ describe('a drift round survives its worker being killed (SIGKILL)', () => {
     expect(got.commits.length).toBe(expected.commits.length);
     expect(new Set(got.commits).size).toBe(got.commits.length);
     expect(got.artifacts).toEqual(expected.artifacts);
-    if (inFlightAtKill) {
+    if (phase.inFlight) {
       const events = (await handle.fetchHistory()).events ?? [];
       const retried = events.some(
         (e) =>
