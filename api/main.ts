@@ -31,7 +31,11 @@ const app = createApp({
   codec: { codec, uiOrigin: new URL(config.temporal.ui_url).origin },
   sessions: {
     db,
-    client: new Client({ connection, namespace: config.temporal.namespace, dataConverter: dataConverter(codec) }),
+    client: new Client({
+      connection,
+      namespace: config.temporal.namespace,
+      dataConverter: dataConverter(codec),
+    }),
     taskQueue: config.temporal.task_queue,
     orchestration: {
       max_drift_reports: config.orchestration.max_drift_reports,

@@ -70,7 +70,9 @@ try {
   console.log(`  ${GROUPS} x one, in sequence:  ${(sequentialMs / 1000).toFixed(1)} s`);
   console.log(`  ${GROUPS} started together:    ${(concurrentMs / 1000).toFixed(1)} s`);
   console.log(`  speed-up together/sequence: ${(sequentialMs / concurrentMs).toFixed(1)}x`);
-  console.log(`  plans: ${clean} clean, ${GROUPS - clean} drifted (expected ${GROUPS - Math.ceil(GROUPS / 5)} clean)`);
+  console.log(
+    `  plans: ${clean} clean, ${GROUPS - clean} drifted (expected ${GROUPS - Math.ceil(GROUPS / 5)} clean)`,
+  );
 } finally {
   await sw.stop();
   await bed.close();

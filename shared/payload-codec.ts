@@ -24,7 +24,8 @@ export class AesGcmPayloadCodec implements PayloadCodec {
     private readonly current: string,
   ) {
     for (const [id, key] of keys) {
-      if (key.length !== 32) throw new PayloadCodecError(`payload key ${id} must be 32 bytes (got ${key.length})`);
+      if (key.length !== 32)
+        throw new PayloadCodecError(`payload key ${id} must be 32 bytes (got ${key.length})`);
     }
     if (!keys.has(current)) throw new PayloadCodecError(`no payload key ${current}`);
   }
@@ -56,7 +57,7 @@ export class AesGcmPayloadCodec implements PayloadCodec {
         const decipher = createDecipheriv('aes-256-gcm', key, data.subarray(0, 12));
         decipher.setAuthTag(data.subarray(data.length - 16));
         const plain = Buffer.concat([decipher.update(data.subarray(12, data.length - 16)), decipher.final()]);
-        return PayloadProto.decode(plain) as Payload;
+        return PayloadProto.decode(plain);
       }),
     );
   }
@@ -81,6 +82,8 @@ export function payloadCodecFromEnv(env: NodeJS.ProcessEnv = process.env): AesGc
 }
 
 /** The data converter option for clients and workers. */
-export function dataConverter(codec: PayloadCodec | undefined): { payloadCodecs: PayloadCodec[] } | undefined {
+export function dataConverter(
+  codec: PayloadCodec | undefined,
+): { payloadCodecs: PayloadCodec[] } | undefined {
   return codec ? { payloadCodecs: [codec] } : undefined;
 }

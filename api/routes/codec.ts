@@ -64,7 +64,11 @@ export function createCodecRouter(deps: CodecRouteDeps, db: Db | undefined): Rou
   for (const op of ['encode', 'decode'] as const) {
     router.post(`/codec/${op}`, express.json({ limit: '4mb' }), async (req, res) => {
       if (!(await allowed(req))) {
-        throw new HttpError(401, 'unauthorized', 'Send a valid token, or call from the configured Web UI origin.');
+        throw new HttpError(
+          401,
+          'unauthorized',
+          'Send a valid token, or call from the configured Web UI origin.',
+        );
       }
       const { payloads } = parseBody(bodySchema, req.body);
       const input = payloads.map(fromWire);

@@ -119,7 +119,10 @@ export async function startGitHost(opts: GitHostOptions): Promise<GitHost> {
       return;
     }
     if (opts.requireToken && !carriesToken(req.headers.authorization, opts.requireToken)) {
-      res.writeHead(401, { 'content-type': 'text/plain; charset=utf-8', 'www-authenticate': 'Basic realm="kumoss git host"' });
+      res.writeHead(401, {
+        'content-type': 'text/plain; charset=utf-8',
+        'www-authenticate': 'Basic realm="kumoss git host"',
+      });
       res.end('authentication required\n');
       return;
     }

@@ -33,10 +33,10 @@ const ANTHROPIC_API_KEY = `sk-ant-${SECRET_MARKER}-model-${randomBytes(10).toStr
 const printed: string[] = [];
 for (const stream of [process.stdout, process.stderr]) {
   const write = stream.write.bind(stream) as (chunk: unknown, ...rest: unknown[]) => boolean;
-  stream.write = ((chunk: unknown, ...rest: unknown[]) => {
+  stream.write = (chunk: unknown, ...rest: unknown[]) => {
     printed.push(typeof chunk === 'string' ? chunk : Buffer.from(chunk as Uint8Array).toString('utf8'));
     return write(chunk, ...rest);
-  });
+  };
 }
 
 function filesText(dir: string, budget = { bytes: 50_000_000 }): string {

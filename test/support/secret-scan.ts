@@ -36,11 +36,11 @@ export async function scanForSecrets(
   secrets: Record<string, string>,
   extra: Record<string, string> = {},
 ): Promise<{ findings: Finding[]; histories: number; objects: number }> {
-  const needles = Object.entries(secrets).flatMap(([name, value]) => [
+  const needles = Object.entries(secrets).flatMap(([name, value]): [string, string][] => [
     [name, value],
     [`${name} (base64)`, Buffer.from(value).toString('base64')],
     [`${name} (in x-access-token basic auth)`, Buffer.from(`x-access-token:${value}`).toString('base64')],
-  ]) as [string, string][];
+  ]);
   const findings: Finding[] = [];
   const look = (where: string, text: string) => {
     for (const [name, value] of needles)
