@@ -34,6 +34,8 @@ export interface AppDeps {
   codec?: CodecRouteDeps;
 }
 
+export const TEMPORAL_CALL_DEADLINE_MS = 10_000;
+
 export function createApp(deps: AppDeps): Express {
   const app = express();
   app.disable('x-powered-by');
@@ -45,6 +47,17 @@ export function createApp(deps: AppDeps): Express {
     res.json(openapi);
   });
   if (deps.sessions) {
+    // Every Temporal call a request makes must finish within TEMPORAL_CALL_DEADLINE_MS: with
+    // Temporal unreachable the request gets its 503 then, not after the client's own long retries.
+    // (Event subscriptions poll for hours and set their own per-call deadlines.)
+    const client = deps.sessions.client;
+    app.use((req, _res, next) => {
+      if (req.path.startsWith('/api/v1/events/')) return next();
+      void client.withDeadline(Date.now() + TEMPORAL_CALL_DEADLINE_MS, () => {
+        next();
+        return Promise.resolve();
+      });
+    });
     app.use(createDriftRouter(deps.sessions));
     app.use(createSessionsRouter(deps.sessions));
     app.use(createEventsRouter({ ...deps.sessions, ...deps.sessions.events }));

@@ -75,10 +75,14 @@ export function createEventsRouter(deps: EventsDeps): Router {
             data: { round_id: round.round_id, kind: round.kind, text: round.text },
           });
           let events: RoundEvent[] = [];
-          if (round.workflow_id) {
+          const roundWorkflowId = round.workflow_id;
+          if (roundWorkflowId) {
             try {
-              events = (await deps.client.workflow.getHandle(round.workflow_id).query(roundProgressQuery))
-                .events;
+              events = (
+                await deps.client.withDeadline(Date.now() + 10_000, () =>
+                  deps.client.workflow.getHandle(roundWorkflowId).query(roundProgressQuery),
+                )
+              ).events;
             } catch {
               events = []; // the child is not started yet: its events come on a later poll
             }
@@ -111,7 +115,7 @@ export function createEventsRouter(deps: EventsDeps): Router {
 
       for (let poll = 0; poll < deps.maxPolls && !closed; poll++) {
         try {
-          const state = await handle.query(sessionQuery);
+          const state = await deps.client.withDeadline(Date.now() + 10_000, () => handle.query(sessionQuery));
           for (const e of await collect(state)) {
             if (!after(e.id, cursor)) continue;
             write(res, e);
