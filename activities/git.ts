@@ -4,6 +4,8 @@
 // log line. The embedded git host's CA is trusted through GIT_SSL_CAINFO.
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { ApplicationFailure } from '@temporalio/activity';
+import { ErrorTypes } from '../shared/errors';
 import { runProcess } from './process';
 
 export interface GitOptions {
@@ -113,8 +115,23 @@ export class GitClient {
     return { sha: await this.head(dir), created: true };
   }
 
-  /** Pushes `branch`; pushing a commit the remote already has is a no-op. */
+  /**
+   * Pushes `branch`; pushing a commit the remote already has is a no-op. A push the host rejects
+   * because the branch moved (someone else pushed to it) is permanent: Kumoss never force-pushes
+   * over another person's commits, and a retry would be rejected the same way.
+   */
   async push(dir: string, branch: string): Promise<void> {
-    await this.run(['push', '--quiet', 'origin', `${branch}:refs/heads/${branch}`], dir);
+    try {
+      await this.run(['push', '--quiet', 'origin', `${branch}:refs/heads/${branch}`], dir);
+    } catch (err) {
+      if (err instanceof GitError && /\[rejected\]|non-fast-forward|fetch first/.test(err.stderr)) {
+        throw ApplicationFailure.nonRetryable(
+          `The branch ${branch} moved on the remote while Kumoss worked on it (someone else pushed to it); ` +
+            'Kumoss does not overwrite it. Merge or reset that branch, then start the round again.',
+          ErrorTypes.BranchMoved,
+        );
+      }
+      throw err;
+    }
   }
 }

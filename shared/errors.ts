@@ -7,6 +7,8 @@ export const ErrorTypes = {
   EngineUnavailable: 'EngineUnavailableError',
   /** The repository, branch or IaC path does not exist. */
   RepositoryNotFound: 'RepositoryNotFoundError',
+  /** A push was rejected because the branch moved on the remote. */
+  BranchMoved: 'BranchMovedError',
   /** Input that no retry will make valid. */
   InvalidInput: 'InvalidInputError',
   /** A registry record (runner group, cloud connection, plan) does not exist for this organization. */

@@ -3,6 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ApplicationFailure } from '@temporalio/common';
 import { afterAll, describe, expect, it } from 'vitest';
 import { gitClient, stack } from '../support/stack';
 
@@ -81,6 +82,31 @@ describe('git over HTTPS on the embedded git host', () => {
     await expect(
       gitClient().remoteBranches(`${stack().gitHostUrl}/missing-${Date.now()}.git`),
     ).rejects.toThrow();
+  });
+
+  it('a push rejected because the branch moved is a permanent failure with a reason a person can act on', async () => {
+    const url = seedRepository(`team/git-moved-${Date.now()}`);
+    const git = gitClient();
+    const mine = join(tmp(), 'mine');
+    const theirs = join(tmp(), 'theirs');
+    await git.checkout({ url, dir: mine, branch: 'kumoss/s-moved' });
+    await git.checkout({ url, dir: theirs, branch: 'kumoss/s-moved' });
+    writeFileSync(join(theirs, 'main.tf'), 'terraform {}\n# someone else\n');
+    await git.commitAll(theirs, 'Their change');
+    await git.push(theirs, 'kumoss/s-moved');
+    writeFileSync(join(mine, 'main.tf'), 'terraform {}\n# kumoss\n');
+    await git.commitAll(mine, 'Remediate drift');
+    const err = await git.push(mine, 'kumoss/s-moved').then(
+      () => null,
+      (e: unknown) => e as ApplicationFailure,
+    );
+    expect(err).toBeInstanceOf(ApplicationFailure);
+    expect(err?.nonRetryable).toBe(true);
+    expect(err?.type).toBe('BranchMovedError');
+    expect(err?.message).toMatch(/moved on the remote.*does not overwrite it/);
+    // Their commit is still the tip of the branch.
+    const remote = await git.remoteBranches(url);
+    expect(remote.get('kumoss/s-moved')).toBe(await git.head(theirs));
   });
 });
 

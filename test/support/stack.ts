@@ -70,6 +70,8 @@ export interface TestActivityOptions {
   workDir?: string;
   /** The engine binary to run instead of the real one's path (a fault-injecting wrapper around it). */
   engineBinary?: string;
+  /** Artifact store (default: the run's object store). */
+  artifacts?: ArtifactStore;
 }
 
 export function testActivities(opts: TestActivityOptions | EngineKind = {}): Activities {
@@ -81,7 +83,7 @@ export function testActivities(opts: TestActivityOptions | EngineKind = {}): Act
   return createActivities({
     engine: engines[engine],
     git,
-    artifacts: artifactStore(),
+    artifacts: o.artifacts ?? artifactStore(),
     model: o.model ?? new OfflineModel(),
     catalogue: new PromptCatalogue(o.promptsDir ?? join(projectRoot, 'prompts')),
     workspaces: new RoundWorkspaces(
