@@ -8,6 +8,8 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     testTimeout: 180_000,
     hookTimeout: 300_000,
+    // Global teardown scans every history and artifact of the run for test secrets.
+    teardownTimeout: 180_000,
     fileParallelism: true,
     maxWorkers: 2,
   },

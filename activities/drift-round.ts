@@ -218,8 +218,16 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
         const planFile = join(ws.dir, '..', `${ref.roundId}-${iteration}.tfplan`);
         let planKey = input.planKey;
         let reinitialized = false;
-        // Uploads run while the engine works: they are off the round's critical path.
+        // Uploads run while the engine works: they are off the round's critical path. Each is
+        // marked handled at once, so one failing while the engine still runs (the store is down)
+        // is not an unhandled rejection; Promise.all below still fails the attempt with it.
         const uploads: Promise<unknown>[] = [];
+        const track = (...started: Promise<unknown>[]) => {
+          for (const p of started) {
+            p.catch(() => undefined);
+            uploads.push(p);
+          }
+        };
         if (planKey) {
           await artifacts.download(planKey, planFile);
           await ws.engine.ensureInit(h);
@@ -227,16 +235,14 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
           const plan = await ws.engine.plan({ out: planFile, targets: input.targets }, h);
           reinitialized = plan.reinitialized;
           planKey = key(ref, `iteration-${iteration}/plan.tfplan`);
-          uploads.push(
+          track(
             artifacts.putFile(planKey, planFile),
             artifacts.putText(key(ref, `iteration-${iteration}/plan.txt`), plan.output),
           );
         }
         const jsonFile = `${planFile}.json`;
         await ws.engine.showJson(planFile, jsonFile, h);
-        uploads.push(
-          artifacts.putFile(key(ref, `iteration-${iteration}/plan.json`), jsonFile, 'application/json'),
-        );
+        track(artifacts.putFile(key(ref, `iteration-${iteration}/plan.json`), jsonFile, 'application/json'));
         const plan = await readPlanForDrift(jsonFile);
         const drift = deriveDrift(plan);
         const inSync = drift.length === 0;
@@ -245,22 +251,15 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
           inSync ? `iteration-${iteration}/plan.txt` : `iteration-${iteration}/drift-report.json`,
         );
         if (inSync && input.planKey) {
-          uploads.push(
-            artifacts.putText(reportKey, 'No drift: the plan validated by the last cycle is in sync.\n'),
-          );
+          track(artifacts.putText(reportKey, 'No drift: the plan validated by the last cycle is in sync.\n'));
         }
         const { survivors, whitelisted } = applyExceptions(drift, ref.rules ?? []);
         if (!inSync) {
-          uploads.push(
-            artifacts.putJson(reportKey, { iteration, drift, operations: survivors, whitelisted }),
-          );
+          track(artifacts.putJson(reportKey, { iteration, drift, operations: survivors, whitelisted }));
         }
         const operationsKey = key(ref, `iteration-${iteration}/operations.json`);
         const whitelistedKey = key(ref, `iteration-${iteration}/whitelisted.json`);
-        uploads.push(
-          artifacts.putJson(operationsKey, survivors),
-          artifacts.putJson(whitelistedKey, whitelisted),
-        );
+        track(artifacts.putJson(operationsKey, survivors), artifacts.putJson(whitelistedKey, whitelisted));
         await Promise.all(uploads);
         return {
           inSync,

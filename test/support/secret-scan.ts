@@ -51,11 +51,22 @@ export async function scanForSecrets(
   const client = new Client({ connection, namespace: stack.namespace });
   let histories = 0;
   try {
-    for await (const wf of client.workflow.list()) {
-      const history = await client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory();
-      look(`history of ${wf.type} ${wf.workflowId}`, flattenText(history));
-      histories++;
-    }
+    // The raw visibility API: client.workflow.list() would decode memos, and some are encrypted.
+    let nextPageToken: Uint8Array | undefined;
+    do {
+      const page = await connection.workflowService.listWorkflowExecutions({
+        namespace: stack.namespace,
+        pageSize: 500,
+        ...(nextPageToken ? { nextPageToken } : {}),
+      });
+      for (const wf of page.executions ?? []) {
+        const id = wf.execution?.workflowId ?? '';
+        const history = await client.workflow.getHandle(id, wf.execution?.runId ?? undefined).fetchHistory();
+        look(`history of ${wf.type?.name ?? ''} ${id}`, flattenText(history));
+        histories++;
+      }
+      nextPageToken = page.nextPageToken?.length ? page.nextPageToken : undefined;
+    } while (nextPageToken);
   } finally {
     await connection.close();
   }
