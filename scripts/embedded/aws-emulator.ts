@@ -2,6 +2,9 @@
 // (ECS, CloudWatch Logs, Secrets Manager) for `npm start` and the tests. Real AWS SDK v3 clients
 // talk to it; only the endpoint differs.
 import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { pyToolPath } from '../tools.mjs';
 import { freePort } from './ports';
 
@@ -25,9 +28,15 @@ export async function startAwsEmulator(
 ): Promise<AwsEmulator> {
   const host = opts.host ?? '127.0.0.1';
   const port = opts.port || (await freePort(host));
+  // moto writes its recording to ./moto_recording unless told otherwise: keep it out of the clone.
+  const recording = join(mkdtempSync(join(tmpdir(), 'kumoss-moto-')), 'recording.jsonl');
   const child = spawn(pyToolPath('moto'), ['-H', host, '-p', String(port)], {
     stdio: ['ignore', 'ignore', 'pipe'],
-    env: { ...process.env, PYTHONUNBUFFERED: '1', ...(opts.record ? { MOTO_ENABLE_RECORDING: 'True' } : {}) },
+    env: {
+      ...process.env,
+      PYTHONUNBUFFERED: '1',
+      ...(opts.record ? { MOTO_ENABLE_RECORDING: 'True', MOTO_RECORDER_FILEPATH: recording } : {}),
+    },
   });
   let output = '';
   child.stderr?.on('data', (d: Buffer) => {
@@ -77,6 +86,7 @@ export async function startAwsEmulator(
       const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
       await exited;
       clearTimeout(timer);
+      rmSync(dirname(recording), { recursive: true, force: true });
     },
   };
 }
