@@ -40,6 +40,7 @@ const app = createApp({
     orchestration: {
       max_drift_reports: config.orchestration.max_drift_reports,
       drift_group_operations: config.orchestration.drift_group_operations,
+      activity_heartbeat_seconds: config.orchestration.activity_heartbeat_seconds,
     },
     artifacts,
     presignTtlSeconds: config.storage.presign_ttl_seconds,

@@ -50,6 +50,8 @@ export const configSchema = z.object({
     max_session_events_iteration: z.number().int().min(1).default(21600),
     /** How often an event subscription looks at its session (the seed's web app polls every 4-5 s). */
     session_events_poll_ms: z.number().int().min(50).max(10_000).default(500),
+    /** A worker that dies mid-activity is noticed after this long; the activity then runs elsewhere. */
+    activity_heartbeat_seconds: z.number().int().min(5).max(3600).default(60),
   }),
   prompts: z.object({
     /** The prompt catalogue: targeting policies, drift-exception rules, resource prompts. */
@@ -127,6 +129,7 @@ export const ENV_OVERRIDES: Record<string, string> = {
   KUMOSS_DRIFT_GROUP_OPERATIONS: 'orchestration.drift_group_operations',
   KUMOSS_MAX_SESSION_EVENTS_ITERATION: 'orchestration.max_session_events_iteration',
   KUMOSS_SESSION_EVENTS_POLL_MS: 'orchestration.session_events_poll_ms',
+  KUMOSS_ACTIVITY_HEARTBEAT_SECONDS: 'orchestration.activity_heartbeat_seconds',
   KUMOSS_PROMPTS_DIR: 'prompts.dir',
   KUMOSS_MODEL_PROVIDER: 'model.provider',
   KUMOSS_MODEL: 'model.name',

@@ -196,6 +196,8 @@ export interface SessionSettings {
   branch: string;
   max_drift_reports: number;
   drift_group_operations: number;
+  /** Heartbeat timeout of the session's round activities (orchestration.activity_heartbeat_seconds). */
+  activity_heartbeat_seconds?: number;
 }
 
 export interface SessionState extends SessionSettings {

@@ -22,6 +22,7 @@ import {
   withSeedFields,
   type CompensationInput,
   type RunnerDagState,
+  type RunnerStartContext,
   type StepInput,
   type StepResult,
 } from '../shared/runner-contracts';
@@ -246,5 +247,33 @@ export function initialState(
     comp_queue: null,
     comp_retry_count: null,
     ...fields,
+  };
+}
+
+/** Splits the server-set context from the caller's input and validates the input. */
+export function parseRunnerInput<T>(
+  raw: unknown,
+  parse: (
+    input: unknown,
+  ) =>
+    | { success: true; data: T }
+    | { success: false; error: { issues: { path: PropertyKey[]; message: string }[] } },
+): { input: T; context: RunnerStartContext } {
+  const { actor_uuid, retry_count, retried_from, ...rest } = (raw ?? {}) as Record<string, unknown> &
+    RunnerStartContext;
+  const parsed = parse(rest);
+  if (!parsed.success) {
+    const problems = parsed.error.issues
+      .map((i) => `${i.path.map(String).join('.') || '(input)'}: ${i.message}`)
+      .join('; ');
+    throw ApplicationFailure.nonRetryable(`invalid input: ${problems}`, ErrorTypes.InvalidInput);
+  }
+  return {
+    input: parsed.data,
+    context: {
+      ...(typeof actor_uuid === 'string' ? { actor_uuid } : {}),
+      ...(typeof retry_count === 'number' ? { retry_count } : {}),
+      ...(typeof retried_from === 'string' ? { retried_from } : {}),
+    },
   };
 }

@@ -9,8 +9,7 @@ import {
   type RunnerStartContext,
 } from '../shared/runner-contracts';
 import { REPAIR_DAG } from '../shared/runner-dags';
-import { initialState, runDag } from './runner-dag';
-import { parseRunnerInput } from './runner-environment-drift-detect';
+import { initialState, parseRunnerInput, runDag } from './runner-dag';
 
 export async function runnerEnvironmentDriftRepair(
   raw: RepairInput & RunnerStartContext,

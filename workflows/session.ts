@@ -139,6 +139,9 @@ export async function session(input: SessionInput): Promise<SessionState> {
         branch: state.branch,
         max_drift_reports: state.max_drift_reports,
         drift_group_operations: state.drift_group_operations,
+        ...(state.activity_heartbeat_seconds
+          ? { heartbeat_timeout_seconds: state.activity_heartbeat_seconds }
+          : {}),
       };
       try {
         const result: DriftRoundResult = await executeChild(driftRound, {

@@ -23,7 +23,11 @@ export interface SessionRouteDeps {
   db: Db;
   client: Client;
   taskQueue: string;
-  orchestration: { max_drift_reports: number; drift_group_operations: number };
+  orchestration: {
+    max_drift_reports: number;
+    drift_group_operations: number;
+    activity_heartbeat_seconds?: number;
+  };
 }
 
 /** Hash of repository URL, IaC path and scope id: the state project id when Kumoss manages state. */
