@@ -16,14 +16,7 @@ import { driftRound } from '../../workflows';
 import { createWorker } from '../../worker/worker';
 import { roleTokens, startTestApi, waitForSession, type TestApi } from '../support/api';
 import type { DriftTestBed } from '../support/drift-test-bed';
-import {
-  artifactStore,
-  newTestBed,
-  roundInput,
-  stack,
-  testActivities,
-  type TemporalHarness,
-} from '../support/stack';
+import { artifactStore, newTestBed, roundInput, stack, testActivities } from '../support/stack';
 import { createDb, migrate, type Db } from '../../shared/db';
 
 describe('a round survives a Temporal server restart', () => {
@@ -67,10 +60,7 @@ describe('a round survives a Temporal server restart', () => {
     db = createDb(stack().databaseUrl);
     await migrate(db);
     tokens = await roleTokens(db, 'restart');
-    api = await startTestApi(
-      { client, taskQueue: queue, worker, close: async () => undefined } as TemporalHarness,
-      db,
-    );
+    api = await startTestApi({ client, taskQueue: queue }, db);
   });
   afterAll(async () => {
     api?.close();

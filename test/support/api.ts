@@ -21,7 +21,7 @@ export interface TestApi {
 }
 
 export async function startTestApi(
-  h: TemporalHarness,
+  h: Pick<TemporalHarness, 'client' | 'taskQueue'>,
   db: Db,
   events: { pollMs: number; maxPolls: number } = { pollMs: 100, maxPolls: 600 },
   authz: { enabled: boolean; url: string } = { enabled: false, url: '' },
