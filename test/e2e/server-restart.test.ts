@@ -6,7 +6,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, type Worker } from '@temporalio/worker';
-import proto from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../scripts/embedded/ports';
 import { loadDevServerSpec, startDevServer, type DevServer } from '../../scripts/embedded/temporal-dev';
@@ -16,7 +15,14 @@ import { driftRound } from '../../workflows';
 import { createWorker } from '../../worker/worker';
 import { roleTokens, startTestApi, waitForSession, type TestApi } from '../support/api';
 import type { DriftTestBed } from '../support/drift-test-bed';
-import { artifactStore, newTestBed, roundInput, stack, testActivities } from '../support/stack';
+import {
+  artifactStore,
+  newTestBed,
+  roundInput,
+  stack,
+  testActivities,
+  untilActivityRunning,
+} from '../support/stack';
 import { createDb, migrate, type Db } from '../../shared/db';
 
 describe('a round survives a Temporal server restart', () => {
@@ -100,19 +106,7 @@ describe('a round survives a Temporal server restart', () => {
     });
     expect(accepted.status).toBe(202);
 
-    for (let i = 0; ; i++) {
-      const pending = (await handle.describe()).raw.pendingActivities ?? [];
-      if (
-        pending.some(
-          (a) =>
-            a.activityType?.name === 'planIteration' &&
-            a.state === proto.temporal.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
-        )
-      )
-        break;
-      if (i > 2000) throw new Error('no plan started');
-      await new Promise((r) => setTimeout(r, 25));
-    }
+    await untilActivityRunning(handle, 'planIteration');
     await server.stop();
 
     const down = await api.call('POST', '/api/v1/drift/full', tokens.devops, {

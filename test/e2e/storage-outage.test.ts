@@ -4,7 +4,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import proto from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ArtifactStore, createS3Client } from '../../activities/artifacts';
 import { startObjectStore, type ObjectStore } from '../../scripts/embedded/object-store';
@@ -20,6 +19,7 @@ import {
   temporalHarness,
   testActivities,
   type TemporalHarness,
+  untilActivityRunning,
 } from '../support/stack';
 
 describe('a round survives the object store going away for a while', () => {
@@ -64,19 +64,7 @@ describe('a round survives the object store going away for a while', () => {
       workflowId,
       args: [input],
     });
-    for (let i = 0; ; i++) {
-      const pending = (await handle.describe()).raw.pendingActivities ?? [];
-      if (
-        pending.some(
-          (a) =>
-            a.activityType?.name === 'planIteration' &&
-            a.state === proto.temporal.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
-        )
-      )
-        break;
-      if (i > 2000) throw new Error('no plan started');
-      await new Promise((r) => setTimeout(r, 25));
-    }
+    await untilActivityRunning(handle, 'planIteration');
     await store.close();
     await new Promise((r) => setTimeout(r, 4000));
     store = await start();

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
-import proto, { type temporal } from '@temporalio/proto';
+import type { temporal } from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { projectRoot } from '../../shared/config';
 import type { DriftRoundInput, DriftRoundResult } from '../../shared/contracts';
@@ -23,10 +23,10 @@ import {
   temporalHarness,
   testActivities,
   type TemporalHarness,
+  untilActivityRunning,
 } from '../support/stack';
 
 type Event = temporal.api.history.v1.IHistoryEvent;
-const temporalProto = proto.temporal;
 
 /** A worker process on `queue`; resolves once it polls. */
 async function workerProcess(queue: string): Promise<ChildProcess> {
@@ -155,23 +155,14 @@ describe('a drift round survives its worker being killed (SIGKILL)', () => {
       args: [input],
     });
 
-    for (let i = 0; ; i++) {
-      let now: boolean;
-      if (phase.inFlight) {
-        const pending = (await handle.describe()).raw.pendingActivities ?? [];
-        now = pending.some(
-          (a) =>
-            a.activityType?.name === phase.inFlight &&
-            a.state === temporalProto.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
-        );
-      } else now = phase.now?.((await handle.fetchHistory()).events ?? []) ?? false;
-      if (now) {
-        first.kill('SIGKILL');
-        break;
+    if (phase.inFlight) await untilActivityRunning(handle, phase.inFlight);
+    else {
+      for (let i = 0; !phase.now?.((await handle.fetchHistory()).events ?? []); i++) {
+        if (i > 2400) throw new Error(`phase "${phase.name}" never came`);
+        await new Promise((r) => setTimeout(r, 25));
       }
-      if (i > 1200) throw new Error(`phase "${phase.name}" never came`);
-      await new Promise((r) => setTimeout(r, 25));
     }
+    first.kill('SIGKILL');
     await new Promise((r) => first.once('exit', r));
     children.push(await workerProcess(queue));
 

@@ -3,7 +3,8 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Client, Connection } from '@temporalio/client';
+import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
+import proto from '@temporalio/proto';
 import type { PayloadCodec } from '@temporalio/common';
 import { DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
 import { inject } from 'vitest';
@@ -166,4 +167,22 @@ export function roundInput(repositoryUrl: string, overrides: Partial<DriftRoundI
     text: 'Reconcile everything.',
     ...overrides,
   };
+}
+
+/**
+ * Waits until the server lists `activityType` as a started pending activity of the run, i.e. it is
+ * running on a worker right now (history records an activity's start only once the attempt ends).
+ */
+export async function untilActivityRunning(
+  handle: WorkflowHandle,
+  activityType: string,
+  timeoutMs = 60_000,
+): Promise<void> {
+  const started = proto.temporal.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_STARTED;
+  for (const deadline = Date.now() + timeoutMs; Date.now() < deadline;) {
+    const pending = (await handle.describe()).raw.pendingActivities ?? [];
+    if (pending.some((a) => a.activityType?.name === activityType && a.state === started)) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(`${activityType} did not start within ${timeoutMs} ms`);
 }
