@@ -28,7 +28,10 @@ const app = createApp({
   log: (err) => log.error({ err }, 'unhandled error'),
   authz: config.services.authz,
   mapping: config.services.mapping,
-  codec: { codec, uiOrigin: new URL(config.temporal.ui_url).origin },
+  codec: {
+    codec,
+    uiOrigin: config.temporal.ui_codec_trust_origin ? new URL(config.temporal.ui_url).origin : '',
+  },
   sessions: {
     db,
     client: new Client({

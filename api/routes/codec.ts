@@ -12,7 +12,7 @@ import { parseBody } from '../validation';
 
 export interface CodecRouteDeps {
   codec: PayloadCodec | undefined;
-  /** Origin of the Temporal Web UI (temporal.ui_url). */
+  /** Origin of the Temporal Web UI (temporal.ui_url) trusted without a token; empty: tokens only. */
   uiOrigin: string;
 }
 
@@ -42,7 +42,7 @@ const toWire = (p: { metadata?: Record<string, Uint8Array> | null; data?: Uint8A
 export function createCodecRouter(deps: CodecRouteDeps, db: Db | undefined): Router {
   const router = Router();
   router.use('/codec', (req, res, next) => {
-    if (req.get('origin') === deps.uiOrigin) {
+    if (deps.uiOrigin && req.get('origin') === deps.uiOrigin) {
       res.set('Access-Control-Allow-Origin', deps.uiOrigin);
       res.set('Access-Control-Allow-Methods', 'POST, OPTIONS');
       res.set('Access-Control-Allow-Headers', 'Content-Type, X-Namespace, Authorization');
@@ -56,7 +56,7 @@ export function createCodecRouter(deps: CodecRouteDeps, db: Db | undefined): Rou
   });
 
   const allowed = async (req: Request): Promise<boolean> => {
-    if (req.get('origin') === deps.uiOrigin) return true;
+    if (deps.uiOrigin && req.get('origin') === deps.uiOrigin) return true;
     const m = /^Bearer\s+(\S+)$/i.exec(req.get('authorization') ?? '');
     return !!(m?.[1] && db && (await findUserByToken(db, m[1])));
   };

@@ -96,6 +96,14 @@ describe('payload encryption codec', () => {
     expect((await api.call('POST', '/codec/decode', token, { payloads: 'x' })).status).toBe(400);
     const preflight = await fetch(`${api.url}/codec/decode`, { method: 'OPTIONS', headers: { origin: UI } });
     expect(preflight.status).toBe(204);
+    // ui_codec_trust_origin: false — the Web UI's origin alone no longer decrypts; a token does.
+    const strict = await startTestApi(h, bed.db, undefined, undefined, undefined, { codec, uiOrigin: '' });
+    try {
+      expect((await strict.call('POST', '/codec/decode', undefined, wire, { origin: UI })).status).toBe(401);
+      expect((await strict.call('POST', '/codec/decode', token, wire)).status).toBe(200);
+    } finally {
+      strict.close();
+    }
   });
 
   it('refuses a key of the wrong size and decrypts with a rotated-out key still listed', async () => {
