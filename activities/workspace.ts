@@ -2,7 +2,7 @@
 // client built for that run — the client carries the "init ran" flag, so init is submitted at most
 // once per round (plus the re-inits the engine asks for). A workspace lost to a restart or found
 // on another worker is rebuilt from the pushed branch: every cycle pushes before it returns.
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join, normalize, relative } from 'node:path';
 import type { ExceptionRule } from '../shared/drift-exceptions';
 import { EngineClient } from './engine';
@@ -33,8 +33,12 @@ export interface Workspace {
   engine: EngineClient;
 }
 
+/** A checkout untouched this long belongs to a round that ended elsewhere or failed: removed. */
+export const STALE_CHECKOUT_MS = 24 * 60 * 60 * 1000;
+
 export class RoundWorkspaces {
   private readonly open = new Map<string, Workspace>();
+  private lastSweep = 0;
 
   constructor(
     private readonly root: string,
@@ -47,8 +51,40 @@ export class RoundWorkspaces {
     return `${ref.sessionId}/${ref.roundId}`;
   }
 
+  /**
+   * Removes checkouts no round of this worker holds that were last touched more than `maxAgeMs`
+   * ago (a failed round, a round finished on another worker). Returns the directories removed.
+   */
+  sweep(maxAgeMs = STALE_CHECKOUT_MS, now = Date.now()): string[] {
+    const removed: string[] = [];
+    const held = new Set([...this.open.values()].map((w) => w.dir));
+    if (!existsSync(this.root)) return removed;
+    for (const session of readdirSync(this.root)) {
+      const sessionDir = join(this.root, session);
+      if (!statSync(sessionDir).isDirectory()) continue;
+      for (const round of readdirSync(sessionDir)) {
+        const dir = join(sessionDir, round);
+        if (held.has(dir)) continue;
+        const touched = Math.max(
+          statSync(dir).mtimeMs,
+          statSync(join(dir, '.git', 'index'), { throwIfNoEntry: false })?.mtimeMs ?? 0,
+        );
+        if (now - touched > maxAgeMs) {
+          rmSync(dir, { recursive: true, force: true });
+          removed.push(dir);
+        }
+      }
+      if (readdirSync(sessionDir).length === 0) rmSync(sessionDir, { recursive: true, force: true });
+    }
+    return removed;
+  }
+
   /** The round's checkout, cloned (or re-cloned) when this worker has none. */
   async get(ref: RoundRef): Promise<Workspace> {
+    if (Date.now() - this.lastSweep > 60 * 60 * 1000) {
+      this.lastSweep = Date.now();
+      this.sweep();
+    }
     const key = this.key(ref);
     const known = this.open.get(key);
     if (known && existsSync(join(known.dir, '.git'))) return known;
