@@ -35,10 +35,19 @@ const ROLE_MESSAGES: Record<Role, string> = {
   admin: 'Requires the admin operation role.',
 };
 
+/** Throws the 403 of a caller below `role` (for checks that depend on the request body). */
+export function assertRole(user: User, role: Role): void {
+  if (!roleAtLeast(user.role, role)) throw new HttpError(403, 'forbidden', ROLE_MESSAGES[role]);
+}
+
 export function requireRole(role: Role): RequestHandler {
   return (req, _res, next) => {
     if (!req.user) return next(new HttpError(401, 'unauthorized', 'Not authenticated.'));
-    if (!roleAtLeast(req.user.role, role)) return next(new HttpError(403, 'forbidden', ROLE_MESSAGES[role]));
+    try {
+      assertRole(req.user, role);
+    } catch (err) {
+      return next(err);
+    }
     next();
   };
 }

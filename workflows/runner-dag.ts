@@ -17,6 +17,7 @@ import {
   uuid4,
   workflowInfo,
 } from '@temporalio/workflow';
+import type { z } from 'zod';
 import { ErrorTypes } from '../shared/errors';
 import {
   withSeedFields,
@@ -251,17 +252,13 @@ export function initialState(
 }
 
 /** Splits the server-set context from the caller's input and validates the input. */
-export function parseRunnerInput<T>(
+export function parseRunnerInput<S extends z.ZodType>(
   raw: unknown,
-  parse: (
-    input: unknown,
-  ) =>
-    | { success: true; data: T }
-    | { success: false; error: { issues: { path: PropertyKey[]; message: string }[] } },
-): { input: T; context: RunnerStartContext } {
+  schema: S,
+): { input: z.output<S>; context: RunnerStartContext } {
   const { actor_uuid, retry_count, retried_from, ...rest } = (raw ?? {}) as Record<string, unknown> &
     RunnerStartContext;
-  const parsed = parse(rest);
+  const parsed = schema.safeParse(rest);
   if (!parsed.success) {
     const problems = parsed.error.issues
       .map((i) => `${i.path.map(String).join('.') || '(input)'}: ${i.message}`)

@@ -14,7 +14,7 @@ import { initialState, parseRunnerInput, runDag } from './runner-dag';
 export async function runnerEnvironmentDriftDetect(
   raw: DetectInput & RunnerStartContext,
 ): Promise<RunnerDagState> {
-  const { input, context } = parseRunnerInput(raw, (v) => detectInputSchema.safeParse(v));
+  const { input, context } = parseRunnerInput(raw, detectInputSchema);
   return runDag(
     DETECT_DAG,
     initialState(DETECT_WORKFLOW_TYPE, { ...input, ...context, retry_count: context.retry_count ?? 0 }),

@@ -14,7 +14,7 @@ import { initialState, parseRunnerInput, runDag } from './runner-dag';
 export async function runnerEnvironmentDriftRepair(
   raw: RepairInput & RunnerStartContext,
 ): Promise<RunnerDagState> {
-  const { input, context } = parseRunnerInput(raw, (v) => repairInputSchema.safeParse(v));
+  const { input, context } = parseRunnerInput(raw, repairInputSchema);
   return runDag(
     REPAIR_DAG,
     initialState(REPAIR_WORKFLOW_TYPE, { ...input, ...context, retry_count: context.retry_count ?? 0 }),

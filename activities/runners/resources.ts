@@ -47,21 +47,18 @@ export interface ResourceHandler {
   compensate?(ctx: ResourceContext, output: Record<string, unknown>): Promise<Record<string, unknown>>;
 }
 
-async function aws<T>(what: string, fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
-  } catch (err) {
-    throw awsFailure(err, what);
-  }
-}
-
-async function gcp<T>(what: string, fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
-  } catch (err) {
-    throw gcpFailure(err, what);
-  }
-}
+/** Runs a cloud call, turning its error into a Temporal failure (permanent for a 4xx). */
+const translated =
+  (toFailure: (err: unknown, what: string) => Error) =>
+  async <T>(what: string, fn: () => Promise<T>): Promise<T> => {
+    try {
+      return await fn();
+    } catch (err) {
+      throw toFailure(err, what);
+    }
+  };
+const aws = translated(awsFailure);
+const gcp = translated(gcpFailure);
 
 function envOf<K extends RunnerEnvironment['backend_type']>(
   ctx: ResourceContext,

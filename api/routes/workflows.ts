@@ -28,7 +28,7 @@ import {
 } from '../../shared/runner-contracts';
 import { KumossOrganization, KumossRunnerGroup } from '../../shared/search-attributes';
 import { dagStateQuery } from '../../workflows/runner-dag';
-import { authenticate, currentUser, requireRole } from '../auth';
+import { assertRole, authenticate, currentUser, requireRole } from '../auth';
 import { HttpError } from '../errors';
 import { parseBody } from '../validation';
 
@@ -57,8 +57,6 @@ function roleFor(type: RunnerWorkflowType, input: object): Role {
     : 'developer';
 }
 
-const ROLE_ORDER: Role[] = ['developer', 'devops', 'admin'];
-
 function isRunnerType(t: string): t is RunnerWorkflowType {
   return (RUNNER_WORKFLOW_TYPES as readonly string[]).includes(t);
 }
@@ -86,10 +84,7 @@ async function prepareStart(deps: WorkflowRouteDeps, req: Request, body: unknown
   }
   const data = { ...initial_data, organization_uuid: user.organization_uuid };
   const input = prefixFields(() => parseBody(INPUT_SCHEMAS[workflow_type], data));
-  const needed = roleFor(workflow_type, input);
-  if (ROLE_ORDER.indexOf(user.role) < ROLE_ORDER.indexOf(needed)) {
-    throw new HttpError(403, 'forbidden', `Requires the ${needed} operation role.`);
-  }
+  assertRole(user, roleFor(workflow_type, input));
   const group = await getRunnerGroup(deps.db, user.organization_uuid, input.runner_group_uuid).catch(
     (err: unknown) => {
       if (err instanceof RegistryError) throw new HttpError(409, 'conflict', err.message);

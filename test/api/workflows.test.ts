@@ -3,7 +3,7 @@
 // roles, bad input (4xx, nothing started), retries.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
-import { roleTokens, startTestApi, type TestApi } from '../support/api';
+import { roleTokens, startTestApi, waitForWorkflow, type TestApi } from '../support/api';
 import {
   awsEnvironment,
   gceEnvironment,
@@ -60,15 +60,7 @@ describe('runner workflows API', () => {
     return { group: group.body, connection: conn.body, env };
   };
 
-  const waitFor = async (id: string, token: string): Promise<Json> => {
-    for (let i = 0; i < 200; i++) {
-      const r = await call('GET', `/api/workflows/${id}`, token);
-      expect(r.status).toBe(200);
-      if (r.body.status !== 'RUNNING') return r.body;
-      await new Promise((res) => setTimeout(res, 100));
-    }
-    throw new Error(`workflow ${id} still running`);
-  };
+  const waitFor = (id: string, token: string): Promise<Json> => waitForWorkflow(api, token, id);
 
   it('POST /api/workflows/start answers 202 with the run ids; GET gives status and every output field', async () => {
     const { group, connection } = await registerGroup(tokens.devops ?? '');

@@ -13,7 +13,7 @@ import { GitClient } from '../../activities/git';
 import { AnthropicModel } from '../../activities/model/anthropic';
 import { startGitHost, type GitHost } from '../../scripts/embedded/git-host';
 import { driftScript, startMessagesLoopback, type MessagesLoopback } from '../support/anthropic-loopback';
-import { roleTokens, startTestApi, waitForSession, type TestApi } from '../support/api';
+import { roleTokens, startTestApi, waitForSession, waitForWorkflow, type TestApi } from '../support/api';
 import { createDriftTestBed, type DriftTestBed } from '../support/drift-test-bed';
 import { awsEnvironment, cloudRunEnvironment, startRunnerBed, type RunnerBed } from '../support/runner-bed';
 import { scanForSecrets, SECRET_MARKER } from '../support/secret-scan';
@@ -177,17 +177,11 @@ describe('secrets stay out of histories, artifacts, logs and responses', () => {
         workflow_type: 'runner.environment-drift-detect',
         initial_data: { runner_group_uuid: group.body.runner_group_uuid, auto_apply: true },
       });
-      let out: Record<string, unknown> = {};
-      for (let i = 0; i < 200 && out.status !== 'COMPLETED'; i++) {
-        out = (await call('GET', `/api/workflows/${String(started.body.workflow_uuid)}`)).body;
-        await new Promise((r) => setTimeout(r, 100));
-      }
+      const record = (status: number, body: Record<string, unknown>) =>
+        responses.push(`GET /api/workflows ${status} ${JSON.stringify(body)}`);
+      const out = await waitForWorkflow(api, tokens.devops ?? '', String(started.body.workflow_uuid), record);
       const repairId = String((out.output as Record<string, unknown>).repair_workflow_uuid);
-      for (let i = 0; i < 200; i++) {
-        const r = await call('GET', `/api/workflows/${repairId}`);
-        if (r.body.status !== 'RUNNING') break;
-        await new Promise((res) => setTimeout(res, 100));
-      }
+      await waitForWorkflow(api, tokens.devops ?? '', repairId, record);
     }
 
     // The secrets were really used on these paths (the scan below is not vacuous).

@@ -100,3 +100,20 @@ export async function roleTokens(db: Db, prefix: string): Promise<Record<Role, s
     tokens[role] = (await createUser(db, { name: `${role}-${org}`, role, organization: org })).token;
   return tokens;
 }
+
+/** Polls GET /api/workflows/{id} until the run is no longer RUNNING; `seen` gets every answer. */
+export async function waitForWorkflow(
+  api: TestApi,
+  token: string,
+  id: string,
+  seen: (status: number, body: Record<string, unknown>) => void = () => undefined,
+): Promise<Record<string, unknown>> {
+  for (let i = 0; i < 300; i++) {
+    const r = await api.call('GET', `/api/workflows/${id}`, token);
+    seen(r.status, r.body);
+    if (r.status !== 200) throw new Error(`GET /api/workflows/${id}: ${r.status} ${JSON.stringify(r.body)}`);
+    if (r.body.status !== 'RUNNING') return r.body;
+    await new Promise((res) => setTimeout(res, 100));
+  }
+  throw new Error(`workflow ${id} still running`);
+}

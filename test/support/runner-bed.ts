@@ -69,6 +69,11 @@ export async function startRunnerBed(databaseUrl: string): Promise<RunnerBed> {
     credentials: { accessKeyId: 'AKIAKUMOSSSETUP00001', secretAccessKey: 'setup' },
   });
   const gcpClient = new GcpClient({ endpoint: gcp.url, token: gcpToken });
+  /** The AWS actions the worker (not the test's setup) sent in `region`. */
+  const workerActions = async (region: string) =>
+    (await aws.recordedRequests())
+      .filter((r) => r.accessKeyId === WORKER_ACCESS_KEY && r.region === region)
+      .map((r) => r.action);
   return {
     aws,
     gcp,
@@ -77,19 +82,8 @@ export async function startRunnerBed(databaseUrl: string): Promise<RunnerBed> {
     gcpToken,
     deps: { db, aws: factory, gcp: gcpClient },
     awsClients: setup,
-    async workerMutations(region) {
-      const requests = await aws.recordedRequests();
-      return mutatingActions(
-        requests
-          .filter((r) => r.accessKeyId === WORKER_ACCESS_KEY && r.region === region)
-          .map((r) => r.action),
-      );
-    },
-    async workerCalls(region) {
-      return (await aws.recordedRequests()).filter(
-        (r) => r.accessKeyId === WORKER_ACCESS_KEY && r.region === region,
-      ).length;
-    },
+    workerMutations: async (region) => mutatingActions(await workerActions(region)),
+    workerCalls: async (region) => (await workerActions(region)).length,
     gcpClient,
     organization: (name) => ensureOrganization(db, name ?? `runner-org-${randomUUID().slice(0, 8)}`),
     connection: (org, provider, region) =>

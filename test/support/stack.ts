@@ -1,28 +1,19 @@
 // What a test file needs from the run's stack: clients, a worker on its own task queue.
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import type { PayloadCodec } from '@temporalio/common';
 import { DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
 import { inject } from 'vitest';
-import { createActivities, type Activities } from '../../activities';
-import type { RunnerDeps } from '../../activities/runners';
+import type { Activities } from '../../activities';
 import { ArtifactStore, createS3Client } from '../../activities/artifacts';
 import { GitClient } from '../../activities/git';
-import { OfflineModel } from '../../activities/model/offline';
-import type { ModelProvider } from '../../activities/model/port';
-import { PromptCatalogue } from '../../activities/prompt-catalogue';
-import { RoundWorkspaces } from '../../activities/workspace';
-import { projectRoot } from '../../shared/config';
-import { cliConfigPath, toolPath } from '../../scripts/tools.mjs';
 import { createWorker } from '../../worker/worker';
 import { quietKnownWarnings } from '../../shared/logger';
 import type { DriftRoundInput } from '../../shared/contracts';
 import { createDriftTestBed, type DriftTestBed } from './drift-test-bed';
 import type { TestStack } from './global-setup';
+import { stackActivities, stackEngineDeps, type EngineKind, type TestActivityOptions } from './test-stack';
 
 // Worker lifecycle lines are noise in test output; warnings and errors still show.
 quietKnownWarnings();
@@ -51,50 +42,12 @@ export function gitClient(token?: string): GitClient {
   return new GitClient({ caFile: stack().gitCaFile, token });
 }
 
-export const ENGINES = ['terraform', 'tofu'] as const;
-export type EngineKind = (typeof ENGINES)[number];
-
-export function engineDeps(kind: EngineKind = 'terraform') {
-  return { kind, binary: toolPath(kind), cliConfigFile: cliConfigPath(), timeoutMs: 10 * 60 * 1000 };
-}
-
-export interface TestActivityOptions {
-  engine?: EngineKind;
-  model?: ModelProvider;
-  /** Prompt catalogue directory (default: the repository's prompts/). */
-  promptsDir?: string;
-  /** The runner DAGs' registry and cloud clients (test/support/runner-bed.ts). */
-  runners?: RunnerDeps;
-  /** Git client (default: the run's git host CA, no token). */
-  git?: GitClient;
-  /** Where round checkouts go (default: a fresh temporary directory). */
-  workDir?: string;
-  /** The engine binary to run instead of the real one's path (a fault-injecting wrapper around it). */
-  engineBinary?: string;
-  /** Artifact store (default: the run's object store). */
-  artifacts?: ArtifactStore;
-}
+export const ENGINES = ['terraform', 'tofu'] as const satisfies readonly EngineKind[];
+export type { EngineKind, TestActivityOptions };
+export const engineDeps = stackEngineDeps;
 
 export function testActivities(opts: TestActivityOptions | EngineKind = {}): Activities {
-  const o = typeof opts === 'string' ? { engine: opts } : opts;
-  const engine = o.engine ?? 'terraform';
-  const git = o.git ?? gitClient();
-  const wrap = (d: ReturnType<typeof engineDeps>) => (o.engineBinary ? { ...d, binary: o.engineBinary } : d);
-  const engines = { terraform: wrap(engineDeps('terraform')), tofu: wrap(engineDeps('tofu')) };
-  return createActivities({
-    engine: engines[engine],
-    git,
-    artifacts: o.artifacts ?? artifactStore(),
-    model: o.model ?? new OfflineModel(),
-    catalogue: new PromptCatalogue(o.promptsDir ?? join(projectRoot, 'prompts')),
-    workspaces: new RoundWorkspaces(
-      o.workDir ?? mkdtempSync(join(tmpdir(), 'kumoss-ws-')),
-      git,
-      engines,
-      engine,
-    ),
-    ...(o.runners ? { runners: o.runners } : {}),
-  });
+  return stackActivities(stack(), typeof opts === 'string' ? { engine: opts } : opts).activities;
 }
 
 export interface TemporalHarness {

@@ -85,6 +85,64 @@ export interface StackWorker {
   stop(): Promise<void>;
 }
 
+export type EngineKind = 'terraform' | 'tofu';
+
+export function stackEngineDeps(kind: EngineKind = 'terraform'): EngineDeps {
+  return { kind, binary: toolPath(kind), cliConfigFile: cliConfigPath(), timeoutMs: 10 * 60 * 1000 };
+}
+
+export interface TestActivityOptions {
+  engine?: EngineKind;
+  model?: ModelProvider;
+  /** Prompt catalogue directory (default: the repository's prompts/). */
+  promptsDir?: string;
+  /** The runner DAGs' registry and cloud clients (test/support/runner-bed.ts). */
+  runners?: RunnerDeps;
+  /** Git client (default: the stack's git host CA, no token). */
+  git?: GitClient;
+  /** Where round checkouts go (default: a fresh temporary directory). */
+  workDir?: string;
+  /** The engine binary to run instead of the real one's path (a fault-injecting wrapper around it). */
+  engineBinary?: string;
+  /** Artifact store (default: the stack's object store). */
+  artifacts?: ArtifactStore;
+  /** Called after every engine process (benchmarks). */
+  onEngineCall?: EngineDeps['onCall'];
+}
+
+/** The real activities on a stack's components, and the clients they use. */
+export function stackActivities(stack: TestStack, o: TestActivityOptions = {}) {
+  const kind = o.engine ?? 'terraform';
+  const git = o.git ?? new GitClient({ caFile: stack.gitCaFile });
+  const artifacts =
+    o.artifacts ??
+    new ArtifactStore(
+      createS3Client({ endpoint: stack.s3Endpoint, bucket: stack.bucket, region: 'us-east-1' }),
+      stack.bucket,
+    );
+  const deps = (k: EngineKind): EngineDeps => ({
+    ...stackEngineDeps(k),
+    ...(o.engineBinary ? { binary: o.engineBinary } : {}),
+    ...(o.onEngineCall ? { onCall: o.onEngineCall } : {}),
+  });
+  const engines = { terraform: deps('terraform'), tofu: deps('tofu') };
+  const activities = createActivities({
+    engine: engines[kind],
+    git,
+    artifacts,
+    model: o.model ?? new OfflineModel(),
+    catalogue: new PromptCatalogue(o.promptsDir ?? join(projectRoot, 'prompts')),
+    workspaces: new RoundWorkspaces(
+      o.workDir ?? mkdtempSync(join(tmpdir(), 'kumoss-ws-')),
+      git,
+      engines,
+      kind,
+    ),
+    ...(o.runners ? { runners: o.runners } : {}),
+  });
+  return { activities, git, artifacts, engine: engines[kind] };
+}
+
 /**
  * A worker with the real activities on `taskQueue` of a stack, and a client — for the scripts and
  * benchmarks that run outside vitest (record-histories, bench/).
@@ -92,35 +150,15 @@ export interface StackWorker {
 export async function startStackWorker(
   stack: TestStack,
   taskQueue: string,
-  opts: { model?: ModelProvider; onEngineCall?: EngineDeps['onCall']; runners?: RunnerDeps } = {},
+  opts: TestActivityOptions = {},
 ): Promise<StackWorker> {
-  const git = new GitClient({ caFile: stack.gitCaFile });
-  const artifacts = new ArtifactStore(
-    createS3Client({ endpoint: stack.s3Endpoint, bucket: stack.bucket, region: 'us-east-1' }),
-    stack.bucket,
-  );
-  const engine: EngineDeps = {
-    kind: 'terraform',
-    binary: toolPath('terraform'),
-    cliConfigFile: cliConfigPath(),
-    timeoutMs: 600_000,
-    ...(opts.onEngineCall ? { onCall: opts.onEngineCall } : {}),
-  };
-  const engines = { terraform: engine, tofu: { ...engine, kind: 'tofu' as const, binary: toolPath('tofu') } };
+  const { activities, git, artifacts, engine } = stackActivities(stack, opts);
   const native = await NativeConnection.connect({ address: stack.temporalAddress });
   const worker = await createWorker({
     connection: native,
     namespace: stack.namespace,
     taskQueue,
-    activities: createActivities({
-      engine,
-      git,
-      artifacts,
-      model: opts.model ?? new OfflineModel(),
-      catalogue: new PromptCatalogue(join(projectRoot, 'prompts')),
-      workspaces: new RoundWorkspaces(mkdtempSync(join(tmpdir(), 'kumoss-ws-')), git, engines, 'terraform'),
-      ...(opts.runners ? { runners: opts.runners } : {}),
-    }),
+    activities,
     workflowBundlePath: stack.workflowBundlePath,
   });
   const running = worker.run();
