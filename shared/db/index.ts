@@ -134,23 +134,40 @@ export function createDb(url: string, opts: { max?: number } = {}): Db {
   return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
 }
 
-/** Applies the migrations not applied yet, in order, each in its own transaction. */
+/** Another process applying the same migration at the same moment (API and worker start together). */
+const RACED = new Set(['42P07', '42710', '23505']); // duplicate table, duplicate object, unique violation
+
+/**
+ * Applies the migrations not applied yet, in order, each in its own transaction. Several processes
+ * may migrate one database at once: the one that loses a race on a migration waits, re-reads what
+ * is applied and goes on.
+ */
 export async function migrate(db: Db): Promise<string[]> {
-  await sql`create table if not exists kumoss_migrations (
-    id text primary key,
-    applied_at timestamptz not null default now()
-  )`.execute(db);
-  const done = new Set((await db.selectFrom('kumoss_migrations').select('id').execute()).map((r) => r.id));
   const applied: string[] = [];
-  for (const m of migrations) {
-    if (done.has(m.id)) continue;
-    await db.transaction().execute(async (trx) => {
-      await m.up(trx);
-      await trx.insertInto('kumoss_migrations').values({ id: m.id }).execute();
-    });
-    applied.push(m.id);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await sql`create table if not exists kumoss_migrations (
+        id text primary key,
+        applied_at timestamptz not null default now()
+      )`.execute(db);
+      const done = new Set(
+        (await db.selectFrom('kumoss_migrations').select('id').execute()).map((r) => r.id),
+      );
+      for (const m of migrations) {
+        if (done.has(m.id)) continue;
+        await db.transaction().execute(async (trx) => {
+          await m.up(trx);
+          await trx.insertInto('kumoss_migrations').values({ id: m.id }).execute();
+        });
+        applied.push(m.id);
+      }
+      return applied;
+    } catch (err) {
+      const code = (err as { code?: string }).code ?? '';
+      if (!RACED.has(code) || attempt >= 20) throw err;
+      await new Promise((r) => setTimeout(r, 100 * attempt));
+    }
   }
-  return applied;
 }
 
 export async function ping(db: Db): Promise<string> {

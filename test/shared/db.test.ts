@@ -1,7 +1,9 @@
 // The metadata store over the PostgreSQL wire protocol (PGlite served on loopback).
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startEmbeddedDatabase } from '../../scripts/embedded/database';
 import { createDb, migrate, type Db } from '../../shared/db';
+import { migrations } from '../../shared/db/migrations';
 import { stack } from '../support/stack';
 
 describe('metadata store', () => {
@@ -18,6 +20,21 @@ describe('metadata store', () => {
     expect(await migrate(db)).toEqual([]);
     const ids = (await db.selectFrom('kumoss_migrations').select('id').execute()).map((r) => r.id);
     expect(ids).toContain('0001_organizations_and_users');
+  });
+
+  it('several processes migrating a fresh database at once: each migration applied once, none fails', async () => {
+    const fresh = await startEmbeddedDatabase({});
+    const clients = Array.from({ length: 4 }, () => createDb(fresh.url));
+    try {
+      const results = await Promise.all(clients.map((c) => migrate(c)));
+      const applied = results.flat().sort();
+      expect(applied).toEqual(migrations.map((m) => m.id).sort());
+      const ids = (await clients[0]!.selectFrom('kumoss_migrations').select('id').execute()).map((r) => r.id);
+      expect(ids.sort()).toEqual(migrations.map((m) => m.id).sort());
+    } finally {
+      await Promise.all(clients.map((c) => c.destroy()));
+      await fresh.close();
+    }
   });
 
   it('stores an organization and a user, and enforces the role check', async () => {
