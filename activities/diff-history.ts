@@ -1,13 +1,17 @@
 // diff_history: the session branch's own changes, mapped to the resources they touch. The report
-// names a remediated resource only from here.
+// names a remediated resource only from here. A changed line inside a resource block names that
+// resource (with its module path); a changed variable default, tfvars entry, local or module call
+// argument names the resources whose values come from it.
+import { posix } from 'node:path';
 import type { GitClient } from './git';
-import { listResources } from './hcl';
+import { blockLabels, topBlocks, type HclNode } from './hcl';
+import { attributeName, attributeNodes, bodyOf, TerraformConfig } from './terraform-config';
 
 export interface DiffHistory {
   base: string;
   head: string;
   files: string[];
-  /** address → files whose changed lines fall inside that resource block */
+  /** address → files whose changed lines fall inside that resource block or a value it uses */
   resources: Map<string, Set<string>>;
 }
 
@@ -45,7 +49,148 @@ export function parseUnifiedDiff(diff: string): Hunk[] {
   return hunks;
 }
 
-/** Changes between `base` and HEAD under `iacPath` (repository-relative), by resource address. */
+const CONFIG_FILE = /\.(tf|tfvars)$/;
+const REF = /(?<![A-Za-z0-9_.-])(var|local)\.([A-Za-z_][A-Za-z0-9_-]*)/g;
+
+function refs(text: string): { vars: Set<string>; locals: Set<string> } {
+  const vars = new Set<string>();
+  const locals = new Set<string>();
+  for (const m of text.matchAll(REF)) (m[1] === 'var' ? vars : locals).add(m[2] as string);
+  return { vars, locals };
+}
+
+const within = (n: HclNode, from: number, to: number) =>
+  n.startPosition.row + 1 <= to && n.endPosition.row + 1 >= from;
+
+/** The configuration (root and its local modules) as it was at `rev`, paths relative to the root. */
+async function configAt(git: GitClient, dir: string, rev: string, iacPath: string): Promise<TerraformConfig> {
+  const listed = (await git.run(['ls-tree', '-r', '--name-only', rev], dir)).split('\n').filter((f) => CONFIG_FILE.test(f));
+  const root = iacPath && iacPath !== '.' ? posix.normalize(iacPath) : '.';
+  const files = new Map<string, string>();
+  for (const f of listed) files.set(posix.relative(root, f), '');
+  const config = new TerraformConfig(new Map());
+  const load = async (moduleDir: string) => {
+    for (const [rel] of files) {
+      if (posix.dirname(rel) !== (moduleDir || '.') || config.files.has(rel)) continue;
+      config.files.set(rel, await git.run(['show', `${rev}:${posix.normalize(posix.join(root, rel))}`], dir));
+    }
+  };
+  await load('');
+  const seen = new Set<string>(['']);
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const call of await config.allModuleCalls()) {
+      if (call.dir === undefined || seen.has(call.dir)) continue;
+      seen.add(call.dir);
+      await load(call.dir);
+      grew = true;
+    }
+  }
+  return config;
+}
+
+/** Module address prefixes (`module.a.module.b.`) of every call of each module directory. */
+async function prefixes(config: TerraformConfig): Promise<Map<string, string[]>> {
+  const out = new Map<string, string[]>([['', ['']]]);
+  const calls = await config.allModuleCalls();
+  for (let changed = true; changed; ) {
+    changed = false;
+    for (const c of calls) {
+      if (c.dir === undefined) continue;
+      const parents = out.get(c.parentDir);
+      if (!parents) continue;
+      const mine = new Set(out.get(c.dir) ?? []);
+      for (const p of parents) {
+        const next = `${p}module.${c.name}.`;
+        if (!mine.has(next)) {
+          mine.add(next);
+          changed = true;
+        }
+      }
+      out.set(c.dir, [...mine]);
+    }
+  }
+  return out;
+}
+
+/**
+ * The resource addresses whose code or values lie on lines `from`–`to` of `file` in `config`.
+ */
+async function touched(config: TerraformConfig, file: string, from: number, to: number): Promise<Set<string>> {
+  const out = new Set<string>();
+  if (!config.files.has(file)) return out;
+  const dir = posix.dirname(file) === '.' ? '' : posix.dirname(file);
+  const pre = await prefixes(config);
+  // What changed: resource blocks directly; variables, locals and module arguments by name.
+  const direct: { dir: string; address: string }[] = [];
+  const vars = new Set<string>();
+  const locals = new Set<string>();
+  const moduleArgs: { dir: string; vars: Set<string> }[] = [];
+  const root = await config.tree(file);
+  if (file.endsWith('.tfvars')) {
+    const body = root.namedChildren.find((c) => c?.type === 'body') ?? undefined;
+    for (const a of attributeNodes(body)) if (within(a, from, to)) vars.add(attributeName(a));
+  } else {
+    for (const b of topBlocks(root)) {
+      if (!within(b, from, to)) continue;
+      const { kind, labels } = blockLabels(b);
+      if (kind === 'resource' && labels.length === 2) direct.push({ dir, address: `${labels[0]}.${labels[1]}` });
+      else if (kind === 'variable' && labels[0]) vars.add(labels[0]);
+      else if (kind === 'locals') {
+        for (const a of attributeNodes(bodyOf(b))) if (within(a, from, to)) locals.add(attributeName(a));
+      } else if (kind === 'module' && labels[0]) {
+        const call = (await config.moduleCalls(dir)).find((c) => c.name === labels[0]);
+        if (call?.dir !== undefined) {
+          const args = new Set<string>();
+          for (const a of attributeNodes(bodyOf(b))) if (within(a, from, to)) args.add(attributeName(a));
+          moduleArgs.push({ dir: call.dir, vars: args });
+        }
+      }
+    }
+  }
+  const dependents = async (moduleDir: string, v: Set<string>, l: Set<string>) => {
+    // locals that use the changed names, transitively
+    const allLocals = new Map<string, string>();
+    for (const b of await config.blocks(moduleDir, 'locals'))
+      for (const a of attributeNodes(bodyOf(b.node))) allLocals.set(attributeName(a), a.text);
+    for (let grew = true; grew; ) {
+      grew = false;
+      for (const [name, text] of allLocals) {
+        if (l.has(name)) continue;
+        const r = refs(text);
+        if ([...r.vars].some((x) => v.has(x)) || [...r.locals].some((x) => l.has(x))) {
+          l.add(name);
+          grew = true;
+        }
+      }
+    }
+    for (const b of await config.blocks(moduleDir, 'resource')) {
+      const r = refs(b.node.text);
+      if ([...r.vars].some((x) => v.has(x)) || [...r.locals].some((x) => l.has(x)))
+        direct.push({ dir: moduleDir, address: `${b.labels[0]}.${b.labels[1]}` });
+    }
+    // module arguments that pass the changed values on
+    for (const b of await config.blocks(moduleDir, 'module')) {
+      const call = (await config.moduleCalls(moduleDir)).find((c) => c.name === b.labels[0]);
+      if (call?.dir === undefined) continue;
+      const passed = new Set<string>();
+      for (const a of attributeNodes(bodyOf(b.node))) {
+        const r = refs(a.text);
+        if ([...r.vars].some((x) => v.has(x)) || [...r.locals].some((x) => l.has(x))) passed.add(attributeName(a));
+      }
+      if (passed.size > 0) moduleArgs.push({ dir: call.dir, vars: passed });
+    }
+  };
+  if (vars.size > 0 || locals.size > 0) await dependents(dir, vars, locals);
+  for (let i = 0; i < moduleArgs.length && i < 50; i++) {
+    const m = moduleArgs[i] as { dir: string; vars: Set<string> };
+    await dependents(m.dir, m.vars, new Set());
+  }
+  for (const d of direct) for (const p of pre.get(d.dir) ?? []) out.add(`${p}${d.address}`);
+  return out;
+}
+
+/** Changes between `base` and HEAD of the root at `iacPath` and its local modules, by resource address. */
 export async function diffHistory(
   git: GitClient,
   dir: string,
@@ -53,41 +198,29 @@ export async function diffHistory(
   iacPath: string,
 ): Promise<DiffHistory> {
   const head = await git.head(dir);
-  const scope = iacPath && iacPath !== '.' ? iacPath : '.';
-  const diff = await git.run(
-    ['diff', '--unified=0', '--no-color', '--no-renames', `${base}..${head}`, '--', scope],
-    dir,
+  const [before, after] = await Promise.all([configAt(git, dir, base, iacPath), configAt(git, dir, head, iacPath)]);
+  const root = iacPath && iacPath !== '.' ? posix.normalize(iacPath) : '.';
+  const paths = [...new Set([...before.files.keys(), ...after.files.keys()])].map((p) =>
+    posix.normalize(posix.join(root, p)),
   );
-  const hunks = parseUnifiedDiff(diff).filter((h) => h.file.endsWith('.tf'));
   const resources = new Map<string, Set<string>>();
   const files = new Set<string>();
-  const cache = new Map<string, Awaited<ReturnType<typeof listResources>>>();
-  const blocksAt = async (rev: string, file: string) => {
-    const key = `${rev}:${file}`;
-    if (!cache.has(key)) {
-      let text = '';
-      try {
-        text = await git.run(['show', `${rev}:${file}`], dir);
-      } catch {
-        text = ''; // the file does not exist at that revision
-      }
-      cache.set(key, await listResources(text));
-    }
-    return cache.get(key) ?? [];
-  };
-  for (const h of hunks) {
+  if (paths.length === 0) return { base, head, files: [], resources };
+  const diff = await git.run(
+    ['diff', '--unified=0', '--no-color', '--no-renames', `${base}..${head}`, '--', ...paths],
+    dir,
+  );
+  for (const h of parseUnifiedDiff(diff)) {
+    if (!CONFIG_FILE.test(h.file)) continue;
     files.add(h.file);
-    const touched: { rev: string; from: number; to: number }[] = [];
-    if (h.newCount > 0) touched.push({ rev: head, from: h.newStart, to: h.newStart + h.newCount - 1 });
-    if (h.oldCount > 0) touched.push({ rev: base, from: h.oldStart, to: h.oldStart + h.oldCount - 1 });
-    for (const t of touched) {
-      for (const b of await blocksAt(t.rev, h.file)) {
-        if (b.startLine <= t.to && b.endLine >= t.from) {
-          const set = resources.get(b.address) ?? new Set<string>();
-          set.add(h.file);
-          resources.set(b.address, set);
-        }
-      }
+    const rel = posix.relative(root, h.file);
+    const hits = new Set<string>();
+    if (h.newCount > 0) for (const a of await touched(after, rel, h.newStart, h.newStart + h.newCount - 1)) hits.add(a);
+    if (h.oldCount > 0) for (const a of await touched(before, rel, h.oldStart, h.oldStart + h.oldCount - 1)) hits.add(a);
+    for (const a of hits) {
+      const set = resources.get(a) ?? new Set<string>();
+      set.add(h.file);
+      resources.set(a, set);
     }
   }
   return { base, head, files: [...files].sort(), resources };

@@ -4,10 +4,10 @@
 // Every activity is idempotent: a retried cycle finds its commit by trailer instead of committing
 // twice, a retried push of a pushed commit is a no-op, an artifact is overwritten in place.
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, normalize, relative } from 'node:path';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import { deriveDrift, groupOperations, type DriftOperation } from '../shared/drift';
+import { deriveDrift, groupDriftOperations, type DriftOperation } from '../shared/drift';
 import { applyExceptions, type WhitelistedException } from '../shared/drift-exceptions';
 import {
   computeOutcome,
@@ -32,7 +32,7 @@ import type {
   Unremediable,
 } from './model/port';
 import type { PromptCatalogue } from './prompt-catalogue';
-import { readRootFiles, type RoundRef, type RoundWorkspaces } from './workspace';
+import { readConfigFiles, readRootFiles, type RoundRef, type RoundWorkspaces } from './workspace';
 
 export interface DriftRoundDeps {
   workspaces: RoundWorkspaces;
@@ -232,6 +232,8 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
           await artifacts.download(planKey, planFile);
           await ws.engine.ensureInit(h);
         } else {
+          // The seed's first iteration: init, validate, plan -out (init runs inside, once per round).
+          if (iteration === '1') await ws.engine.validate(h);
           const plan = await ws.engine.plan({ out: planFile, targets: input.targets }, h);
           reinitialized = plan.reinitialized;
           planKey = key(ref, `iteration-${iteration}/plan.tfplan`);
@@ -266,7 +268,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
           driftCount: drift.length,
           operationCount: survivors.length,
           whitelistedCount: whitelisted.length,
-          groupCount: survivors.length === 0 ? 0 : groupOperations(survivors, input.groupSize).length,
+          groupCount: survivors.length === 0 ? 0 : groupDriftOperations(survivors, input.groupSize).length,
           planKey,
           reportKey,
           operationsKey,
@@ -295,23 +297,36 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
         return { ...previous, changed: true, commit: found };
       }
       const all = await getJson<DriftOperation[]>(artifacts, input.operationsKey);
-      const ops = groupOperations(all, input.groupSize)[group] ?? [];
-      const files = readRootFiles(ws.iacDir);
+      const ops = groupDriftOperations(all, input.groupSize)[group] ?? [];
+      const files = await readConfigFiles(ws.iacDir, ws.dir);
       const remediation = await model.remediate({
         operations: ops,
         files,
+        related: all,
         prompt: catalogue.compose(
           ref.cloud,
           ops.map((o) => o.type),
           '',
         ),
       });
+      const originals = new Map(files.map((f) => [f.path, f.content]));
       for (const e of remediation.edits) {
-        const target = join(ws.iacDir, e.path);
+        const target = normalize(join(ws.iacDir, e.path));
+        if (relative(ws.dir, target).startsWith('..'))
+          throw ApplicationFailure.nonRetryable(`The model proposed a file outside the repository: ${e.path}`, ErrorTypes.InvalidInput);
+        // A file that was in canonical form stays in it (`fmt`): small diffs that fmt leaves alone.
+        const before = originals.get(e.path);
+        if (before !== undefined && /\.(tf|tfvars)$/.test(e.path)) {
+          try {
+            if ((await ws.engine.fmt(before)) === before) e.content = await ws.engine.fmt(e.content);
+          } catch {
+            // fmt rejects it: the validation cycle will say why.
+          }
+        }
         mkdirSync(dirname(target), { recursive: true });
         writeFileSync(target, e.content);
         await artifacts.putText(
-          key(ref, `iteration-${iteration}/group-${group}/changes/${e.path}`),
+          key(ref, `iteration-${iteration}/group-${group}/changes/${e.path.replace(/\.\.\//g, '_up_/')}`),
           e.content,
         );
       }
@@ -370,7 +385,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
             resultKey,
           );
           const all = await getJson<DriftOperation[]>(artifacts, input.operationsKey);
-          const ops = groupOperations(all, input.groupSize)[group] ?? [];
+          const ops = groupDriftOperations(all, input.groupSize)[group] ?? [];
           result.unremediable = ops.map((o) => ({
             address: o.address,
             attributes: o.changes.map((c) => c.path || '*'),

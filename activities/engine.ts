@@ -207,6 +207,19 @@ export class EngineClient {
     if (r.exitCode !== 0) this.fail('show', r);
   }
 
+  /** `fmt -` on a file's text: the canonical formatting (no init needed). */
+  async fmt(text: string, hooks: CallHooks = {}): Promise<string> {
+    const r = await runProcess(this.opts.binary, ['fmt', '-no-color', '-'], {
+      cwd: this.opts.workdir,
+      env: this.env(),
+      timeoutMs: 60_000,
+      signal: hooks.signal,
+      stdin: text,
+    });
+    if (r.exitCode !== 0) this.fail('fmt', r);
+    return r.stdout;
+  }
+
   async apply(opts: { parallelism?: number } = {}, hooks: CallHooks = {}): Promise<string> {
     const args = ['apply', '-input=false', '-no-color', '-auto-approve', '-lock-timeout=60s'];
     if (opts.parallelism) args.push(`-parallelism=${opts.parallelism}`);

@@ -31,11 +31,20 @@ export interface ResourceBlock {
   endLine: number;
 }
 
-function labelText(n: Node): string {
+/** The syntax tree of one HCL file (tree-sitter's terraform grammar). */
+export async function parseHcl(text: string): Promise<Node> {
+  const tree = (await parser()).parse(text);
+  if (!tree) throw new Error('tree-sitter returned no tree');
+  return tree.rootNode;
+}
+
+export type { Node as HclNode };
+
+export function labelText(n: Node): string {
   return n.type === 'string_lit' ? n.text.slice(1, -1) : n.text;
 }
 
-function blockLabels(block: Node): { kind: string; labels: string[] } {
+export function blockLabels(block: Node): { kind: string; labels: string[] } {
   const kind = block.namedChildren.find((c) => c?.type === 'identifier')?.text ?? '';
   const labels = block.namedChildren
     .filter((c): c is Node => c?.type === 'string_lit' || false)
@@ -43,7 +52,7 @@ function blockLabels(block: Node): { kind: string; labels: string[] } {
   return { kind, labels };
 }
 
-function topBlocks(root: Node): Node[] {
+export function topBlocks(root: Node): Node[] {
   const body = root.namedChildren.find((c) => c?.type === 'body');
   return (body?.namedChildren ?? []).filter((c): c is Node => c?.type === 'block');
 }
@@ -105,7 +114,7 @@ const LITERAL_TYPES = new Set([
   'comment',
 ]);
 
-function isLiteral(n: Node, allowJsonencode: boolean): boolean {
+export function isLiteral(n: Node, allowJsonencode: boolean): boolean {
   if (n.type === 'function_call') {
     const fn = n.namedChildren.find((c) => c?.type === 'identifier')?.text;
     const args = n.namedChildren.find((c) => c?.type === 'function_arguments');
@@ -168,7 +177,7 @@ export async function findAttribute(
   return undefined;
 }
 
-function hclString(s: string): string {
+export function hclString(s: string): string {
   const escaped = JSON.stringify(s)
     .slice(1, -1)
     .replace(/\$\{/g, () => '$${')

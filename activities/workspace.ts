@@ -3,11 +3,12 @@
 // once per round (plus the re-inits the engine asks for). A workspace lost to a restart or found
 // on another worker is rebuilt from the pushed branch: every cycle pushes before it returns.
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { join, normalize, relative } from 'node:path';
+import { join, normalize, relative, sep } from 'node:path';
 import type { ExceptionRule } from '../shared/drift-exceptions';
 import { EngineClient } from './engine';
 import type { EngineDeps } from './drift-detection';
 import type { GitClient } from './git';
+import { TerraformConfig } from './terraform-config';
 
 /** What every round activity gets: which round, which repository, which root. */
 export interface RoundRef {
@@ -126,4 +127,40 @@ export function readRootFiles(iacDir: string): { path: string; content: string }
     .filter((f) => f.endsWith('.tf'))
     .sort()
     .map((f) => ({ path: f, content: readFileSync(join(iacDir, f), 'utf8') }));
+}
+
+const CONFIG_FILE = /\.tf$|\.tfvars$/;
+
+/**
+ * The configuration a remediation may edit: the root module's .tf and .tfvars files and those of
+ * every local module it calls (followed through `source = "./…"` or `"../…"`, inside the checkout).
+ * Paths are relative to the root module, posix-style.
+ */
+export async function readConfigFiles(iacDir: string, checkoutDir: string): Promise<{ path: string; content: string }[]> {
+  const out = new Map<string, string>();
+  const readDir = (rel: string): void => {
+    const abs = normalize(join(iacDir, rel));
+    const inside = relative(checkoutDir, abs);
+    if (inside.startsWith('..') || !existsSync(abs) || !statSync(abs).isDirectory()) return;
+    for (const f of readdirSync(abs).sort()) {
+      if (!CONFIG_FILE.test(f)) continue;
+      const path = (rel ? `${rel}/${f}` : f).split(sep).join('/');
+      out.set(path.replace(/^\.\//, ''), readFileSync(join(abs, f), 'utf8'));
+    }
+  };
+  readDir('');
+  const config = TerraformConfig.of([...out].map(([path, content]) => ({ path, content })));
+  const seen = new Set<string>(['']);
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const call of await config.allModuleCalls()) {
+      if (call.dir === undefined || seen.has(call.dir)) continue;
+      seen.add(call.dir);
+      const before = out.size;
+      readDir(call.dir);
+      for (const [path, content] of out) config.files.set(path, content);
+      grew = grew || out.size > before;
+    }
+  }
+  return [...out].map(([path, content]) => ({ path, content }));
 }

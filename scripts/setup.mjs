@@ -3,7 +3,7 @@
 // Temporal CLI, the IaC engine, the fakeserver and the Terraform providers (built with
 // `go install module@version` into a cache outside the clone, keyed by version), the provider
 // filesystem mirror and the CLI config that points the engine at it. A second run is a no-op.
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
   copyFileSync,
@@ -48,8 +48,8 @@ function fail(msg) {
 }
 
 /** One setup at a time per machine: a second `npm test` waits instead of building twice. */
-/** @param {() => void} fn */
-function withLock(fn) {
+/** @param {() => Promise<void>} fn */
+async function withLock(fn) {
   const lock = join(cacheDir(), 'setup.lock');
   mkdirSync(cacheDir(), { recursive: true });
   const deadline = Date.now() + 60 * 60 * 1000;
@@ -86,7 +86,7 @@ function withLock(fn) {
     }
   }
   try {
-    fn();
+    await fn();
   } finally {
     rmSync(lock, { recursive: true, force: true });
   }
@@ -109,6 +109,23 @@ function ensureNodeModules() {
   log(`npm dependencies installed in ${seconds(t0)}`);
 }
 
+/**
+ * Runs a command without blocking the other builds; resolves with its exit status and stderr.
+ * @param {string} cmd @param {string[]} args @param {import('node:child_process').SpawnOptions} opts
+ * @returns {Promise<{ status: number | null, stderr: string }>}
+ */
+function run(cmd, args, opts) {
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, { ...opts, stdio: ['ignore', 'inherit', 'pipe'] });
+    let stderr = '';
+    child.stderr?.on('data', (d) => {
+      if (stderr.length < 200_000) stderr += d.toString();
+    });
+    child.on('error', (err) => resolve({ status: 127, stderr: String(err) }));
+    child.on('close', (status) => resolve({ status, stderr }));
+  });
+}
+
 function goEnv() {
   try {
     execFileSync('go', ['version'], { stdio: 'ignore' });
@@ -119,7 +136,7 @@ function goEnv() {
 }
 
 /** @param {import('./tools.mjs').GoTool} tool */
-function ensureGoTool(tool) {
+async function ensureGoTool(tool) {
   const dir = toolInstallDir(tool);
   const bin = join(dir, tool.bin);
   const override = process.env[tool.envOverride];
@@ -148,21 +165,17 @@ function ensureGoTool(tool) {
   /** @param {string} flags */
   const attempt = (flags) =>
     tool.source
-      ? spawnSync('go', ['build', `-ldflags=${flags}`, '-o', join(staging, tool.bin), '.'], {
+      ? run('go', ['build', `-ldflags=${flags}`, '-o', join(staging, tool.bin), '.'], {
           cwd: join(root, tool.source),
           env: goEnv(),
-          stdio: ['ignore', 'inherit', 'pipe'],
-          encoding: 'utf8',
         })
-      : spawnSync('go', ['install', `-ldflags=${flags}`, `${tool.module}@${tool.ref}`], {
+      : run('go', ['install', `-ldflags=${flags}`, `${tool.module}@${tool.ref}`], {
           env: { ...goEnv(), GOBIN: staging },
-          stdio: ['ignore', 'inherit', 'pipe'],
-          encoding: 'utf8',
         });
-  let r = attempt(ldflags);
+  let r = await attempt(ldflags);
   if (r.status !== 0 && /linkname/.test(r.stderr ?? '')) {
     log(`${tool.name}: the linker rejected an old //go:linkname; retrying with -checklinkname=0`);
-    r = attempt(`${ldflags} -checklinkname=0`);
+    r = await attempt(`${ldflags} -checklinkname=0`);
   }
   if (r.status !== 0) {
     process.stderr.write(r.stderr ?? '');
@@ -195,7 +208,7 @@ function ensureProviderMirror() {
 
 /** A PyPI tool in a virtual environment of its own under the cache, keyed by version. */
 /** @param {import('./tools.mjs').PyTool} tool */
-function ensurePyTool(tool) {
+async function ensurePyTool(tool) {
   const override = process.env[tool.envOverride];
   if (override) {
     if (!existsSync(override)) fail(`${tool.envOverride}=${override}: missing`);
@@ -220,14 +233,11 @@ function ensurePyTool(tool) {
   rmSync(dir, { recursive: true, force: true });
   const t0 = Date.now();
   log(`installing ${tool.requirement} from PyPI into a virtual environment (first time only)`);
-  let r = spawnSync(python, ['-m', 'venv', dir], { stdio: 'inherit' });
+  let r = await run(python, ['-m', 'venv', dir], {});
   if (r.status !== 0) fail(`${python} -m venv failed (on Debian: apt-get install python3-venv)`);
-  r = spawnSync(
-    join(dir, 'bin', 'pip'),
-    ['install', '--quiet', '--disable-pip-version-check', tool.requirement],
-    { stdio: 'inherit' },
-  );
+  r = await run(join(dir, 'bin', 'pip'), ['install', '--quiet', '--disable-pip-version-check', tool.requirement], {});
   if (r.status !== 0) {
+    process.stderr.write(r.stderr);
     rmSync(dir, { recursive: true, force: true });
     fail(`pip install ${tool.requirement} failed`);
   }
@@ -250,12 +260,34 @@ function ensureSystemTools() {
   }
 }
 
-withLock(() => {
+/**
+ * Runs `jobs` with at most `limit` at a time.
+ * @param {(() => Promise<void>)[]} jobs @param {number} limit
+ */
+async function pool(jobs, limit) {
+  const queue = [...jobs];
+  const workers = Array.from({ length: Math.min(limit, queue.length) }, async () => {
+    for (let job = queue.shift(); job; job = queue.shift()) await job();
+  });
+  await Promise.all(workers);
+}
+
+await withLock(async () => {
   ensureSystemTools();
   ensureNodeModules();
   mkdirSync(toolsDir(), { recursive: true });
-  for (const tool of GO_TOOLS) ensureGoTool(tool);
-  for (const tool of PY_TOOLS) ensurePyTool(tool);
+  // Go builds two at a time (a build spends much of its time downloading and linking, one core
+  // each), the PyPI installs beside them (network-bound): a first setup in about half the time.
+  await Promise.all([
+    pool(
+      GO_TOOLS.map((tool) => () => ensureGoTool(tool)),
+      2,
+    ),
+    pool(
+      PY_TOOLS.map((tool) => () => ensurePyTool(tool)),
+      1,
+    ),
+  ]);
   ensureProviderMirror();
 });
 if (!quiet) log(`ready in ${seconds(started)} (tool cache: ${toolsDir()})`);

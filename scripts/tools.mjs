@@ -75,6 +75,21 @@ export const GO_TOOLS = [
     provider: { namespace: 'kumoss', type: 'rest' },
   },
   {
+    name: 'provider-aws',
+    version: '0.1.0',
+    // Our test double of hashicorp/aws (test/support/provider-aws): the same schemas and plan JSON
+    // for the resources the real-root test bed uses, stored through the real EC2, S3 and IAM APIs
+    // (moto here). The Go module proxy refuses hashicorp/terraform-provider-aws on these machines.
+    module: '',
+    ref: '',
+    source: 'test/support/provider-aws',
+    bin: 'terraform-provider-aws',
+    versionArgs: [],
+    versionMatch: /plugin/i,
+    envOverride: 'KUMOSS_PROVIDER_AWS_BIN',
+    provider: { namespace: 'kumoss', type: 'aws' },
+  },
+  {
     name: 'provider-local',
     version: '1.4.0',
     // v2.x is not served by the Go module proxy here; v1.4.0 is, under its historical path.

@@ -102,8 +102,19 @@ export function deepEqual(a: unknown, b: unknown): boolean {
   return false;
 }
 
+/** null, "", [] and {}: how providers read back an attribute the code leaves unset. */
+function unsetValue(v: unknown): boolean {
+  return (
+    v === null ||
+    v === undefined ||
+    v === '' ||
+    (Array.isArray(v) && v.length === 0) ||
+    (isPlainObject(v) && Object.keys(v).length === 0)
+  );
+}
+
 /**
- * Paths where `declared` and `actual` differ. Objects are compared key by key; lists and scalars
+ * Paths where `declared` and `actual` differ (an unset value and an empty one are the same). Objects are compared key by key; lists and scalars
  * as a whole; a string that holds JSON on both sides is compared as that JSON.
  */
 export function diffValues(
@@ -112,7 +123,7 @@ export function diffValues(
   path: string,
   out: AttributeChange[] = [],
 ): AttributeChange[] {
-  if (deepEqual(declared, actual)) return out;
+  if (deepEqual(declared, actual) || (unsetValue(declared) && unsetValue(actual))) return out;
   const dj = parseJsonString(declared);
   const aj = parseJsonString(actual);
   if (dj !== undefined && aj !== undefined && isPlainObject(dj) && isPlainObject(aj)) {
@@ -192,5 +203,30 @@ export function groupOperations<T>(ops: T[], size: number): T[][] {
     throw new Error(`group size must be a positive integer, got ${size}`);
   const groups: T[][] = [];
   for (let i = 0; i < ops.length; i += size) groups.push(ops.slice(i, i + size));
+  return groups;
+}
+
+/**
+ * Groups drift operations in batches of about `size`, never splitting the instances of one
+ * resource block (count / for_each) across groups: whether they all drifted alike decides how
+ * the block is fixed.
+ */
+export function groupDriftOperations(ops: DriftOperation[], size: number): DriftOperation[][] {
+  if (!Number.isInteger(size) || size < 1) throw new Error(`group size must be a positive integer, got ${size}`);
+  const units = new Map<string, DriftOperation[]>();
+  for (const o of ops) {
+    const k = o.address.replace(/\[[^\]]*\]$/, '');
+    units.set(k, [...(units.get(k) ?? []), o]);
+  }
+  const groups: DriftOperation[][] = [];
+  let current: DriftOperation[] = [];
+  for (const unit of units.values()) {
+    if (current.length > 0 && current.length + unit.length > size) {
+      groups.push(current);
+      current = [];
+    }
+    current.push(...unit);
+  }
+  if (current.length > 0) groups.push(current);
   return groups;
 }

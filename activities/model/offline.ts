@@ -3,8 +3,9 @@
 // against the configuration, and remediates by writing the real values from the plan into the HCL
 // of drifted attributes it can edit safely (literal values, or jsonencode of literals). What it
 // cannot edit safely stays unreconciled and is reported as such.
-import { SENSITIVE, type DriftOperation } from '../../shared/drift';
-import { findAttribute, listResources, renderHcl, splice } from '../hcl';
+import type { DriftOperation } from '../../shared/drift';
+import { applyEdits, reconcileOperation, Unfixable } from '../hcl-edit';
+import { TerraformConfig } from '../terraform-config';
 import {
   OPERATION_MISMATCH,
   type ConfigResource,
@@ -56,22 +57,10 @@ export function offlineTargets(text: string, resources: ConfigResource[]): Targe
     : { targets: [], reason: 'No resource of the configuration is named in the request.' };
 }
 
-function setPath(obj: Record<string, unknown>, path: string[], value: unknown): void {
-  let node: Record<string, unknown> = obj;
-  for (const key of path.slice(0, -1)) {
-    const next = node[key];
-    if (typeof next !== 'object' || next === null || Array.isArray(next)) node[key] = {};
-    node = node[key] as Record<string, unknown>;
-  }
-  const last = path[path.length - 1] as string;
-  if (value === undefined) delete node[last];
-  else node[last] = value;
-}
-
 async function remediateOperation(
   op: DriftOperation,
-  files: Map<string, string>,
-  resourceFile: Map<string, string>,
+  config: TerraformConfig,
+  related: DriftOperation[],
 ): Promise<Unremediable | undefined> {
   const attrs = op.changes.map((c) => c.path || '*');
   if (op.drift_actions.includes('delete')) {
@@ -82,57 +71,13 @@ async function remediateOperation(
         'The resource no longer exists; whether to recreate it or remove it from the code is a decision for a person.',
     };
   }
-  const file = resourceFile.get(op.address);
-  if (!file)
-    return {
-      address: op.address,
-      attributes: attrs,
-      reason: 'The resource is not declared in the root module.',
-    };
-  for (const [top, { declared, actual }] of Object.entries(op.attributes)) {
-    if (declared === SENSITIVE) {
-      return {
-        address: op.address,
-        attributes: attrs,
-        reason: `Attribute ${top} is sensitive; its value is never copied into code.`,
-      };
-    }
-    const text = files.get(file) as string;
-    const loc = await findAttribute(text, op.type, op.name, top);
-    if (!loc) {
-      return {
-        address: op.address,
-        attributes: attrs,
-        reason: `Attribute ${top} is not set in the code (computed or defaulted).`,
-      };
-    }
-    if (!loc.literal) {
-      return {
-        address: op.address,
-        attributes: attrs,
-        reason: `Attribute ${top} is computed from expressions; rewriting it needs a person.`,
-      };
-    }
-    const subChanges = op.changes.filter((c) => c.path === top || c.path.startsWith(`${top}.`));
-    let rendered: string;
-    if (
-      typeof declared === 'string' &&
-      typeof actual === 'string' &&
-      subChanges.some((c) => c.path !== top)
-    ) {
-      // A JSON document in a string attribute: change only the drifted paths of the declared value.
-      const value = JSON.parse(declared) as Record<string, unknown>;
-      for (const c of subChanges) setPath(value, c.path.split('.').slice(1), c.actual);
-      const order = JSON.parse(declared) as unknown;
-      rendered = loc.jsonencoded
-        ? `jsonencode(${renderHcl(value, loc.indent, order)})`
-        : renderHcl(JSON.stringify(value));
-    } else {
-      rendered = renderHcl(actual, loc.indent, declared);
-    }
-    files.set(file, splice(text, loc.start, loc.end, rendered));
+  try {
+    applyEdits(config.files, await reconcileOperation(config, op, related));
+    return undefined;
+  } catch (err) {
+    if (err instanceof Unfixable) return { address: op.address, attributes: attrs, reason: err.message };
+    throw err;
   }
-  return undefined;
 }
 
 export class OfflineModel implements ModelProvider {
@@ -146,23 +91,26 @@ export class OfflineModel implements ModelProvider {
     return Promise.resolve(offlineTargets(input.text, input.resources));
   }
 
-  async remediate(input: { operations: DriftOperation[]; files: SourceFile[] }): Promise<Remediation> {
-    const files = new Map(input.files.map((f) => [f.path, f.content]));
-    const resourceFile = new Map<string, string>();
-    for (const f of input.files)
-      for (const r of await listResources(f.content)) resourceFile.set(r.address, f.path);
+  async remediate(input: {
+    operations: DriftOperation[];
+    files: SourceFile[];
+    related?: DriftOperation[];
+  }): Promise<Remediation> {
+    const config = TerraformConfig.of(input.files);
+    const original = new Map(config.files);
+    const related = input.related ?? input.operations;
     const unremediable: Unremediable[] = [];
     for (const op of input.operations) {
-      const before = new Map(files);
-      const failure = await remediateOperation(op, files, resourceFile);
+      const before = new Map(config.files);
+      const failure = await remediateOperation(op, config, related);
       if (failure) {
         unremediable.push(failure);
-        for (const [k, v] of before) files.set(k, v); // leave nothing half-edited
+        for (const [k, v] of before) config.files.set(k, v); // leave nothing half-edited
       }
     }
-    const edits = input.files
-      .filter((f) => files.get(f.path) !== f.content)
-      .map((f) => ({ path: f.path, content: files.get(f.path) as string }));
+    const edits = [...config.files]
+      .filter(([path, content]) => original.get(path) !== content)
+      .map(([path, content]) => ({ path, content }));
     return { edits, unremediable };
   }
 

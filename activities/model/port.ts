@@ -74,8 +74,12 @@ export interface ModelProvider {
   /** Code changes that reconcile the code with reality for one group of operations. */
   remediate(input: {
     operations: DriftOperation[];
+    /** The root module's .tf and .tfvars files and those of the local modules it calls (paths
+     * relative to the root module; a module outside it starts with `../`). */
     files: SourceFile[];
     prompt: string;
+    /** Every operation of the iteration (to see whether all instances of a block drifted alike). */
+    related?: DriftOperation[];
   }): Promise<Remediation>;
   /** The report's summary. */
   summarize(input: ReportFacts): Promise<string>;
