@@ -64,7 +64,9 @@ const within = (n: HclNode, from: number, to: number) =>
 
 /** The configuration (root and its local modules) as it was at `rev`, paths relative to the root. */
 async function configAt(git: GitClient, dir: string, rev: string, iacPath: string): Promise<TerraformConfig> {
-  const listed = (await git.run(['ls-tree', '-r', '--name-only', rev], dir)).split('\n').filter((f) => CONFIG_FILE.test(f));
+  const listed = (await git.run(['ls-tree', '-r', '--name-only', rev], dir))
+    .split('\n')
+    .filter((f) => CONFIG_FILE.test(f));
   const root = iacPath && iacPath !== '.' ? posix.normalize(iacPath) : '.';
   const files = new Map<string, string>();
   for (const f of listed) files.set(posix.relative(root, f), '');
@@ -77,7 +79,7 @@ async function configAt(git: GitClient, dir: string, rev: string, iacPath: strin
   };
   await load('');
   const seen = new Set<string>(['']);
-  for (let grew = true; grew; ) {
+  for (let grew = true; grew;) {
     grew = false;
     for (const call of await config.allModuleCalls()) {
       if (call.dir === undefined || seen.has(call.dir)) continue;
@@ -93,7 +95,7 @@ async function configAt(git: GitClient, dir: string, rev: string, iacPath: strin
 async function prefixes(config: TerraformConfig): Promise<Map<string, string[]>> {
   const out = new Map<string, string[]>([['', ['']]]);
   const calls = await config.allModuleCalls();
-  for (let changed = true; changed; ) {
+  for (let changed = true; changed;) {
     changed = false;
     for (const c of calls) {
       if (c.dir === undefined) continue;
@@ -116,7 +118,12 @@ async function prefixes(config: TerraformConfig): Promise<Map<string, string[]>>
 /**
  * The resource addresses whose code or values lie on lines `from`–`to` of `file` in `config`.
  */
-async function touched(config: TerraformConfig, file: string, from: number, to: number): Promise<Set<string>> {
+async function touched(
+  config: TerraformConfig,
+  file: string,
+  from: number,
+  to: number,
+): Promise<Set<string>> {
   const out = new Set<string>();
   if (!config.files.has(file)) return out;
   const dir = posix.dirname(file) === '.' ? '' : posix.dirname(file);
@@ -134,7 +141,8 @@ async function touched(config: TerraformConfig, file: string, from: number, to: 
     for (const b of topBlocks(root)) {
       if (!within(b, from, to)) continue;
       const { kind, labels } = blockLabels(b);
-      if (kind === 'resource' && labels.length === 2) direct.push({ dir, address: `${labels[0]}.${labels[1]}` });
+      if (kind === 'resource' && labels.length === 2)
+        direct.push({ dir, address: `${labels[0]}.${labels[1]}` });
       else if (kind === 'variable' && labels[0]) vars.add(labels[0]);
       else if (kind === 'locals') {
         for (const a of attributeNodes(bodyOf(b))) if (within(a, from, to)) locals.add(attributeName(a));
@@ -153,7 +161,7 @@ async function touched(config: TerraformConfig, file: string, from: number, to: 
     const allLocals = new Map<string, string>();
     for (const b of await config.blocks(moduleDir, 'locals'))
       for (const a of attributeNodes(bodyOf(b.node))) allLocals.set(attributeName(a), a.text);
-    for (let grew = true; grew; ) {
+    for (let grew = true; grew;) {
       grew = false;
       for (const [name, text] of allLocals) {
         if (l.has(name)) continue;
@@ -176,7 +184,8 @@ async function touched(config: TerraformConfig, file: string, from: number, to: 
       const passed = new Set<string>();
       for (const a of attributeNodes(bodyOf(b.node))) {
         const r = refs(a.text);
-        if ([...r.vars].some((x) => v.has(x)) || [...r.locals].some((x) => l.has(x))) passed.add(attributeName(a));
+        if ([...r.vars].some((x) => v.has(x)) || [...r.locals].some((x) => l.has(x)))
+          passed.add(attributeName(a));
       }
       if (passed.size > 0) moduleArgs.push({ dir: call.dir, vars: passed });
     }
@@ -198,7 +207,10 @@ export async function diffHistory(
   iacPath: string,
 ): Promise<DiffHistory> {
   const head = await git.head(dir);
-  const [before, after] = await Promise.all([configAt(git, dir, base, iacPath), configAt(git, dir, head, iacPath)]);
+  const [before, after] = await Promise.all([
+    configAt(git, dir, base, iacPath),
+    configAt(git, dir, head, iacPath),
+  ]);
   const root = iacPath && iacPath !== '.' ? posix.normalize(iacPath) : '.';
   const paths = [...new Set([...before.files.keys(), ...after.files.keys()])].map((p) =>
     posix.normalize(posix.join(root, p)),
@@ -215,8 +227,10 @@ export async function diffHistory(
     files.add(h.file);
     const rel = posix.relative(root, h.file);
     const hits = new Set<string>();
-    if (h.newCount > 0) for (const a of await touched(after, rel, h.newStart, h.newStart + h.newCount - 1)) hits.add(a);
-    if (h.oldCount > 0) for (const a of await touched(before, rel, h.oldStart, h.oldStart + h.oldCount - 1)) hits.add(a);
+    if (h.newCount > 0)
+      for (const a of await touched(after, rel, h.newStart, h.newStart + h.newCount - 1)) hits.add(a);
+    if (h.oldCount > 0)
+      for (const a of await touched(before, rel, h.oldStart, h.oldStart + h.oldCount - 1)) hits.add(a);
     for (const a of hits) {
       const set = resources.get(a) ?? new Set<string>();
       set.add(h.file);

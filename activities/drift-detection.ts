@@ -18,6 +18,8 @@ export interface EngineDeps {
   binary: string;
   cliConfigFile: string;
   timeoutMs: number;
+  /** Cloud credentials and endpoints for the providers (never logged). */
+  env?: NodeJS.ProcessEnv;
   onCall?: (call: EngineCall) => void;
 }
 

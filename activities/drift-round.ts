@@ -313,7 +313,10 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       for (const e of remediation.edits) {
         const target = normalize(join(ws.iacDir, e.path));
         if (relative(ws.dir, target).startsWith('..'))
-          throw ApplicationFailure.nonRetryable(`The model proposed a file outside the repository: ${e.path}`, ErrorTypes.InvalidInput);
+          throw ApplicationFailure.nonRetryable(
+            `The model proposed a file outside the repository: ${e.path}`,
+            ErrorTypes.InvalidInput,
+          );
         // A file that was in canonical form stays in it (`fmt`): small diffs that fmt leaves alone.
         const before = originals.get(e.path);
         if (before !== undefined && /\.(tf|tfvars)$/.test(e.path)) {

@@ -85,7 +85,8 @@ function unwrap(expr: HclNode): HclNode {
   let n: HclNode = expr;
   for (;;) {
     const kids = n.namedChildren.filter((c): c is HclNode => c !== null && c.type !== 'comment');
-    if ((n.type === 'expression' || n.type === 'collection_value') && kids.length === 1) n = kids[0] as HclNode;
+    if ((n.type === 'expression' || n.type === 'collection_value') && kids.length === 1)
+      n = kids[0] as HclNode;
     else return n;
   }
 }
@@ -104,11 +105,10 @@ function renderBlock(name: string, value: Record<string, unknown>, indent: numbe
   const attrs = keys.filter((k) => !isListOfObjects(value[k]));
   const nested = keys.filter((k) => isListOfObjects(value[k]));
   const width = Math.max(0, ...attrs.map((k) => keyText(k).length));
-  const lines = attrs.map(
-    (k) => `${pad}  ${keyText(k).padEnd(width)} = ${renderHcl(value[k], indent + 2)}`,
-  );
+  const lines = attrs.map((k) => `${pad}  ${keyText(k).padEnd(width)} = ${renderHcl(value[k], indent + 2)}`);
   for (const k of nested) {
-    for (const item of value[k] as Record<string, unknown>[]) lines.push(renderBlock(k, item, indent + 2, []));
+    for (const item of value[k] as Record<string, unknown>[])
+      lines.push(renderBlock(k, item, indent + 2, []));
   }
   return `${pad}${name} {\n${lines.join('\n')}\n${pad}}`;
 }
@@ -124,12 +124,21 @@ function sameValue(code: unknown, plan: unknown): boolean {
   if (typeof code === 'number' || typeof plan === 'number') return String(code) === String(plan);
   if (Array.isArray(code) && Array.isArray(plan))
     return code.length === plan.length && code.every((c, i) => sameValue(c, plan[i]));
+  if (isPlainObject(code) && isPlainObject(plan))
+    return [...new Set([...Object.keys(code), ...Object.keys(plan)])].every((k) =>
+      sameValue(code[k], plan[k]),
+    );
   return false;
 }
 
 /** Where a variable gets its value: the root's tfvars entry, the module call's argument, else
  * its default. */
-async function variableSite(config: TerraformConfig, dir: string, name: string, label: string): Promise<Site> {
+async function variableSite(
+  config: TerraformConfig,
+  dir: string,
+  name: string,
+  label: string,
+): Promise<Site> {
   if (dir === '') {
     for (const file of [...config.tfvarsFiles()].reverse()) {
       const root = await config.tree(file);
@@ -189,7 +198,13 @@ export class ConfigEditor {
   }
 
   /** Makes `site` (an expression) evaluate to `actual` instead of `declared`. */
-  async expr(site: Site, declared: unknown, actual: unknown, label: string, instanceSpecific = false): Promise<void> {
+  async expr(
+    site: Site,
+    declared: unknown,
+    actual: unknown,
+    label: string,
+    instanceSpecific = false,
+  ): Promise<void> {
     if (deepEqual(declared, actual)) return;
     const ref = referenceOf(site.node);
     if (ref) {
@@ -201,6 +216,26 @@ export class ConfigEditor {
     if (inner.type === 'object' && isPlainObject(declared) && isPlainObject(actual)) {
       await this.object(site, inner, declared, actual, label, instanceSpecific);
       return;
+    }
+    if (
+      inner.type === 'tuple' &&
+      Array.isArray(declared) &&
+      Array.isArray(actual) &&
+      declared.length === actual.length
+    ) {
+      // Same length: element by element, so one changed element is a one-line diff.
+      const items = inner.namedChildren.filter((c): c is HclNode => c?.type === 'expression');
+      if (items.length === declared.length) {
+        for (let i = 0; i < items.length; i++)
+          await this.expr(
+            { ...site, node: items[i] as HclNode },
+            declared[i],
+            actual[i],
+            `${label}[${i}]`,
+            instanceSpecific,
+          );
+        return;
+      }
     }
     if (inner.type === 'function_call' && typeof declared === 'string' && typeof actual === 'string') {
       const fn = inner.namedChildren.find((c) => c?.type === 'identifier')?.text;
@@ -214,7 +249,9 @@ export class ConfigEditor {
           dj = JSON.parse(declared);
           aj = JSON.parse(actual);
         } catch {
-          throw new Unfixable(`${label} holds a value that is not JSON; it cannot be rewritten as jsonencode.`);
+          throw new Unfixable(
+            `${label} holds a value that is not JSON; it cannot be rewritten as jsonencode.`,
+          );
         }
         await this.expr({ ...site, node: arg[0] as HclNode }, dj, aj, label, instanceSpecific);
         return;
@@ -227,7 +264,12 @@ export class ConfigEditor {
     }
     if (!instanceSpecific) this.sharedEdit(label);
     const text = this.text(site.file);
-    this.edit(site, site.node.startIndex, site.node.endIndex, renderHcl(actual, indentAt(text, site.node.startIndex), declared));
+    this.edit(
+      site,
+      site.node.startIndex,
+      site.node.endIndex,
+      renderHcl(actual, indentAt(text, site.node.startIndex), declared),
+    );
   }
 
   private async object(
@@ -255,8 +297,16 @@ export class ConfigEditor {
       if (!instanceSpecific) this.sharedEdit(sub);
       if (!multiline) {
         // A one-line object is rewritten whole, when it is all literal.
-        if (!evalLiteral(obj).ok) throw new Unfixable(`${label} mixes literals and expressions on one line; rewriting it needs a person.`);
-        this.edit(site, obj.startIndex, obj.endIndex, renderHcl(actual, indentAt(text, obj.startIndex), declared));
+        if (!evalLiteral(obj).ok)
+          throw new Unfixable(
+            `${label} mixes literals and expressions on one line; rewriting it needs a person.`,
+          );
+        this.edit(
+          site,
+          obj.startIndex,
+          obj.endIndex,
+          renderHcl(actual, indentAt(text, obj.startIndex), declared),
+        );
         return;
       }
       if (elem) {
@@ -289,12 +339,23 @@ export class ConfigEditor {
       const target = await this.local(site.dir, parts[0], label);
       return { site: await this.navigate(target, parts.slice(1), label), instanceSpecific: false };
     }
-    if (root === 'each' && parts[0] === 'value' && this.scope.repetition?.forEach && this.scope.key !== undefined) {
-      const target = await this.navigate(this.scope.repetition.forEach, [String(this.scope.key), ...parts.slice(1)], label);
+    if (
+      root === 'each' &&
+      parts[0] === 'value' &&
+      this.scope.repetition?.forEach &&
+      this.scope.key !== undefined
+    ) {
+      const target = await this.navigate(
+        this.scope.repetition.forEach,
+        [String(this.scope.key), ...parts.slice(1)],
+        label,
+      );
       return { site: target, instanceSpecific: true };
     }
     const shown = [root, ...parts].join('.');
-    throw new Unfixable(`${label} comes from ${shown}, which Kumoss cannot rewrite to one value; rewriting it needs a person.`);
+    throw new Unfixable(
+      `${label} comes from ${shown}, which Kumoss cannot rewrite to one value; rewriting it needs a person.`,
+    );
   }
 
   /** Walks into an object/tuple literal (following references) along `parts`. */
@@ -311,7 +372,8 @@ export class ConfigEditor {
       if (inner.type === 'object') {
         const elem = inner.namedChildren.find((e) => e?.type === 'object_elem' && objectElemKey(e) === part);
         const value = elem ? elemValue(elem) : undefined;
-        if (!value) throw new Unfixable(`${label}: the entry ${JSON.stringify(part)} is not written out in the code.`);
+        if (!value)
+          throw new Unfixable(`${label}: the entry ${JSON.stringify(part)} is not written out in the code.`);
         current = { ...current, node: value };
       } else if (inner.type === 'tuple' && /^\d+$/.test(part)) {
         const items = inner.namedChildren.filter((c): c is HclNode => c?.type === 'expression');
@@ -319,7 +381,9 @@ export class ConfigEditor {
         if (!item) throw new Unfixable(`${label}: element ${part} is not written out in the code.`);
         current = { ...current, node: item };
       } else {
-        throw new Unfixable(`${label} comes from a value that is computed (${current.node.text.slice(0, 60)}); rewriting it needs a person.`);
+        throw new Unfixable(
+          `${label} comes from a value that is computed (${current.node.text.slice(0, 60)}); rewriting it needs a person.`,
+        );
       }
     }
     return current;
@@ -328,14 +392,18 @@ export class ConfigEditor {
   private async variable(dir: string, name: string, label: string): Promise<Site> {
     const uses = await countReferences(this.config, dir, 'var', name);
     if (uses > 1)
-      throw new Unfixable(`${label} comes from var.${name}, which is used in ${uses} places; changing it would change them all.`);
+      throw new Unfixable(
+        `${label} comes from var.${name}, which is used in ${uses} places; changing it would change them all.`,
+      );
     return variableSite(this.config, dir, name, label);
   }
 
   private async local(dir: string, name: string, label: string): Promise<Site> {
     const uses = await countReferences(this.config, dir, 'local', name);
     if (uses > 1)
-      throw new Unfixable(`${label} comes from local.${name}, which is used in ${uses} places; changing it would change them all.`);
+      throw new Unfixable(
+        `${label} comes from local.${name}, which is used in ${uses} places; changing it would change them all.`,
+      );
     return localSite(this.config, dir, name, label);
   }
 
@@ -359,10 +427,20 @@ export class ConfigEditor {
       const { kind, labels } = blockLabels(b);
       return kind === 'dynamic' && labels[0] === name;
     });
-    if (dynamic) throw new Unfixable(`${label} is generated by a dynamic block; rewriting it needs a person.`);
+    if (dynamic)
+      throw new Unfixable(`${label} is generated by a dynamic block; rewriting it needs a person.`);
     const blocks = blockNodes(body).filter((b) => blockLabels(b).kind === name);
     if (blocks.length > 0 || (isListOfObjects(actual) && isEmptyish(declared))) {
-      await this.blocks(file, dir, body, name, blocks, Array.isArray(declared) ? declared : [], Array.isArray(actual) ? actual : [], label);
+      await this.blocks(
+        file,
+        dir,
+        body,
+        name,
+        blocks,
+        Array.isArray(declared) ? declared : [],
+        Array.isArray(actual) ? actual : [],
+        label,
+      );
       return;
     }
     if (isEmptyish(actual)) return; // reality holds the unset value: nothing to write
@@ -377,7 +455,15 @@ export class ConfigEditor {
     const last = attrs[attrs.length - 1];
     if (last) {
       const indent = indentAt(text, last.startIndex);
-      this.edit({ file }, last.endIndex, last.endIndex, `\n${' '.repeat(indent)}${keyText(name)} = ${renderHcl(value, indent)}`);
+      const rendered = renderHcl(value, indent);
+      // A multi-line value stands apart from the one-line attributes, as people write it.
+      const gap = rendered.includes('\n') ? '\n' : '';
+      this.edit(
+        { file },
+        last.endIndex,
+        last.endIndex,
+        `\n${gap}${' '.repeat(indent)}${keyText(name)} = ${rendered}`,
+      );
       return;
     }
     const open = body.parent?.namedChildren.find((c) => c?.type === 'block_start');
@@ -399,7 +485,9 @@ export class ConfigEditor {
     label: string,
   ): Promise<void> {
     if (blocks.length !== declared.length)
-      throw new Unfixable(`${label}: the ${blocks.length} ${name} block(s) in the code do not map one to one onto the ${declared.length} declared; rewriting them needs a person.`);
+      throw new Unfixable(
+        `${label}: the ${blocks.length} ${name} block(s) in the code do not map one to one onto the ${declared.length} declared; rewriting them needs a person.`,
+      );
     this.sharedEdit(label);
     const text = this.text(file);
     // Which declared element each block is.
@@ -407,17 +495,21 @@ export class ConfigEditor {
       declared.map((d, i) => (isPlainObject(d) && this.blockMatches(b, d) ? i : -1)).filter((i) => i >= 0),
     );
     const owner = new Map<number, HclNode>();
-    const order = blocks.map((_, i) => i).sort((x, y) => (candidates[x]?.length ?? 0) - (candidates[y]?.length ?? 0));
+    const order = blocks
+      .map((_, i) => i)
+      .sort((x, y) => (candidates[x]?.length ?? 0) - (candidates[y]?.length ?? 0));
     for (const bi of order) {
       const free = (candidates[bi] ?? []).find((i) => !owner.has(i));
       if (free === undefined)
-        throw new Unfixable(`${label}: cannot tell which ${name} block declares which rule (values come from expressions).`);
+        throw new Unfixable(
+          `${label}: cannot tell which ${name} block declares which rule (values come from expressions).`,
+        );
       owner.set(free, blocks[bi] as HclNode);
     }
     const leftA = [...actual];
     const leftD: number[] = [];
     declared.forEach((d, i) => {
-      const j = leftA.findIndex((a) => deepEqual(a, d));
+      const j = leftA.findIndex((a) => sameValue(a, d));
       if (j >= 0) leftA.splice(j, 1);
       else leftD.push(i);
     });
@@ -449,22 +541,40 @@ export class ConfigEditor {
       let start = lineStart(text, block.startIndex);
       let end = text.indexOf('\n', block.endIndex);
       end = end < 0 ? text.length : end + 1;
-      // Keep one blank line between what was around the block, not two.
-      if (start >= 2 && text.slice(start - 2, start) === '\n\n' && text[end] === '\n') start -= 1;
+      // Keep one blank line between what was around the block, not two, and none before a `}`.
+      const next = text.slice(end, text.indexOf('\n', end) < 0 ? text.length : text.indexOf('\n', end));
+      if (
+        start >= 2 &&
+        text.slice(start - 2, start) === '\n\n' &&
+        (text[end] === '\n' || next.trim() === '}')
+      )
+        start -= 1;
       this.edit({ file }, start, end, '');
     }
     if (leftA.length > 0) {
       const sibling = blocks[blocks.length - 1];
       const attrs = attributeNodes(body);
       const anchor = sibling ?? attrs[attrs.length - 1];
-      const indent = anchor ? indentAt(text, anchor.startIndex) : indentAt(text, body.parent?.startIndex ?? 0) + 2;
+      const indent = anchor
+        ? indentAt(text, anchor.startIndex)
+        : indentAt(text, body.parent?.startIndex ?? 0) + 2;
       const orderKeys = sibling ? attributeNodes(bodyOf(sibling)).map(attributeName) : [];
-      const at = anchor ? anchor.endIndex : (body.parent?.namedChildren.find((c) => c?.type === 'block_start')?.endIndex ?? body.startIndex);
+      const at = anchor
+        ? anchor.endIndex
+        : (body.parent?.namedChildren.find((c) => c?.type === 'block_start')?.endIndex ?? body.startIndex);
+      // A blank line before each new block when the blocks around are spaced that way (or when
+      // it follows attributes).
+      const gap =
+        !sibling ||
+        text.slice(0, lineStart(text, sibling.startIndex)).endsWith('\n\n') ||
+        text.slice(sibling.endIndex).startsWith('\n\n')
+          ? '\n'
+          : '';
       const rendered = leftA
         .filter(isPlainObject)
-        .map((a) => `\n${sibling ? '' : '\n'}${renderBlock(name, a, indent, orderKeys)}`)
+        .map((a) => `\n${gap}${renderBlock(name, a, indent, orderKeys)}`)
         .join('');
-      this.edit({ file }, at, at, rendered.replace(/^\n\n/, sibling ? '\n' : '\n\n'));
+      this.edit({ file }, at, at, rendered);
     }
   }
 
@@ -499,7 +609,8 @@ export async function repetitionOf(
       const v = evalLiteral(site.node);
       if (v.ok) return v.value;
       const ref = referenceOf(site.node);
-      if (!ref || (ref.root !== 'var' && ref.root !== 'local') || !ref.parts[0] || ref.parts.length > 1) return undefined;
+      if (!ref || (ref.root !== 'var' && ref.root !== 'local') || !ref.parts[0] || ref.parts.length > 1)
+        return undefined;
       try {
         site =
           ref.root === 'var'
@@ -516,7 +627,11 @@ export async function repetitionOf(
     return { kind: 'count', instances: typeof n === 'number' ? n : NaN };
   }
   const value = await resolve(forEach as HclNode);
-  const instances = Array.isArray(value) ? value.length : isPlainObject(value) ? Object.keys(value).length : NaN;
+  const instances = Array.isArray(value)
+    ? value.length
+    : isPlainObject(value)
+      ? Object.keys(value).length
+      : NaN;
   // each.value edits go to the for_each expression's entries.
   return { kind: 'for_each', instances, forEach: { file, node: forEach as HclNode, dir } };
 }
@@ -548,10 +663,14 @@ async function resourceBlock(
     if (err instanceof Unfixable) throw err;
     throw new Unfixable(err instanceof Error ? err.message : String(err));
   }
-  const block = (await config.blocks(dir, 'resource')).find((b) => b.labels[0] === op.type && b.labels[1] === op.name);
+  const block = (await config.blocks(dir, 'resource')).find(
+    (b) => b.labels[0] === op.type && b.labels[1] === op.name,
+  );
   if (!block)
     throw new Unfixable(
-      dir ? `The resource is not declared in the module in ${dir}.` : 'The resource is not declared in the root module.',
+      dir
+        ? `The resource is not declared in the module in ${dir}.`
+        : 'The resource is not declared in the root module.',
     );
   return { file: block.file, dir, node: block.node };
 }
@@ -561,10 +680,12 @@ export function blockAddress(address: string): string {
   return address.replace(/\[[^\]]*\]$/, '');
 }
 
-function sameDrift(a: DriftOperation, b: DriftOperation): boolean {
-  const norm = (o: DriftOperation) =>
-    o.changes.map((c) => [c.path, c.declared, c.actual]).sort((x, y) => String(x[0]).localeCompare(String(y[0])));
-  return deepEqual(norm(a), norm(b));
+/** The changes of one top-level attribute, comparable across instances. */
+function changesOf(o: DriftOperation, top: string): unknown {
+  return o.changes
+    .filter((c) => c.path === top || c.path.startsWith(`${top}.`))
+    .map((c) => [c.path, c.declared, c.actual])
+    .sort((x, y) => String(x[0]).localeCompare(String(y[0])));
 }
 
 /**
@@ -581,28 +702,38 @@ export async function reconcileOperation(
   if (!body) throw new Unfixable('The resource block has no body.');
   const repetition = await repetitionOf(config, block.file, block.dir, body);
   const siblings = related.filter(
-    (o) => blockAddress(o.address) === blockAddress(op.address) && o.drift_actions.every((a) => a !== 'delete'),
+    (o) =>
+      blockAddress(o.address) === blockAddress(op.address) && o.drift_actions.every((a) => a !== 'delete'),
   );
-  const alike = siblings.filter((o) => sameDrift(o, op)).length;
-  const editor = new ConfigEditor(config, {
-    repetition,
-    allInstancesAlike: repetition !== undefined && Number.isFinite(repetition.instances) && alike === repetition.instances,
-    driftedInstances: alike,
-    key: instanceKey(op.address),
-    address: op.address,
-  });
+  const edits: TextEdit[] = [];
   const tops = Object.keys(op.attributes);
   for (const top of tops) {
     const { declared, actual } = op.attributes[top] as { declared: unknown; actual: unknown };
-    if (declared === SENSITIVE) throw new Unfixable(`Attribute ${top} is sensitive; its value is never copied into code.`);
+    if (declared === SENSITIVE)
+      throw new Unfixable(`Attribute ${top} is sensitive; its value is never copied into code.`);
     if (top === 'tags_all') {
       // tags_all is the provider's default_tags merged with tags: fixed through tags.
       if (tops.includes('tags')) continue;
-      throw new Unfixable('Only tags_all drifted: the value comes from the provider default_tags; rewriting it needs a person.');
+      throw new Unfixable(
+        'Only tags_all drifted: the value comes from the provider default_tags; rewriting it needs a person.',
+      );
     }
+    // Whether every instance of the block drifted alike is asked per attribute: all workers
+    // resized the same way is fixable even when one of them also had a tag changed.
+    const mine = changesOf(op, top);
+    const alike = siblings.filter((o) => deepEqual(changesOf(o, top), mine)).length;
+    const editor = new ConfigEditor(config, {
+      repetition,
+      allInstancesAlike:
+        repetition !== undefined && Number.isFinite(repetition.instances) && alike === repetition.instances,
+      driftedInstances: alike,
+      key: instanceKey(op.address),
+      address: op.address,
+    });
     await editor.bodyEntry(block.file, block.dir, body, top, declared, actual, top);
+    edits.push(...editor.edits);
   }
-  return editor.edits;
+  return edits;
 }
 
 /** Applies edits to file texts (each file's edits from the end, so offsets stay right). */

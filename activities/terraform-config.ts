@@ -92,7 +92,8 @@ export class TerraformConfig {
       const body = bodyOf(b.node);
       const source = attributeExpr(body, 'source');
       const sourceText = source ? stringLiteral(source) : undefined;
-      const repeated = attributeExpr(body, 'count') !== undefined || attributeExpr(body, 'for_each') !== undefined;
+      const repeated =
+        attributeExpr(body, 'count') !== undefined || attributeExpr(body, 'for_each') !== undefined;
       const local = sourceText !== undefined && LOCAL_SOURCE.test(sourceText);
       out.push({
         name,
@@ -224,11 +225,21 @@ export function evalLiteral(n: HclNode): Evaluated {
       return { ok: true, value: null };
     case 'string_lit': {
       const parts = n.namedChildren.filter((c): c is HclNode => c !== null);
-      if (parts.some((p) => p.type !== 'quoted_template_start' && p.type !== 'quoted_template_end' && p.type !== 'template_literal'))
+      if (
+        parts.some(
+          (p) =>
+            p.type !== 'quoted_template_start' &&
+            p.type !== 'quoted_template_end' &&
+            p.type !== 'template_literal',
+        )
+      )
         return FAIL;
       const raw = parts.find((p) => p.type === 'template_literal')?.text ?? '';
       try {
-        return { ok: true, value: JSON.parse(`"${raw.replace(/\$\$\{/g, '${').replace(/%%\{/g, '%{')}"`) as string };
+        return {
+          ok: true,
+          value: JSON.parse(`"${raw.replace(/\$\$\{/g, '${').replace(/%%\{/g, '%{')}"`) as string,
+        };
       } catch {
         return FAIL;
       }
@@ -314,7 +325,10 @@ export async function countReferences(
   prefix: 'var' | 'local',
   name: string,
 ): Promise<number> {
-  const re = new RegExp(`(?<![A-Za-z0-9_.-])${prefix}\\.${name.replace(/[-]/g, '\\-')}(?![A-Za-z0-9_-])`, 'g');
+  const re = new RegExp(
+    `(?<![A-Za-z0-9_.-])${prefix}\\.${name.replace(/[-]/g, '\\-')}(?![A-Za-z0-9_-])`,
+    'g',
+  );
   let n = 0;
   for (const file of config.moduleFiles(dir)) {
     for (const b of topBlocks(await config.tree(file))) {

@@ -136,7 +136,10 @@ const CONFIG_FILE = /\.tf$|\.tfvars$/;
  * every local module it calls (followed through `source = "./…"` or `"../…"`, inside the checkout).
  * Paths are relative to the root module, posix-style.
  */
-export async function readConfigFiles(iacDir: string, checkoutDir: string): Promise<{ path: string; content: string }[]> {
+export async function readConfigFiles(
+  iacDir: string,
+  checkoutDir: string,
+): Promise<{ path: string; content: string }[]> {
   const out = new Map<string, string>();
   const readDir = (rel: string): void => {
     const abs = normalize(join(iacDir, rel));
@@ -151,7 +154,7 @@ export async function readConfigFiles(iacDir: string, checkoutDir: string): Prom
   readDir('');
   const config = TerraformConfig.of([...out].map(([path, content]) => ({ path, content })));
   const seen = new Set<string>(['']);
-  for (let grew = true; grew; ) {
+  for (let grew = true; grew;) {
     grew = false;
     for (const call of await config.allModuleCalls()) {
       if (call.dir === undefined || seen.has(call.dir)) continue;

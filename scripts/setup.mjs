@@ -235,7 +235,11 @@ async function ensurePyTool(tool) {
   log(`installing ${tool.requirement} from PyPI into a virtual environment (first time only)`);
   let r = await run(python, ['-m', 'venv', dir], {});
   if (r.status !== 0) fail(`${python} -m venv failed (on Debian: apt-get install python3-venv)`);
-  r = await run(join(dir, 'bin', 'pip'), ['install', '--quiet', '--disable-pip-version-check', tool.requirement], {});
+  r = await run(
+    join(dir, 'bin', 'pip'),
+    ['install', '--quiet', '--disable-pip-version-check', tool.requirement],
+    {},
+  );
   if (r.status !== 0) {
     process.stderr.write(r.stderr);
     rmSync(dir, { recursive: true, force: true });

@@ -169,7 +169,8 @@ async function main(config: KumossConfig): Promise<void> {
     const aws = await startAwsEmulator({ port: config.runners.aws.embedded_emulator_port });
     stops.push({ name: 'AWS emulator', stop: () => aws.stop() });
     env.KUMOSS_AWS_ENDPOINT_URL = aws.endpoint;
-    say(`AWS emulator (moto_server) on ${aws.endpoint} for the runner DAG`);
+    if (!config.engine.aws_endpoint_url) env.KUMOSS_ENGINE_AWS_ENDPOINT_URL = aws.endpoint;
+    say(`AWS emulator (moto_server) on ${aws.endpoint} for the runner DAG and the engine's AWS provider`);
   }
   spawnService('worker', 'worker/main.ts', env, logDir);
   spawnService('api', 'api/main.ts', env, logDir);

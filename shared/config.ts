@@ -26,6 +26,11 @@ export const configSchema = z.object({
   engine: z.object({
     binary: z.enum(['terraform', 'tofu']).default('terraform'),
     timeout_seconds: z.number().int().positive().default(1800),
+    /**
+     * AWS endpoint the engine's AWS provider talks to ('' = the real AWS endpoints). `npm start`
+     * points it at its embedded moto_server. Credentials always come from the worker's environment.
+     */
+    aws_endpoint_url: z.union([z.literal(''), z.string().url()]).default(''),
   }),
   api: z.object({
     host: z.string().min(1).default('127.0.0.1'),
@@ -121,6 +126,7 @@ export const ENV_OVERRIDES: Record<string, string> = {
   KUMOSS_TEMPORAL_UI_URL: 'temporal.ui_url',
   KUMOSS_UI_CODEC_TRUST_ORIGIN: 'temporal.ui_codec_trust_origin',
   KUMOSS_ENGINE: 'engine.binary',
+  KUMOSS_ENGINE_AWS_ENDPOINT_URL: 'engine.aws_endpoint_url',
   KUMOSS_API_HOST: 'api.host',
   KUMOSS_API_PORT: 'api.port',
   S3_ENDPOINT: 'storage.endpoint',

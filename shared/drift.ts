@@ -212,7 +212,8 @@ export function groupOperations<T>(ops: T[], size: number): T[][] {
  * the block is fixed.
  */
 export function groupDriftOperations(ops: DriftOperation[], size: number): DriftOperation[][] {
-  if (!Number.isInteger(size) || size < 1) throw new Error(`group size must be a positive integer, got ${size}`);
+  if (!Number.isInteger(size) || size < 1)
+    throw new Error(`group size must be a positive integer, got ${size}`);
   const units = new Map<string, DriftOperation[]>();
   for (const o of ops) {
     const k = o.address.replace(/\[[^\]]*\]$/, '');

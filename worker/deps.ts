@@ -13,12 +13,36 @@ import { RoundWorkspaces } from '../activities/workspace';
 import { dataDir, gitTrustBundle, isLoopback, promptsDir, type KumossConfig } from '../shared/config';
 import { cliConfigPath, toolPath } from '../scripts/tools.mjs';
 
+/** Environment variables that carry cloud credentials and settings to the engine's providers. */
+const CLOUD_ENV = /^(AWS_|GOOGLE_|CLOUDSDK_|ARM_|AZURE_|OCI_|KUBECONFIG$|KUBE_)/;
+
+/** The cloud part of the engine's environment: the worker's own cloud variables, and the AWS
+ * endpoint of the configuration (with emulator credentials when it is on loopback and none are set). */
+export function engineCloudEnv(
+  config: KumossConfig,
+  env: NodeJS.ProcessEnv = process.env,
+): NodeJS.ProcessEnv {
+  const out: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(env)) if (CLOUD_ENV.test(k) && v !== undefined) out[k] = v;
+  const endpoint = config.engine.aws_endpoint_url;
+  if (endpoint) {
+    out.AWS_ENDPOINT_URL = endpoint;
+    out.AWS_REGION ??= config.storage.region;
+    if (isLoopback(endpoint) && !out.AWS_ACCESS_KEY_ID) {
+      out.AWS_ACCESS_KEY_ID = 'kumoss-emulator';
+      out.AWS_SECRET_ACCESS_KEY = 'kumoss-emulator';
+    }
+  }
+  return out;
+}
+
 export function engineDeps(config: KumossConfig, kind: 'terraform' | 'tofu'): EngineDeps {
   return {
     kind,
     binary: toolPath(kind),
     cliConfigFile: cliConfigPath(),
     timeoutMs: config.engine.timeout_seconds * 1000,
+    env: engineCloudEnv(config),
   };
 }
 

@@ -16,6 +16,7 @@ import { PromptCatalogue } from '../../activities/prompt-catalogue';
 import { RoundWorkspaces } from '../../activities/workspace';
 import { cliConfigPath, toolPath } from '../../scripts/tools.mjs';
 import { projectRoot } from '../../shared/config';
+import { startAwsEmulator } from '../../scripts/embedded/aws-emulator';
 import { startEmbeddedDatabase } from '../../scripts/embedded/database';
 import { startGitHost } from '../../scripts/embedded/git-host';
 import { startObjectStore } from '../../scripts/embedded/object-store';
@@ -34,6 +35,8 @@ export interface TestStack {
   gitCaFile: string;
   databaseUrl: string;
   workflowBundlePath: string;
+  /** moto_server: the AWS APIs behind the kumoss/aws provider of the real-root test beds. */
+  awsEndpoint: string;
 }
 
 const silent = { info() {}, warn() {}, error() {}, debug() {}, trace() {}, log() {} };
@@ -47,12 +50,13 @@ export async function startTestStack(): Promise<{ stack: TestStack; stop: () => 
     db_filename: undefined,
     headless: true,
   };
-  const [temporal, store, gitHost, db, bundle] = await Promise.all([
+  const [temporal, store, gitHost, db, bundle, aws] = await Promise.all([
     startDevServer(spec, { dataDir: root }),
     startObjectStore({ directory: join(root, 's3'), bucket: 'kumoss-test' }),
     startGitHost({ reposDir: join(root, 'git'), certsDir: join(root, 'certs') }),
     startEmbeddedDatabase({}),
     bundleWorkflowCode({ workflowsPath, logger: silent }),
+    startAwsEmulator({}),
   ]);
   const workflowBundlePath = join(root, 'workflow-bundle.js');
   writeFileSync(workflowBundlePath, bundle.code);
@@ -68,9 +72,10 @@ export async function startTestStack(): Promise<{ stack: TestStack; stop: () => 
       gitCaFile: gitHost.caPath,
       databaseUrl: db.url,
       workflowBundlePath,
+      awsEndpoint: aws.endpoint,
     },
     stop: async () => {
-      await Promise.allSettled([temporal.stop(), store.close(), gitHost.close(), db.close()]);
+      await Promise.allSettled([temporal.stop(), store.close(), gitHost.close(), db.close(), aws.stop()]);
       rmSync(root, { recursive: true, force: true });
     },
   };
@@ -87,8 +92,24 @@ export interface StackWorker {
 
 export type EngineKind = 'terraform' | 'tofu';
 
-export function stackEngineDeps(kind: EngineKind = 'terraform'): EngineDeps {
-  return { kind, binary: toolPath(kind), cliConfigFile: cliConfigPath(), timeoutMs: 10 * 60 * 1000 };
+/** The engine's AWS settings on a stack: its moto_server, emulator credentials. */
+export function awsEngineEnv(awsEndpoint: string): NodeJS.ProcessEnv {
+  return {
+    AWS_ENDPOINT_URL: awsEndpoint,
+    AWS_REGION: 'us-east-1',
+    AWS_ACCESS_KEY_ID: 'kumoss-emulator',
+    AWS_SECRET_ACCESS_KEY: 'kumoss-emulator',
+  };
+}
+
+export function stackEngineDeps(kind: EngineKind = 'terraform', awsEndpoint?: string): EngineDeps {
+  return {
+    kind,
+    binary: toolPath(kind),
+    cliConfigFile: cliConfigPath(),
+    timeoutMs: 10 * 60 * 1000,
+    ...(awsEndpoint ? { env: awsEngineEnv(awsEndpoint) } : {}),
+  };
 }
 
 export interface TestActivityOptions {
@@ -121,7 +142,7 @@ export function stackActivities(stack: TestStack, o: TestActivityOptions = {}) {
       stack.bucket,
     );
   const deps = (k: EngineKind): EngineDeps => ({
-    ...stackEngineDeps(k),
+    ...stackEngineDeps(k, stack.awsEndpoint),
     ...(o.engineBinary ? { binary: o.engineBinary } : {}),
     ...(o.onEngineCall ? { onCall: o.onEngineCall } : {}),
   });

@@ -12,9 +12,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-sdk/v2/helper/schema"
 )
 
-// aws_vpc_security_group_ingress_rule: one rule of a group, managed on its own. hashicorp/aws
-// changes a rule in place with ModifySecurityGroupRules; the emulator lacks that call, so here a
-// changed address, port or protocol replaces the rule (the description and tags change in place).
+// aws_vpc_security_group_ingress_rule: one rule of a group, managed on its own; changed in place
+// with ModifySecurityGroupRules, as hashicorp/aws does.
 func resourceIngressRule() *schema.Resource {
 	return &schema.Resource{
 		CreateContext: ingressRuleCreate,
@@ -25,18 +24,18 @@ func resourceIngressRule() *schema.Resource {
 		CustomizeDiff: setTagsAll,
 		Schema: map[string]*schema.Schema{
 			"arn":                          {Type: schema.TypeString, Computed: true},
-			"cidr_ipv4":                    {Type: schema.TypeString, Optional: true, ForceNew: true},
-			"cidr_ipv6":                    {Type: schema.TypeString, Optional: true, ForceNew: true},
+			"cidr_ipv4":                    {Type: schema.TypeString, Optional: true},
+			"cidr_ipv6":                    {Type: schema.TypeString, Optional: true},
 			"description":                  {Type: schema.TypeString, Optional: true},
-			"from_port":                    {Type: schema.TypeInt, Optional: true, ForceNew: true},
-			"ip_protocol":                  {Type: schema.TypeString, Required: true, ForceNew: true, StateFunc: func(v any) string { return normalizeProtocol(v.(string)) }},
-			"prefix_list_id":               {Type: schema.TypeString, Optional: true, ForceNew: true},
-			"referenced_security_group_id": {Type: schema.TypeString, Optional: true, ForceNew: true},
+			"from_port":                    {Type: schema.TypeInt, Optional: true},
+			"ip_protocol":                  {Type: schema.TypeString, Required: true, StateFunc: func(v any) string { return normalizeProtocol(v.(string)) }},
+			"prefix_list_id":               {Type: schema.TypeString, Optional: true},
+			"referenced_security_group_id": {Type: schema.TypeString, Optional: true},
 			"security_group_id":            {Type: schema.TypeString, Required: true, ForceNew: true},
 			"security_group_rule_id":       {Type: schema.TypeString, Computed: true},
 			"tags":                         tagsSchema(),
 			"tags_all":                     tagsAllSchema(),
-			"to_port":                      {Type: schema.TypeInt, Optional: true, ForceNew: true},
+			"to_port":                      {Type: schema.TypeInt, Optional: true},
 		},
 	}
 }
@@ -117,14 +116,26 @@ func ingressRuleRead(ctx context.Context, d *schema.ResourceData, meta any) diag
 
 func ingressRuleUpdate(ctx context.Context, d *schema.ResourceData, meta any) diag.Diagnostics {
 	c := meta.(*awsClient)
-	if d.HasChange("description") {
-		perm := ingressRulePermission(d)
-		_, err := c.ec2.UpdateSecurityGroupRuleDescriptionsIngress(ctx, &ec2.UpdateSecurityGroupRuleDescriptionsIngressInput{
-			GroupId:       aws.String(d.Get("security_group_id").(string)),
-			IpPermissions: []ec2types.IpPermission{perm},
+	if d.HasChanges("cidr_ipv4", "cidr_ipv6", "description", "from_port", "ip_protocol", "prefix_list_id", "referenced_security_group_id", "to_port") {
+		req := &ec2types.SecurityGroupRuleRequest{IpProtocol: aws.String(normalizeProtocol(d.Get("ip_protocol").(string)))}
+		if *req.IpProtocol != "-1" {
+			req.FromPort = aws.Int32(int32(d.Get("from_port").(int)))
+			req.ToPort = aws.Int32(int32(d.Get("to_port").(int)))
+		}
+		opt := func(k string) *string {
+			if v := d.Get(k).(string); v != "" {
+				return aws.String(v)
+			}
+			return nil
+		}
+		req.CidrIpv4, req.CidrIpv6, req.PrefixListId, req.ReferencedGroupId, req.Description =
+			opt("cidr_ipv4"), opt("cidr_ipv6"), opt("prefix_list_id"), opt("referenced_security_group_id"), opt("description")
+		_, err := c.ec2.ModifySecurityGroupRules(ctx, &ec2.ModifySecurityGroupRulesInput{
+			GroupId:            aws.String(d.Get("security_group_id").(string)),
+			SecurityGroupRules: []ec2types.SecurityGroupRuleUpdate{{SecurityGroupRuleId: aws.String(d.Id()), SecurityGroupRule: req}},
 		})
 		if err != nil {
-			return diag.Errorf("updating description of security group rule (%s): %s", d.Id(), err)
+			return diag.Errorf("modifying security group rule (%s): %s", d.Id(), err)
 		}
 	}
 	if d.HasChanges("tags", "tags_all") {
