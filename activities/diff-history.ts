@@ -5,7 +5,7 @@
 import { posix } from 'node:path';
 import type { GitClient } from './git';
 import { blockLabels, topBlocks, type HclNode } from './hcl';
-import { attributeName, attributeNodes, bodyOf, TerraformConfig } from './terraform-config';
+import { attributeName, attributeNodes, bodyOf, modulePrefixes, TerraformConfig } from './terraform-config';
 
 export interface DiffHistory {
   base: string;
@@ -91,30 +91,6 @@ async function configAt(git: GitClient, dir: string, rev: string, iacPath: strin
   return config;
 }
 
-/** Module address prefixes (`module.a.module.b.`) of every call of each module directory. */
-async function prefixes(config: TerraformConfig): Promise<Map<string, string[]>> {
-  const out = new Map<string, string[]>([['', ['']]]);
-  const calls = await config.allModuleCalls();
-  for (let changed = true; changed;) {
-    changed = false;
-    for (const c of calls) {
-      if (c.dir === undefined) continue;
-      const parents = out.get(c.parentDir);
-      if (!parents) continue;
-      const mine = new Set(out.get(c.dir) ?? []);
-      for (const p of parents) {
-        const next = `${p}module.${c.name}.`;
-        if (!mine.has(next)) {
-          mine.add(next);
-          changed = true;
-        }
-      }
-      out.set(c.dir, [...mine]);
-    }
-  }
-  return out;
-}
-
 /**
  * The resource addresses whose code or values lie on lines `from`–`to` of `file` in `config`.
  */
@@ -127,7 +103,7 @@ async function touched(
   const out = new Set<string>();
   if (!config.files.has(file)) return out;
   const dir = posix.dirname(file) === '.' ? '' : posix.dirname(file);
-  const pre = await prefixes(config);
+  const pre = await modulePrefixes(config);
   // What changed: resource blocks directly; variables, locals and module arguments by name.
   const direct: { dir: string; address: string }[] = [];
   const vars = new Set<string>();

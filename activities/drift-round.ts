@@ -3,7 +3,7 @@
 // (sessions/<session>/rounds/<round>/…) and only their keys travel through workflow history.
 // Every activity is idempotent: a retried cycle finds its commit by trailer instead of committing
 // twice, a retried push of a pushed commit is a no-op, an artifact is overwritten in place.
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, normalize, relative } from 'node:path';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
@@ -22,7 +22,8 @@ import { toActivityFailure } from './drift-detection';
 import { diffHistory } from './diff-history';
 import { EngineError } from './engine';
 import type { GitClient } from './git';
-import { listResources } from './hcl';
+import { blockAddress } from './hcl-edit';
+import { modulePrefixes, TerraformConfig } from './terraform-config';
 import { readPlanForDrift } from './plan-reader';
 import type {
   ConfigResource,
@@ -32,7 +33,7 @@ import type {
   Unremediable,
 } from './model/port';
 import type { PromptCatalogue } from './prompt-catalogue';
-import { readConfigFiles, readRootFiles, type RoundRef, type RoundWorkspaces } from './workspace';
+import { readConfigFiles, type RoundRef, type RoundWorkspaces, type Workspace } from './workspace';
 
 export interface DriftRoundDeps {
   workspaces: RoundWorkspaces;
@@ -131,20 +132,75 @@ const key = (ref: RoundRef, name: string) => roundArtifactKey(ref.sessionId, ref
 const cycleMarker = (ref: RoundRef, iteration: string, group: number) =>
   `Kumoss-Cycle: ${ref.sessionId}/${ref.roundId}/${iteration}/${group}`;
 
-async function configResources(iacDir: string): Promise<ConfigResource[]> {
+/** The resources of the root and of the local modules it calls, with their module path. */
+async function configResources(iacDir: string, checkoutDir: string): Promise<ConfigResource[]> {
+  const config = TerraformConfig.of(await readConfigFiles(iacDir, checkoutDir));
+  const prefixes = await modulePrefixes(config);
   const out: ConfigResource[] = [];
-  for (const f of readRootFiles(iacDir)) {
-    for (const r of await listResources(f.content)) {
-      out.push({
-        address: r.address,
-        type: r.type,
-        name: r.name,
-        file: f.path,
-        source: f.content.slice(r.start, r.end),
-      });
+  for (const [dir, pres] of prefixes) {
+    for (const b of await config.blocks(dir, 'resource')) {
+      const [type, name] = b.labels as [string, string];
+      for (const p of pres) {
+        out.push({ address: `${p}${type}.${name}`, type, name, file: b.file, source: b.node.text });
+      }
+    }
+  }
+  for (const call of await config.allModuleCalls()) {
+    for (const p of prefixes.get(call.parentDir) ?? []) {
+      const address = `${p}module.${call.name}`;
+      out.push({ address, type: 'module', name: address, file: call.file, source: '' });
     }
   }
   return out;
+}
+
+interface StateModule {
+  resources?: { address: string; mode?: string; values?: Record<string, unknown> }[];
+  child_modules?: StateModule[];
+}
+
+/**
+ * What people call the resources that exist: cloud ids, ARNs, `Name` tags and names from the
+ * state, by instance address (`aws_instance.worker[1]`). Empty when there is no state yet.
+ */
+async function stateIdentifiers(ws: Workspace, dir: string): Promise<Map<string, string[]>> {
+  const out = new Map<string, string[]>();
+  const file = join(dir, '..', `state-${Date.now()}.json`);
+  try {
+    await ws.engine.stateJson(file);
+    const state = JSON.parse(readFileSync(file, 'utf8')) as { values?: { root_module?: StateModule } };
+    const walk = (m: StateModule | undefined): void => {
+      for (const r of m?.resources ?? []) {
+        if (r.mode === 'data') continue;
+        const v = r.values ?? {};
+        const tags = (v.tags ?? {}) as Record<string, unknown>;
+        const ids = [v.id, v.arn, tags.Name, v.name, v.bucket].filter(
+          (x): x is string => typeof x === 'string' && x.length >= 3,
+        );
+        out.set(r.address, [...new Set(ids)]);
+      }
+      for (const c of m?.child_modules ?? []) walk(c);
+    };
+    walk(state.values?.root_module);
+  } catch {
+    // No state yet (nothing applied) or no backend access: targets come from the code alone.
+  } finally {
+    rmSync(file, { force: true });
+  }
+  return out;
+}
+
+/** Config resources plus one entry per instance the state knows, carrying its identifiers. */
+async function targetableResources(ws: Workspace): Promise<ConfigResource[]> {
+  const resources = await configResources(ws.iacDir, ws.dir);
+  const byAddress = new Map(resources.map((r) => [r.address, r]));
+  for (const [address, identifiers] of await stateIdentifiers(ws, ws.dir)) {
+    const block = byAddress.get(blockAddress(address));
+    if (!block) continue;
+    if (address === block.address) block.identifiers = identifiers;
+    else resources.push({ ...block, address, identifiers });
+  }
+  return resources;
 }
 
 async function getJson<T>(artifacts: ArtifactStore, k: string): Promise<T> {
@@ -160,7 +216,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       try {
         const ws = await workspaces.get(input.ref);
         const rules = catalogue.driftExceptions(input.ref.cloud).rules;
-        const resources = await configResources(ws.iacDir);
+        const resources = await configResources(ws.iacDir, ws.dir);
         const prompt = catalogue.compose(
           input.ref.cloud,
           resources.map((r) => r.type),
@@ -193,7 +249,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
 
     async selectTargets(input: { ref: RoundRef; text: string }): Promise<TargetSelection> {
       const ws = await workspaces.get(input.ref);
-      const resources = await configResources(ws.iacDir);
+      const resources = await targetableResources(ws);
       const selection = await model.selectTargets({
         text: input.text,
         resources,

@@ -207,6 +207,13 @@ export class EngineClient {
     if (r.exitCode !== 0) this.fail('show', r);
   }
 
+  /** `show -json` of the current state, written to `outFile` (init first). */
+  async stateJson(outFile: string, hooks: CallHooks = {}): Promise<void> {
+    await this.ensureInit(hooks);
+    const r = await this.run(['show', '-json', '-no-color'], hooks, outFile);
+    if (r.exitCode !== 0) this.fail('show', r);
+  }
+
   /** `fmt -` on a file's text: the canonical formatting (no init needed). */
   async fmt(text: string, hooks: CallHooks = {}): Promise<string> {
     const r = await runProcess(this.opts.binary, ['fmt', '-no-color', '-'], {

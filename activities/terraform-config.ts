@@ -339,3 +339,27 @@ export async function countReferences(
   }
   return n;
 }
+
+/** Module address prefixes (`module.a.module.b.`) of every call of each module directory. */
+export async function modulePrefixes(config: TerraformConfig): Promise<Map<string, string[]>> {
+  const out = new Map<string, string[]>([['', ['']]]);
+  const calls = await config.allModuleCalls();
+  for (let changed = true; changed;) {
+    changed = false;
+    for (const c of calls) {
+      if (c.dir === undefined) continue;
+      const parents = out.get(c.parentDir);
+      if (!parents) continue;
+      const mine = new Set(out.get(c.dir) ?? []);
+      for (const p of parents) {
+        const next = `${p}module.${c.name}.`;
+        if (!mine.has(next)) {
+          mine.add(next);
+          changed = true;
+        }
+      }
+      out.set(c.dir, [...mine]);
+    }
+  }
+  return out;
+}

@@ -1,6 +1,7 @@
 // `npm run demo`: the seed's example on the running system. Creates the example root on the git
-// host (applied against a REST object server and local files), opens port 8080 on sg-web-demo out
-// of band, runs "Resolve the drift on security group sg-web-demo; someone opened port 8080 in the
+// host — an aws_security_group named by its Name tag sg-web-demo, applied with kumoss/aws (the
+// double of hashicorp/aws) into the embedded AWS emulator — opens port 8080 on it through the EC2
+// API as a person in the console would, runs "Resolve the drift on security group sg-web-demo; someone opened port 8080 in the
 // console." as a partial drift round, shows its progress, then prints the report and the Web UI
 // link of the run. Uses the stack of `npm start` when it is up, else starts it for the demo.
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -13,7 +14,8 @@ import type { DriftRoundInput, DriftRoundResult } from '../shared/contracts';
 import { driftRoundWorkflowId } from '../shared/ids';
 import { quietKnownWarnings } from '../shared/logger';
 import { driftRoundSearchAttributes } from '../shared/search-attributes';
-import { createDriftTestBed } from '../test/support/drift-test-bed';
+import { awsClients, createAwsTestBed, DEMO_ROOT } from '../test/support/aws-test-bed';
+import { awsEngineEnv } from '../test/support/test-stack';
 import { roundProgressQuery } from '../workflows/drift-round';
 import { engineDeps } from '../worker/deps';
 
@@ -54,18 +56,21 @@ async function main(): Promise<void> {
   const started = await ensureStack(`${apiUrl}/health`);
   const git = new GitClient({ caFile: gitTrustBundle(config) });
   const gitHostUrl = `https://${config.git_host.host}:${config.git_host.port}`;
-  say('creating the example root on the git host and applying it');
-  const bed = await createDriftTestBed({
+  const awsEndpoint =
+    config.engine.aws_endpoint_url || `http://127.0.0.1:${config.runners.aws.embedded_emulator_port}`;
+  say(`creating the example root on the git host and applying it into the AWS emulator at ${awsEndpoint}`);
+  const bed = await createAwsTestBed({
+    spec: DEMO_ROOT,
     gitHostUrl,
     git,
-    engine: engineDeps(config, config.engine.binary),
+    engine: { ...engineDeps(config, config.engine.binary), env: awsEngineEnv(awsEndpoint) },
     name: `demo-${Date.now()}`,
   });
   const connection = await Connection.connect({ address: config.temporal.address });
   try {
     say(`example root: ${bed.repoUrl}`);
-    say('someone opens port 8080 on sg-web-demo in the console…');
-    await bed.inject('ingress');
+    say('someone opens port 8080 on sg-web-demo in the console (EC2 AuthorizeSecurityGroupIngress)…');
+    await bed.inject('sg-ingress-added', awsClients(awsEndpoint));
     const client = new Client({ connection, namespace: config.temporal.namespace });
     const session = `demo-${randomUUID().slice(0, 8)}`;
     const input: DriftRoundInput = {
@@ -73,6 +78,7 @@ async function main(): Promise<void> {
       round_id: 'r1',
       mode: 'partial',
       repository_url: bed.repoUrl,
+      iac_path: bed.iacPath,
       cloud: 'aws',
       scope_id: 'demo-account',
       text: REQUEST,
@@ -110,6 +116,10 @@ async function main(): Promise<void> {
     if (result.report_key) {
       const store = new ArtifactStore(createS3Client(config.storage), config.storage.bucket);
       console.log(JSON.stringify(JSON.parse(await store.getText(result.report_key)), null, 2));
+      const diffs = (await store.list(`sessions/${session}/rounds/r1/`)).filter((k) =>
+        k.endsWith('changes.diff'),
+      );
+      for (const k of diffs) console.log(await store.getText(k));
       say(`branch ${result.branch} on ${bed.repoUrl}`);
     } else {
       say(result.reason ?? '');

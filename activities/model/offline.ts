@@ -36,9 +36,15 @@ export function offlineFilter(text: string): FilterDecision {
 }
 
 function nameVariants(r: ConfigResource): string[] {
-  const out = new Set([r.address, r.name, r.name.replace(/_/g, '-')]);
+  // One instance of a count/for_each block answers to its address and its own identifiers only.
+  if (/\]$/.test(r.address)) return [r.address, ...(r.identifiers ?? [])].filter((v) => v.length >= 3);
+  // Inside a module, bare names (`this`, `main`) say nothing: the address or identifiers only.
+  const out = new Set(
+    r.address.startsWith('module.') ? [r.address] : [r.address, r.name, r.name.replace(/_/g, '-')],
+  );
   // Identifying string values in the block (ids, names) as a person would type them.
   for (const m of r.source.matchAll(/\b(?:id|name)\s*[=:]\s*"([^"$%]{3,})"/g)) if (m[1]) out.add(m[1]);
+  for (const id of r.identifiers ?? []) out.add(id);
   return [...out].filter((v) => v.length >= 3);
 }
 

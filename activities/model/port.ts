@@ -14,6 +14,8 @@ export interface ConfigResource {
   file: string;
   /** The block's source text. */
   source: string;
+  /** What people call it: cloud id, ARN, Name tag, name (from the state). */
+  identifiers?: string[];
 }
 
 export interface TargetSelection {

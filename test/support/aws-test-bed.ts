@@ -991,6 +991,13 @@ resource "aws_s3_bucket" "this" {
 
 export const REAL_ROOTS: RootSpec[] = [network, storage, compute, modules];
 
+/** The demo's root: the seed's security group on its own. */
+export const DEMO_ROOT: RootSpec = {
+  name: 'demo',
+  files: (s) => ({ 'main.tf': network.files(s)['main.tf'] as string }),
+  cases: network.cases.filter((c) => c.id === 'sg-ingress-added'),
+};
+
 export interface AwsTestBed {
   spec: RootSpec;
   repoUrl: string;
@@ -1000,6 +1007,7 @@ export interface AwsTestBed {
   /** Resource instance ids by address, from the applied state. */
   ids: Map<string, string>;
   injectAll(aws: AwsClients): Promise<void>;
+  inject(caseId: string, aws: AwsClients): Promise<void>;
   destroy(): Promise<void>;
 }
 
@@ -1024,6 +1032,8 @@ export async function createAwsTestBed(opts: {
   gitHostUrl: string;
   git: GitClient;
   engine: EngineDeps;
+  /** Repository name on the git host (default: roots-<root>-<suffix>). */
+  name?: string;
 }): Promise<AwsTestBed> {
   const dir = mkdtempSync(join(tmpdir(), 'kumoss-awsbed-'));
   const suffix = Math.random().toString(36).slice(2, 8);
@@ -1052,7 +1062,7 @@ export async function createAwsTestBed(opts: {
   const resources = stateResources(JSON.parse(readFileSync(statePlanFile, 'utf8')));
   const ids = new Map(resources.map((r) => [r.address, String(r.values.id)]));
   const attrs = new Map(resources.map((r) => [r.address, r.values]));
-  const name = `roots-${opts.spec.name}-${suffix}`;
+  const name = opts.name ?? `roots-${opts.spec.name}-${suffix}`;
   const repoUrl = `${opts.gitHostUrl}/${name}.git`;
   const git = (...args: string[]) => opts.git.run(args, repo);
   await git('init', '--quiet', '--initial-branch=main');
@@ -1077,6 +1087,11 @@ export async function createAwsTestBed(opts: {
     ids,
     async injectAll(aws) {
       for (const c of opts.spec.cases) await c.inject(ctx(aws));
+    },
+    async inject(caseId, aws) {
+      const c = opts.spec.cases.find((x) => x.id === caseId);
+      if (!c) throw new Error(`no drift case ${caseId} in ${opts.spec.name}`);
+      await c.inject(ctx(aws));
     },
     async destroy() {
       rmSync(dir, { recursive: true, force: true });

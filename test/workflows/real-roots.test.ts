@@ -33,6 +33,12 @@ import {
   type TemporalHarness,
 } from '../support/stack';
 
+interface SeedRun {
+  result: DriftRoundResult;
+  report: DriftReport;
+  diff: string;
+}
+
 interface RootRun {
   bed: AwsTestBed;
   result: DriftRoundResult;
@@ -49,6 +55,8 @@ interface RootRun {
 describe('drift rounds on real-world roots (kumoss/aws on moto)', () => {
   let h: TemporalHarness;
   const runs = new Map<string, RootRun>();
+  let seed!: SeedRun;
+  let beds: AwsTestBed[] = [];
   const checkouts: string[] = [];
 
   beforeAll(async () => {
@@ -56,11 +64,32 @@ describe('drift rounds on real-world roots (kumoss/aws on moto)', () => {
     const s = stack();
     const git = gitClient();
     const engine = engineDeps('terraform', s.awsEndpoint);
-    const beds = await Promise.all(
+    beds = await Promise.all(
       REAL_ROOTS.map((spec) => createAwsTestBed({ spec, gitHostUrl: s.gitHostUrl, git, engine })),
     );
     const aws = awsClients(s.awsEndpoint);
     for (const b of beds) await b.injectAll(aws);
+    const network = beds.find((b) => b.spec.name === 'network') as AwsTestBed;
+    const seedRound = (async (): Promise<SeedRun> => {
+      // The seed's own example, as a partial round on its own session.
+      const input = roundInput(network.repoUrl, {
+        mode: 'partial',
+        iac_path: network.iacPath,
+        text: 'Resolve the drift on security group sg-web-demo; someone opened port 8080 in the console.',
+      });
+      const result: DriftRoundResult = await h.client.workflow.execute(driftRound, {
+        taskQueue: h.taskQueue,
+        workflowId: driftRoundWorkflowId(input.session_id, input.round_id),
+        args: [input],
+      });
+      const report = driftReportSchema.parse(
+        JSON.parse(await artifactStore().getText(result.report_key as string)),
+      );
+      const dir = mkdtempSync(join(tmpdir(), 'kumoss-verify-'));
+      checkouts.push(dir);
+      await git.checkout({ url: network.repoUrl, dir, branch: result.branch });
+      return { result, report, diff: await git.run(['diff', '--no-color', 'origin/main..HEAD'], dir) };
+    })();
     await Promise.all(
       beds.map(async (bed) => {
         const input = roundInput(bed.repoUrl, {
@@ -168,13 +197,56 @@ describe('drift rounds on real-world roots (kumoss/aws on moto)', () => {
     },
   );
 
-  it('the seed example: the diff for sg-web-demo adds the port 8080 block and removes nothing', () => {
-    const run = runs.get('network') as RootRun;
-    const main = run.diff.split(/^diff --git /m).find((d) => d.startsWith('a/envs/network/main.tf')) ?? '';
-    const removed = main.split('\n').filter((l) => l.startsWith('-') && !l.startsWith('---'));
-    const added = main.split('\n').filter((l) => l.startsWith('+') && !l.startsWith('+++'));
-    expect(removed).toEqual([]);
-    expect(added.join('\n')).toContain('from_port   = 8080');
-    expect(added.join('\n')).toContain('cidr_blocks = ["0.0.0.0/0"]');
+  it('the seed example: a partial round targets sg-web-demo by its Name tag, fixes exactly it, and the diff only adds the 8080 rule', () => {
+    expect(seed.result.targets).toEqual(['aws_security_group.web']);
+    expect(seed.report.remediated_resources.map((r) => r.address)).toEqual(['aws_security_group.web']);
+    expect(seed.report).not.toHaveProperty('unreconciled_drift');
+    expect(seed.result.outcome).toBe('Succeeded');
+    const lines = seed.diff.split('\n');
+    expect(lines.filter((l) => l.startsWith('-') && !l.startsWith('---'))).toEqual([]);
+    expect(lines.filter((l) => l.startsWith('+') && !l.startsWith('+++'))).toEqual([
+      '+  ingress {',
+      '+    from_port   = 8080',
+      '+    to_port     = 8080',
+      '+    protocol    = "tcp"',
+      '+    cidr_blocks = ["0.0.0.0/0"]',
+      '+  }',
+      '+',
+    ]);
+  });
+
+  it('targets what people name: a cloud id, a Name tag, an address, an instance id, a module path', async () => {
+    const acts = testActivities();
+    const bed = (name: string) => beds.find((b) => b.spec.name === name) as AwsTestBed;
+    const targets = async (b: AwsTestBed, text: string) =>
+      (
+        await acts.selectTargets({
+          ref: {
+            sessionId: `s-${randomUUID().slice(0, 8)}`,
+            roundId: 'r1',
+            repositoryUrl: b.repoUrl,
+            iacPath: b.iacPath,
+            scopeId: 'scope-test',
+            cloud: 'aws',
+            branch: 'main',
+          },
+          text,
+        })
+      ).targets;
+    const net = bed('network');
+    expect(
+      await targets(net, `Resolve the drift on ${net.ids.get('aws_security_group.db')} please.`),
+    ).toEqual(['aws_security_group.db']);
+    expect(await targets(net, 'Someone changed sg-web-demo by hand; reconcile it.')).toEqual([
+      'aws_security_group.web',
+    ]);
+    expect(await targets(net, 'Reconcile aws_security_group.cache.')).toEqual(['aws_security_group.cache']);
+    const compute = bed('compute');
+    expect(
+      await targets(compute, `Drift on instance ${compute.ids.get('aws_instance.worker[1]')}; resolve it.`),
+    ).toEqual(['aws_instance.worker[1]']);
+    expect(await targets(bed('modules'), 'Resolve the drift in module.edge; fix this.')).toEqual([
+      'module.edge',
+    ]);
   });
 });
