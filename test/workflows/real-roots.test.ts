@@ -141,6 +141,7 @@ describe('drift rounds on real-world roots (kumoss/aws on moto)', () => {
         });
       }),
     );
+    seed = await seedRound;
   }, 600_000);
 
   afterAll(async () => {
