@@ -20,17 +20,6 @@ async function parser(): Promise<Parser> {
   return parserPromise;
 }
 
-export interface ResourceBlock {
-  type: string;
-  name: string;
-  /** `TYPE.NAME` (root module). */
-  address: string;
-  start: number;
-  end: number;
-  startLine: number;
-  endLine: number;
-}
-
 /** The syntax tree of one HCL file (tree-sitter's terraform grammar). */
 export async function parseHcl(text: string): Promise<Node> {
   const tree = (await parser()).parse(text);
@@ -57,28 +46,6 @@ export function topBlocks(root: Node): Node[] {
   return (body?.namedChildren ?? []).filter((c): c is Node => c?.type === 'block');
 }
 
-/** Managed resources declared in one file. */
-export async function listResources(text: string): Promise<ResourceBlock[]> {
-  const tree = (await parser()).parse(text);
-  if (!tree) return [];
-  const out: ResourceBlock[] = [];
-  for (const b of topBlocks(tree.rootNode)) {
-    const { kind, labels } = blockLabels(b);
-    if (kind !== 'resource' || labels.length !== 2) continue;
-    const [type, name] = labels as [string, string];
-    out.push({
-      type,
-      name,
-      address: `${type}.${name}`,
-      start: b.startIndex,
-      end: b.endIndex,
-      startLine: b.startPosition.row + 1,
-      endLine: b.endPosition.row + 1,
-    });
-  }
-  return out;
-}
-
 /** Syntax errors tree-sitter found (empty when the file parses). */
 export async function syntaxErrors(text: string): Promise<string[]> {
   const tree = (await parser()).parse(text);
@@ -90,91 +57,6 @@ export async function syntaxErrors(text: string): Promise<string[]> {
   };
   if (tree) walk(tree.rootNode);
   return errors;
-}
-
-/** Node types an expression may contain and still be a pure literal (safe to overwrite). */
-const LITERAL_TYPES = new Set([
-  'expression',
-  'literal_value',
-  'string_lit',
-  'quoted_template_start',
-  'quoted_template_end',
-  'template_literal',
-  'numeric_lit',
-  'bool_lit',
-  'null_lit',
-  'collection_value',
-  'tuple',
-  'tuple_start',
-  'tuple_end',
-  'object',
-  'object_start',
-  'object_end',
-  'object_elem',
-  'comment',
-]);
-
-export function isLiteral(n: Node, allowJsonencode: boolean): boolean {
-  if (n.type === 'function_call') {
-    const fn = n.namedChildren.find((c) => c?.type === 'identifier')?.text;
-    const args = n.namedChildren.find((c) => c?.type === 'function_arguments');
-    const exprs = (args?.namedChildren ?? []).filter((c): c is Node => c?.type === 'expression' || false);
-    return allowJsonencode && fn === 'jsonencode' && exprs.length === 1 && isLiteral(exprs[0] as Node, false);
-  }
-  if (n.type === 'object_elem') {
-    // The key may be a bare identifier (parsed as a variable expression); the value must be literal.
-    const [key, value] = n.namedChildren.filter((c): c is Node => c?.type === 'expression' || false);
-    const keyOk =
-      key !== undefined && (key.namedChildren[0]?.type === 'variable_expr' || isLiteral(key, false));
-    return keyOk && value !== undefined && isLiteral(value, false);
-  }
-  if (!LITERAL_TYPES.has(n.type)) return false;
-  return n.namedChildren.every((c) => c === null || isLiteral(c, allowJsonencode));
-}
-
-export interface AttributeLocation {
-  /** Offsets of the value expression. */
-  start: number;
-  end: number;
-  text: string;
-  /** The value is literal (or jsonencode of a literal): safe to replace with another literal. */
-  literal: boolean;
-  /** The value is `jsonencode(…)`. */
-  jsonencoded: boolean;
-  /** Column of the attribute name, for indenting a multi-line value. */
-  indent: number;
-}
-
-/** Finds `attr = …` directly in the body of `resource "type" "name"`. */
-export async function findAttribute(
-  text: string,
-  type: string,
-  name: string,
-  attr: string,
-): Promise<AttributeLocation | undefined> {
-  const tree = (await parser()).parse(text);
-  if (!tree) return undefined;
-  for (const b of topBlocks(tree.rootNode)) {
-    const { kind, labels } = blockLabels(b);
-    if (kind !== 'resource' || labels[0] !== type || labels[1] !== name) continue;
-    const body = b.namedChildren.find((c) => c?.type === 'body');
-    for (const a of body?.namedChildren ?? []) {
-      if (a?.type !== 'attribute') continue;
-      if (a.namedChildren.find((c) => c?.type === 'identifier')?.text !== attr) continue;
-      const expr = a.namedChildren.find((c) => c?.type === 'expression');
-      if (!expr) return undefined;
-      const fn = expr.namedChildren[0];
-      return {
-        start: expr.startIndex,
-        end: expr.endIndex,
-        text: expr.text,
-        literal: isLiteral(expr, true),
-        jsonencoded: fn?.type === 'function_call' && fn.namedChildren[0]?.text === 'jsonencode',
-        indent: a.startPosition.column,
-      };
-    }
-  }
-  return undefined;
 }
 
 export function hclString(s: string): string {
@@ -220,9 +102,4 @@ export function renderHcl(value: unknown, indent = 0, order?: unknown): string {
     return `{\n${lines.join('\n')}\n${pad(indent)}}`;
   }
   return 'null';
-}
-
-/** Replaces the text between `start` and `end`. */
-export function splice(text: string, start: number, end: number, replacement: string): string {
-  return `${text.slice(0, start)}${replacement}${text.slice(end)}`;
 }

@@ -121,14 +121,6 @@ export function resolveIacDir(checkout: string, iacPath: string): string {
   return dir;
 }
 
-/** The root's `.tf` files (not recursing into modules), path relative to the root. */
-export function readRootFiles(iacDir: string): { path: string; content: string }[] {
-  return readdirSync(iacDir)
-    .filter((f) => f.endsWith('.tf'))
-    .sort()
-    .map((f) => ({ path: f, content: readFileSync(join(iacDir, f), 'utf8') }));
-}
-
 const CONFIG_FILE = /\.tf$|\.tfvars$/;
 
 /**

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { findAttribute, listResources, renderHcl, syntaxErrors } from '../../activities/hcl';
+import { parseHcl, renderHcl, syntaxErrors, topBlocks } from '../../activities/hcl';
+import { attributeExpr, bodyOf, evalLiteral, referenceOf } from '../../activities/terraform-config';
 
 const SRC = `# the web tier
 resource "rest_object" "sg" {
@@ -14,21 +15,17 @@ resource "rest_object" "computed" {
 `;
 
 describe('HCL reading and editing', () => {
-  it('lists resource blocks with their lines', async () => {
-    const rs = await listResources(SRC);
-    expect(rs.map((r) => [r.address, r.startLine, r.endLine])).toEqual([
-      ['rest_object.sg', 2, 5],
-      ['rest_object.computed', 7, 10],
-    ]);
-  });
-
-  it('finds an attribute and tells a literal value from one computed from expressions', async () => {
-    const lit = await findAttribute(SRC, 'rest_object', 'sg', 'data');
-    expect(lit).toMatchObject({ literal: true, jsonencoded: true, indent: 2 });
-    expect(lit?.text).toBe('jsonencode({ id = "sg", ports = [443] })');
-    expect((await findAttribute(SRC, 'rest_object', 'computed', 'data'))?.literal).toBe(false);
-    expect((await findAttribute(SRC, 'rest_object', 'computed', 'path'))?.literal).toBe(false);
-    expect(await findAttribute(SRC, 'rest_object', 'sg', 'missing')).toBeUndefined();
+  it('evaluates literal values and reads references, telling them from computed expressions', async () => {
+    const root = await parseHcl(SRC);
+    const [sg, computed] = topBlocks(root).map((b) => bodyOf(b));
+    const data = attributeExpr(sg, 'data');
+    expect(data && evalLiteral(data)).toEqual({ ok: true, value: '{"id":"sg","ports":[443]}' });
+    const path = attributeExpr(computed, 'path');
+    expect(path && evalLiteral(path)).toEqual({ ok: false });
+    expect(path && referenceOf(path)).toBeUndefined();
+    const ref = (await parseHcl('x = var.settings.size\n')).namedChildren[0]?.namedChildren[0];
+    const expr = ref?.namedChildren.find((c) => c?.type === 'expression');
+    expect(expr && referenceOf(expr)).toEqual({ root: 'var', parts: ['settings', 'size'] });
   });
 
   it('renders JSON as HCL, escaping template sequences and keeping the declared key order', () => {

@@ -1093,8 +1093,9 @@ export async function createAwsTestBed(opts: {
       if (!c) throw new Error(`no drift case ${caseId} in ${opts.spec.name}`);
       await c.inject(ctx(aws));
     },
-    async destroy() {
+    destroy() {
       rmSync(dir, { recursive: true, force: true });
+      return Promise.resolve();
     },
   };
 }
