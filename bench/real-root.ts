@@ -1,0 +1,269 @@
+// Benchmark: one full drift round on a real-shaped AWS root of 1,000 resources — 10 root files
+// (security groups with ingress blocks, tagged buckets, IAM roles with jsonencode policies,
+// instances) and 4 local modules — applied with kumoss/aws into moto, 50 resources drifted through
+// the AWS APIs. Prints the round's wall time and how much of it the engine took, the drift
+// derivation time on the round's own plan, and the peak memory of the process running the worker.
+import { randomUUID } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  AuthorizeSecurityGroupIngressCommand,
+  CreateTagsCommand,
+  ModifyInstanceAttributeCommand,
+} from '@aws-sdk/client-ec2';
+import { UpdateAssumeRolePolicyCommand } from '@aws-sdk/client-iam';
+import { PutBucketTaggingCommand } from '@aws-sdk/client-s3';
+import { EngineClient, type EngineCall } from '../activities/engine';
+import { readPlanForDrift } from '../activities/plan-reader';
+import { GitClient } from '../activities/git';
+import type { DriftRoundInput, DriftRoundResult } from '../shared/contracts';
+import { deriveDrift } from '../shared/drift';
+import { driftRoundWorkflowId, roundArtifactKey } from '../shared/ids';
+import { quietKnownWarnings } from '../shared/logger';
+import { awsClients } from '../test/support/aws-test-bed';
+import { startStackWorker, startTestStack, stackEngineDeps } from '../test/support/test-stack';
+
+quietKnownWarnings();
+const FILES = 10;
+const MODULES = 4;
+const PER_MODULE = 50;
+const PER_FILE = (1000 - MODULES * PER_MODULE) / FILES; // 80: 40 groups, 20 buckets, 10 roles, 10 instances
+const AMI = 'ami-03cf127a';
+const s = randomUUID().slice(0, 6);
+
+const sg = (name: string, port: number) => `resource "aws_security_group" "${name}" {
+  name        = "${name}-${s}"
+  description = "${name}"
+
+  ingress {
+    from_port   = ${port}
+    to_port     = ${port}
+    protocol    = "tcp"
+    cidr_blocks = ["10.0.0.0/16"]
+  }
+
+  tags = {
+    Name = "${name}"
+    Team = "platform"
+  }
+}
+`;
+const bucket = (name: string) => `resource "aws_s3_bucket" "${name}" {
+  bucket = "${name.replace(/_/g, '-')}-${s}"
+
+  tags = {
+    Team = "data"
+  }
+}
+`;
+const trust = (service: string) =>
+  JSON.stringify({
+    Version: '2012-10-17',
+    Statement: [{ Effect: 'Allow', Principal: { Service: service }, Action: 'sts:AssumeRole' }],
+  });
+const role = (name: string) => `resource "aws_iam_role" "${name}" {
+  name = "${name}-${s}"
+  assume_role_policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [{
+      Effect    = "Allow"
+      Principal = { Service = "ec2.amazonaws.com" }
+      Action    = "sts:AssumeRole"
+    }]
+  })
+}
+`;
+const instance = (name: string) => `resource "aws_instance" "${name}" {
+  ami           = "${AMI}"
+  instance_type = "t3.micro"
+}
+`;
+
+function writeRoot(dir: string, statePath: string): void {
+  writeFileSync(
+    join(dir, 'main.tf'),
+    `terraform {
+  required_providers {
+    aws = {
+      source  = "kumoss/aws"
+      version = "0.1.0"
+    }
+  }
+  backend "local" {
+    path = "${statePath}"
+  }
+}
+
+provider "aws" {
+  region = "us-east-1"
+}
+${Array.from({ length: MODULES }, (_, m) => `\nmodule "m${m}" {\n  source = "./modules/m${m}"\n}\n`).join('')}`,
+  );
+  for (let f = 0; f < FILES; f++) {
+    const parts: string[] = [];
+    for (let i = 0; i < 40; i++) parts.push(sg(`sg_${f}_${i}`, 1000 + i));
+    for (let i = 0; i < 20; i++) parts.push(bucket(`b_${f}_${i}`));
+    for (let i = 0; i < 10; i++) parts.push(role(`r_${f}_${i}`));
+    for (let i = 0; i < 10; i++) parts.push(instance(`i_${f}_${i}`));
+    writeFileSync(join(dir, `file${f}.tf`), parts.join('\n'));
+  }
+  for (let m = 0; m < MODULES; m++) {
+    const md = join(dir, 'modules', `m${m}`);
+    mkdirSync(md, { recursive: true });
+    writeFileSync(
+      join(md, 'versions.tf'),
+      'terraform {\n  required_providers {\n    aws = {\n      source = "kumoss/aws"\n    }\n  }\n}\n',
+    );
+    writeFileSync(
+      join(md, 'main.tf'),
+      Array.from({ length: PER_MODULE }, (_, i) => sg(`m${m}_sg_${i}`, 2000 + i)).join('\n'),
+    );
+  }
+}
+
+async function main(): Promise<void> {
+  const { stack, stop } = await startTestStack();
+  const work = mkdtempSync(join(tmpdir(), 'kumoss-bench-root-'));
+  try {
+    const repo = join(work, 'repo');
+    mkdirSync(repo, { recursive: true });
+    writeRoot(repo, join(work, 'terraform.tfstate'));
+    writeFileSync(join(repo, '.gitignore'), '.terraform/\n.terraform.lock.hcl\n');
+    const engineDeps = stackEngineDeps('terraform', stack.awsEndpoint);
+    const engine = new EngineClient({ ...engineDeps, workdir: repo, scopeId: 'bench' });
+    let t0 = performance.now();
+    await engine.init();
+    await engine.apply({ parallelism: 20 });
+    console.log(
+      `applied 1000 resources (${FILES} files, ${MODULES} modules) into moto in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+    );
+    const stateFile = join(work, 'state.json');
+    await engine.stateJson(stateFile);
+    const state = JSON.parse((await import('node:fs')).readFileSync(stateFile, 'utf8')) as {
+      values: {
+        root_module: {
+          resources: { address: string; values: { id: string } }[];
+          child_modules?: { resources: { address: string; values: { id: string } }[] }[];
+        };
+      };
+    };
+    const ids = new Map<string, string>();
+    for (const r of state.values.root_module.resources) ids.set(r.address, r.values.id);
+    for (const c of state.values.root_module.child_modules ?? [])
+      for (const r of c.resources) ids.set(r.address, r.values.id);
+    const id = (a: string) => ids.get(a) as string;
+
+    const git = new GitClient({ caFile: stack.gitCaFile });
+    const repoUrl = `${stack.gitHostUrl}/bench-root-${s}.git`;
+    for (const args of [
+      ['init', '--quiet', '--initial-branch=main'],
+      ['add', '--all'],
+      ['commit', '--quiet', '-m', 'root'],
+      ['push', '--quiet', repoUrl, 'main'],
+    ])
+      await git.run(args, repo);
+
+    // 50 drifted resources: 20 rules opened, 10 bucket tags, 10 trust policies, 5 instance types, 5 module groups.
+    const aws = awsClients(stack.awsEndpoint);
+    for (let i = 0; i < 20; i++)
+      await aws.ec2.send(
+        new AuthorizeSecurityGroupIngressCommand({
+          GroupId: id(`aws_security_group.sg_${i % FILES}_${i}`),
+          IpPermissions: [
+            { IpProtocol: 'tcp', FromPort: 8080, ToPort: 8080, IpRanges: [{ CidrIp: '0.0.0.0/0' }] },
+          ],
+        }),
+      );
+    for (let i = 0; i < 10; i++)
+      await aws.s3.send(
+        new PutBucketTaggingCommand({
+          Bucket: id(`aws_s3_bucket.b_${i}_${i}`),
+          Tagging: { TagSet: [{ Key: 'Team', Value: 'analytics' }] },
+        }),
+      );
+    for (let i = 0; i < 10; i++)
+      await aws.iam.send(
+        new UpdateAssumeRolePolicyCommand({
+          RoleName: id(`aws_iam_role.r_${i}_${i}`),
+          PolicyDocument: trust('lambda.amazonaws.com'),
+        }),
+      );
+    for (let i = 0; i < 5; i++)
+      await aws.ec2.send(
+        new ModifyInstanceAttributeCommand({
+          InstanceId: id(`aws_instance.i_${i}_${i}`),
+          InstanceType: { Value: 't3.large' },
+        }),
+      );
+    for (let i = 0; i < 5; i++)
+      await aws.ec2.send(
+        new CreateTagsCommand({
+          Resources: [id(`module.m${i % MODULES}.aws_security_group.m${i % MODULES}_sg_${i}`)],
+          Tags: [{ Key: 'Team', Value: 'edge' }],
+        }),
+      );
+
+    const calls: EngineCall[] = [];
+    const taskQueue = `bench-real-root-${s}`;
+    const worker = await startStackWorker(stack, taskQueue, { onEngineCall: (c) => calls.push(c) });
+    let peak = process.memoryUsage().rss;
+    const base = peak;
+    const sampler = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 50);
+    const input: DriftRoundInput = {
+      session_id: `bench-${s}`,
+      round_id: 'r1',
+      mode: 'full',
+      repository_url: repoUrl,
+      cloud: 'aws',
+      scope_id: 'bench',
+      text: 'Reconcile the whole root.',
+    };
+    t0 = performance.now();
+    const result: DriftRoundResult = await worker.client.workflow.execute('driftRound', {
+      taskQueue,
+      workflowId: driftRoundWorkflowId(input.session_id, input.round_id),
+      args: [input],
+    });
+    const wall = (performance.now() - t0) / 1000;
+    clearInterval(sampler);
+    await worker.stop();
+    const engineMs = calls.reduce((n, c) => n + c.durationMs, 0);
+    const byVerb = new Map<string, { n: number; ms: number }>();
+    for (const c of calls) {
+      const v = byVerb.get(c.args[0] ?? '') ?? { n: 0, ms: 0 };
+      byVerb.set(c.args[0] ?? '', { n: v.n + 1, ms: v.ms + c.durationMs });
+    }
+    // Derivation on the round's own first plan.
+    const planJson = join(work, 'plan.json');
+    await worker.artifacts.download(
+      roundArtifactKey(input.session_id, 'r1', 'iteration-1/plan.json'),
+      planJson,
+    );
+    const times: number[] = [];
+    let drifted = 0;
+    for (let r = 0; r < 5; r++) {
+      const d0 = performance.now();
+      drifted = deriveDrift(await readPlanForDrift(planJson)).length;
+      times.push(performance.now() - d0);
+    }
+    times.sort((a, b) => a - b);
+    console.log(
+      `full round: ${result.status}, outcome ${result.outcome}, ${result.remediated.length} remediated, ${result.unreconciled_count} unreconciled, ${result.iterations} iteration(s)`,
+    );
+    console.log(
+      `round wall time ${wall.toFixed(1)} s; engine processes ${(engineMs / 1000).toFixed(1)} s (${((engineMs / 1000 / wall) * 100).toFixed(0)}% of it): ${[...byVerb].map(([v, x]) => `${v} ×${x.n} ${(x.ms / 1000).toFixed(1)} s`).join(', ')}`,
+    );
+    console.log(
+      `drift derivation on the round's plan (${drifted} drifted of 1000): median ${times[2]?.toFixed(0)} ms of 5`,
+    );
+    console.log(
+      `peak RSS of the process running the worker: ${(peak / 1048576).toFixed(0)} MiB (${((peak - base) / 1048576).toFixed(0)} MiB above its start)`,
+    );
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+    await stop();
+  }
+}
+
+await main();
