@@ -70,25 +70,14 @@ async function configAt(git: GitClient, dir: string, rev: string, iacPath: strin
   const root = iacPath && iacPath !== '.' ? posix.normalize(iacPath) : '.';
   const files = new Map<string, string>();
   for (const f of listed) files.set(posix.relative(root, f), '');
-  const config = new TerraformConfig(new Map());
-  const load = async (moduleDir: string) => {
+  return TerraformConfig.load(async (moduleDir) => {
+    const out = new Map<string, string>();
     for (const [rel] of files) {
-      if (posix.dirname(rel) !== (moduleDir || '.') || config.files.has(rel)) continue;
-      config.files.set(rel, await git.run(['show', `${rev}:${posix.normalize(posix.join(root, rel))}`], dir));
+      if (posix.dirname(rel) !== (moduleDir || '.')) continue;
+      out.set(rel, await git.run(['show', `${rev}:${posix.normalize(posix.join(root, rel))}`], dir));
     }
-  };
-  await load('');
-  const seen = new Set<string>(['']);
-  for (let grew = true; grew;) {
-    grew = false;
-    for (const call of await config.allModuleCalls()) {
-      if (call.dir === undefined || seen.has(call.dir)) continue;
-      seen.add(call.dir);
-      await load(call.dir);
-      grew = true;
-    }
-  }
-  return config;
+    return out;
+  });
 }
 
 /**

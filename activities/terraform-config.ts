@@ -51,6 +51,31 @@ export class TerraformConfig {
     return new TerraformConfig(new Map(files.map((f) => [posix.normalize(f.path), f.content])));
   }
 
+  /**
+   * The root module and every local module it calls, transitively: `read(dir)` gives the files of
+   * one module directory (paths relative to the root, posix).
+   */
+  static async load(
+    read: (dir: string) => Promise<Map<string, string>> | Map<string, string>,
+  ): Promise<TerraformConfig> {
+    const config = new TerraformConfig(new Map());
+    const add = async (dir: string) => {
+      for (const [path, content] of await read(dir)) config.files.set(path, content);
+    };
+    await add('');
+    const seen = new Set<string>(['']);
+    for (let grew = true; grew; ) {
+      grew = false;
+      for (const call of await config.allModuleCalls()) {
+        if (call.dir === undefined || seen.has(call.dir)) continue;
+        seen.add(call.dir);
+        await add(call.dir);
+        grew = true;
+      }
+    }
+    return config;
+  }
+
   async tree(file: string): Promise<HclNode> {
     const text = this.files.get(file);
     if (text === undefined) throw new Error(`no file ${file}`);

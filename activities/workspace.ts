@@ -132,30 +132,16 @@ export async function readConfigFiles(
   iacDir: string,
   checkoutDir: string,
 ): Promise<{ path: string; content: string }[]> {
-  const out = new Map<string, string>();
-  const readDir = (rel: string): void => {
+  const config = await TerraformConfig.load((rel) => {
+    const out = new Map<string, string>();
     const abs = normalize(join(iacDir, rel));
-    const inside = relative(checkoutDir, abs);
-    if (inside.startsWith('..') || !existsSync(abs) || !statSync(abs).isDirectory()) return;
+    if (relative(checkoutDir, abs).startsWith('..') || !existsSync(abs) || !statSync(abs).isDirectory()) return out;
     for (const f of readdirSync(abs).sort()) {
       if (!CONFIG_FILE.test(f)) continue;
       const path = (rel ? `${rel}/${f}` : f).split(sep).join('/');
       out.set(path.replace(/^\.\//, ''), readFileSync(join(abs, f), 'utf8'));
     }
-  };
-  readDir('');
-  const config = TerraformConfig.of([...out].map(([path, content]) => ({ path, content })));
-  const seen = new Set<string>(['']);
-  for (let grew = true; grew;) {
-    grew = false;
-    for (const call of await config.allModuleCalls()) {
-      if (call.dir === undefined || seen.has(call.dir)) continue;
-      seen.add(call.dir);
-      const before = out.size;
-      readDir(call.dir);
-      for (const [path, content] of out) config.files.set(path, content);
-      grew = grew || out.size > before;
-    }
-  }
-  return [...out].map(([path, content]) => ({ path, content }));
+    return out;
+  });
+  return [...config.files].map(([path, content]) => ({ path, content }));
 }

@@ -21,7 +21,7 @@ import type { DriftRoundInput, DriftRoundResult } from '../shared/contracts';
 import { deriveDrift } from '../shared/drift';
 import { driftRoundWorkflowId, roundArtifactKey } from '../shared/ids';
 import { quietKnownWarnings } from '../shared/logger';
-import { awsClients } from '../test/support/aws-test-bed';
+import { awsClients, trustPolicy } from '../test/support/aws-test-bed';
 import { startStackWorker, startTestStack, stackEngineDeps } from '../test/support/test-stack';
 
 quietKnownWarnings();
@@ -57,11 +57,6 @@ const bucket = (name: string) => `resource "aws_s3_bucket" "${name}" {
   }
 }
 `;
-const trust = (service: string) =>
-  JSON.stringify({
-    Version: '2012-10-17',
-    Statement: [{ Effect: 'Allow', Principal: { Service: service }, Action: 'sts:AssumeRole' }],
-  });
 const role = (name: string) => `resource "aws_iam_role" "${name}" {
   name = "${name}-${s}"
   assume_role_policy = jsonencode({
@@ -186,7 +181,7 @@ async function main(): Promise<void> {
       await aws.iam.send(
         new UpdateAssumeRolePolicyCommand({
           RoleName: id(`aws_iam_role.r_${i}_${i}`),
-          PolicyDocument: trust('lambda.amazonaws.com'),
+          PolicyDocument: trustPolicy('lambda.amazonaws.com'),
         }),
       );
     for (let i = 0; i < 5; i++)

@@ -117,6 +117,29 @@ const tcp = (port: number, cidr = '0.0.0.0/0', description?: string): IpPermissi
   IpRanges: [{ CidrIp: cidr, ...(description ? { Description: description } : {}) }],
 });
 
+/** Console-style changes, as one call each. */
+const tagEc2 = (address: string, Key: string, Value: string) => async (c: InjectContext) =>
+  void (await c.aws.ec2.send(new CreateTagsCommand({ Resources: [c.id(address)], Tags: [{ Key, Value }] })));
+const resize = (address: string, type: string) => async (c: InjectContext) =>
+  void (await c.aws.ec2.send(
+    new ModifyInstanceAttributeCommand({ InstanceId: c.id(address), InstanceType: { Value: type } }),
+  ));
+const tagBucket = (address: string, tags: Record<string, string>) => async (c: InjectContext) =>
+  void (await c.aws.s3.send(
+    new PutBucketTaggingCommand({
+      Bucket: c.id(address),
+      Tagging: { TagSet: Object.entries(tags).map(([Key, Value]) => ({ Key, Value })) },
+    }),
+  ));
+const openIngress = (address: string, permission: IpPermission) => async (c: InjectContext) =>
+  void (await c.aws.ec2.send(
+    new AuthorizeSecurityGroupIngressCommand({ GroupId: c.id(address), IpPermissions: [permission] }),
+  ));
+const setTrust = (address: string, service: string) => async (c: InjectContext) =>
+  void (await c.aws.iam.send(
+    new UpdateAssumeRolePolicyCommand({ RoleName: c.id(address), PolicyDocument: trustPolicy(service) }),
+  ));
+
 const DELETED =
   /no longer exists; whether to recreate it or remove it from the code is a decision for a person/;
 
@@ -256,13 +279,7 @@ resource "aws_vpc_security_group_ingress_rule" "temp_http" {
       address: 'aws_security_group.web',
       expect: 'fixed',
       files: ['main.tf'],
-      inject: async (c) =>
-        void (await c.aws.ec2.send(
-          new AuthorizeSecurityGroupIngressCommand({
-            GroupId: c.id('aws_security_group.web'),
-            IpPermissions: [tcp(8080)],
-          }),
-        )),
+      inject: openIngress('aws_security_group.web', tcp(8080)),
     },
     {
       id: 'sg-ingress-revoked',
@@ -319,13 +336,7 @@ resource "aws_vpc_security_group_ingress_rule" "temp_http" {
       address: 'aws_security_group.tagged',
       expect: 'fixed',
       files: ['tags.tf'],
-      inject: async (c) =>
-        void (await c.aws.ec2.send(
-          new CreateTagsCommand({
-            Resources: [c.id('aws_security_group.tagged')],
-            Tags: [{ Key: 'Team', Value: 'platform' }],
-          }),
-        )),
+      inject: tagEc2('aws_security_group.tagged', 'Team', 'platform'),
     },
     {
       id: 'sg-tags-added-to-untagged',
@@ -334,13 +345,7 @@ resource "aws_vpc_security_group_ingress_rule" "temp_http" {
       address: 'aws_security_group.bare',
       expect: 'fixed',
       files: ['tags.tf'],
-      inject: async (c) =>
-        void (await c.aws.ec2.send(
-          new CreateTagsCommand({
-            Resources: [c.id('aws_security_group.bare')],
-            Tags: [{ Key: 'Owner', Value: 'console-user' }],
-          }),
-        )),
+      inject: tagEc2('aws_security_group.bare', 'Owner', 'console-user'),
     },
     {
       id: 'sg-rule-description-changed',
@@ -413,7 +418,8 @@ resource "aws_vpc_security_group_ingress_rule" "temp_http" {
 };
 
 // ---------------------------------------------------------------- root: storage and identity
-const trust = (service: string) =>
+/** An assume-role policy letting one AWS service assume the role. */
+export const trustPolicy = (service: string) =>
   JSON.stringify({
     Version: '2012-10-17',
     Statement: [{ Effect: 'Allow', Principal: { Service: service }, Action: 'sts:AssumeRole' }],
@@ -537,18 +543,7 @@ variable "cost_center" {
       drift: 'Team tag of the logs bucket changed',
       address: 'aws_s3_bucket.logs',
       expect: 'fixed',
-      inject: async (c) =>
-        void (await c.aws.s3.send(
-          new PutBucketTaggingCommand({
-            Bucket: c.id('aws_s3_bucket.logs'),
-            Tagging: {
-              TagSet: [
-                { Key: 'Team', Value: 'sre' },
-                { Key: 'Env', Value: 'prod' },
-              ],
-            },
-          }),
-        )),
+      inject: tagBucket('aws_s3_bucket.logs', { Team: 'sre', Env: 'prod' }),
     },
     {
       id: 'bucket-tag-removed',
@@ -556,13 +551,7 @@ variable "cost_center" {
       drift: 'Environment tag removed from the assets bucket',
       address: 'aws_s3_bucket.assets',
       expect: 'fixed',
-      inject: async (c) =>
-        void (await c.aws.s3.send(
-          new PutBucketTaggingCommand({
-            Bucket: c.id('aws_s3_bucket.assets'),
-            Tagging: { TagSet: [{ Key: 'Team', Value: 'web' }] },
-          }),
-        )),
+      inject: tagBucket('aws_s3_bucket.assets', { Team: 'web' }),
     },
     {
       id: 'versioning-suspended',
@@ -585,13 +574,7 @@ variable "cost_center" {
       address: 'aws_iam_role.app',
       expect: 'fixed',
       files: ['iam.tf'],
-      inject: async (c) =>
-        void (await c.aws.iam.send(
-          new UpdateAssumeRolePolicyCommand({
-            RoleName: c.id('aws_iam_role.app'),
-            PolicyDocument: trust('lambda.amazonaws.com'),
-          }),
-        )),
+      inject: setTrust('aws_iam_role.app', 'lambda.amazonaws.com'),
     },
     {
       id: 'role-description-changed',
@@ -614,13 +597,7 @@ variable "cost_center" {
       address: 'aws_iam_role.ci',
       expect: 'fixed',
       files: ['iam.tf'],
-      inject: async (c) =>
-        void (await c.aws.iam.send(
-          new UpdateAssumeRolePolicyCommand({
-            RoleName: c.id('aws_iam_role.ci'),
-            PolicyDocument: trust('codepipeline.amazonaws.com'),
-          }),
-        )),
+      inject: setTrust('aws_iam_role.ci', 'codepipeline.amazonaws.com'),
     },
     {
       id: 'role-session-duration',
@@ -641,13 +618,7 @@ variable "cost_center" {
       address: 'aws_s3_bucket.reports',
       expect: 'left',
       reason: /computed from expressions/,
-      inject: async (c) =>
-        void (await c.aws.s3.send(
-          new PutBucketTaggingCommand({
-            Bucket: c.id('aws_s3_bucket.reports'),
-            Tagging: { TagSet: [{ Key: 'Name', Value: 'reports-q4' }] },
-          }),
-        )),
+      inject: tagBucket('aws_s3_bucket.reports', { Name: 'reports-q4' }),
     },
     {
       id: 'bucket-tag-from-shared-variable',
@@ -656,13 +627,7 @@ variable "cost_center" {
       address: 'aws_s3_bucket.archive',
       expect: 'left',
       reason: /comes from var\.cost_center, which is used in 2 places/,
-      inject: async (c) =>
-        void (await c.aws.s3.send(
-          new PutBucketTaggingCommand({
-            Bucket: c.id('aws_s3_bucket.archive'),
-            Tagging: { TagSet: [{ Key: 'CostCenter', Value: 'cc-200' }] },
-          }),
-        )),
+      inject: tagBucket('aws_s3_bucket.archive', { CostCenter: 'cc-200' }),
     },
     {
       id: 'bucket-deleted',
@@ -765,13 +730,7 @@ variable "batch_instance_type" {
       address: 'aws_instance.api',
       expect: 'fixed',
       files: ['terraform.tfvars'],
-      inject: async (c) =>
-        void (await c.aws.ec2.send(
-          new ModifyInstanceAttributeCommand({
-            InstanceId: c.id('aws_instance.api'),
-            InstanceType: { Value: 't3.medium' },
-          }),
-        )),
+      inject: resize('aws_instance.api', 't3.medium'),
     },
     {
       id: 'var-default',
@@ -780,13 +739,7 @@ variable "batch_instance_type" {
       address: 'aws_instance.batch',
       expect: 'fixed',
       files: ['variables.tf'],
-      inject: async (c) =>
-        void (await c.aws.ec2.send(
-          new ModifyInstanceAttributeCommand({
-            InstanceId: c.id('aws_instance.batch'),
-            InstanceType: { Value: 't3.large' },
-          }),
-        )),
+      inject: resize('aws_instance.batch', 't3.large'),
     },
     {
       id: 'local-used-once',
@@ -795,13 +748,7 @@ variable "batch_instance_type" {
       address: 'aws_instance.cron',
       expect: 'fixed',
       files: ['main.tf'],
-      inject: async (c) =>
-        void (await c.aws.ec2.send(
-          new ModifyInstanceAttributeCommand({
-            InstanceId: c.id('aws_instance.cron'),
-            InstanceType: { Value: 't3.small' },
-          }),
-        )),
+      inject: resize('aws_instance.cron', 't3.small'),
     },
     {
       id: 'count-all-alike',
@@ -827,13 +774,7 @@ variable "batch_instance_type" {
       address: 'aws_instance.worker[2]',
       expect: 'left',
       reason: /shared by all 3 instances \(count\), but only 1 of them drifted this way/,
-      inject: async (c) =>
-        void (await c.aws.ec2.send(
-          new CreateTagsCommand({
-            Resources: [c.id('aws_instance.worker[2]')],
-            Tags: [{ Key: 'Pool', Value: 'gpu' }],
-          }),
-        )),
+      inject: tagEc2('aws_instance.worker[2]', 'Pool', 'gpu'),
     },
     {
       id: 'for-each-entry',
@@ -842,13 +783,7 @@ variable "batch_instance_type" {
       address: 'aws_instance.queue["invoices"]',
       expect: 'fixed',
       files: ['workers.tf'],
-      inject: async (c) =>
-        void (await c.aws.ec2.send(
-          new CreateTagsCommand({
-            Resources: [c.id('aws_instance.queue["invoices"]')],
-            Tags: [{ Key: 'Owner', Value: 'finance' }],
-          }),
-        )),
+      inject: tagEc2('aws_instance.queue["invoices"]', 'Owner', 'finance'),
     },
     {
       id: 'for-each-shared-literal',
@@ -857,13 +792,7 @@ variable "batch_instance_type" {
       address: 'aws_instance.queue["orders"]',
       expect: 'left',
       reason: /shared by all 2 instances \(for_each\), but only 1 of them drifted this way/,
-      inject: async (c) =>
-        void (await c.aws.ec2.send(
-          new CreateTagsCommand({
-            Resources: [c.id('aws_instance.queue["orders"]')],
-            Tags: [{ Key: 'Tier', Value: 'stream' }],
-          }),
-        )),
+      inject: tagEc2('aws_instance.queue["orders"]', 'Tier', 'stream'),
     },
     {
       id: 'instance-terminated',
@@ -948,13 +877,7 @@ resource "aws_s3_bucket" "this" {
       address: 'module.edge.aws_security_group.this',
       expect: 'fixed',
       files: ['modules/edge/main.tf'],
-      inject: async (c) =>
-        void (await c.aws.ec2.send(
-          new AuthorizeSecurityGroupIngressCommand({
-            GroupId: c.id('module.edge.aws_security_group.this'),
-            IpPermissions: [tcp(8443)],
-          }),
-        )),
+      inject: openIngress('module.edge.aws_security_group.this', tcp(8443)),
     },
     {
       id: 'module-variable-argument',
@@ -963,13 +886,7 @@ resource "aws_s3_bucket" "this" {
       address: 'module.edge.aws_security_group.this',
       expect: 'fixed',
       files: ['main.tf'],
-      inject: async (c) =>
-        void (await c.aws.ec2.send(
-          new CreateTagsCommand({
-            Resources: [c.id('module.edge.aws_security_group.this')],
-            Tags: [{ Key: 'Team', Value: 'platform' }],
-          }),
-        )),
+      inject: tagEc2('module.edge.aws_security_group.this', 'Team', 'platform'),
     },
     {
       id: 'module-called-twice',
@@ -978,13 +895,7 @@ resource "aws_s3_bucket" "this" {
       address: 'module.media.aws_s3_bucket.this',
       expect: 'left',
       reason: /is called 2 times \(module\.media, module\.exports\); editing it would change every call/,
-      inject: async (c) =>
-        void (await c.aws.s3.send(
-          new PutBucketTaggingCommand({
-            Bucket: c.id('module.media.aws_s3_bucket.this'),
-            Tagging: { TagSet: [{ Key: 'Managed', Value: 'by-hand' }] },
-          }),
-        )),
+      inject: tagBucket('module.media.aws_s3_bucket.this', { Managed: 'by-hand' }),
     },
   ],
 };

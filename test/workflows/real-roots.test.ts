@@ -70,13 +70,9 @@ describe('drift rounds on real-world roots (kumoss/aws on moto)', () => {
     const aws = awsClients(s.awsEndpoint);
     for (const b of beds) await b.injectAll(aws);
     const network = beds.find((b) => b.spec.name === 'network') as AwsTestBed;
-    const seedRound = (async (): Promise<SeedRun> => {
-      // The seed's own example, as a partial round on its own session.
-      const input = roundInput(network.repoUrl, {
-        mode: 'partial',
-        iac_path: network.iacPath,
-        text: 'Resolve the drift on security group sg-web-demo; someone opened port 8080 in the console.',
-      });
+    /** A round on a bed, its report, and a checkout of the branch it pushed with its diff. */
+    const run = async (bed: AwsTestBed, mode: 'full' | 'partial', text: string) => {
+      const input = roundInput(bed.repoUrl, { mode, iac_path: bed.iacPath, text });
       const result: DriftRoundResult = await h.client.workflow.execute(driftRound, {
         taskQueue: h.taskQueue,
         workflowId: driftRoundWorkflowId(input.session_id, input.round_id),
@@ -87,23 +83,22 @@ describe('drift rounds on real-world roots (kumoss/aws on moto)', () => {
       );
       const dir = mkdtempSync(join(tmpdir(), 'kumoss-verify-'));
       checkouts.push(dir);
-      await git.checkout({ url: network.repoUrl, dir, branch: result.branch });
-      return { result, report, diff: await git.run(['diff', '--no-color', 'origin/main..HEAD'], dir) };
-    })();
+      await git.checkout({ url: bed.repoUrl, dir, branch: result.branch });
+      const diff = await git.run(['diff', '--no-color', 'origin/main..HEAD'], dir);
+      return { result, report, dir, diff };
+    };
+    // The seed's own example, as a partial round on its own session.
+    const seedRound = run(
+      network,
+      'partial',
+      'Resolve the drift on security group sg-web-demo; someone opened port 8080 in the console.',
+    );
     await Promise.all(
       beds.map(async (bed) => {
-        const input = roundInput(bed.repoUrl, {
-          mode: 'full',
-          iac_path: bed.iacPath,
-          text: 'Reconcile the code with what is really deployed.',
-        });
-        const result: DriftRoundResult = await h.client.workflow.execute(driftRound, {
-          taskQueue: h.taskQueue,
-          workflowId: driftRoundWorkflowId(input.session_id, input.round_id),
-          args: [input],
-        });
-        const report = driftReportSchema.parse(
-          JSON.parse(await artifactStore().getText(result.report_key as string)),
+        const { result, report, dir, diff } = await run(
+          bed,
+          'full',
+          'Reconcile the code with what is really deployed.',
         );
         const fresh = await h.client.workflow.execute(detectDrift, {
           taskQueue: h.taskQueue,
@@ -117,10 +112,6 @@ describe('drift rounds on real-world roots (kumoss/aws on moto)', () => {
             },
           ],
         });
-        const dir = mkdtempSync(join(tmpdir(), 'kumoss-verify-'));
-        checkouts.push(dir);
-        await git.checkout({ url: bed.repoUrl, dir, branch: result.branch });
-        const diff = await git.run(['diff', '--no-color', 'origin/main..HEAD'], dir);
         const changedFiles = (await git.run(['diff', '--name-only', 'origin/main..HEAD'], dir))
           .split('\n')
           .filter(Boolean);

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"net/url"
 	"reflect"
-	"sort"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -64,16 +63,7 @@ func resourceIAMRole() *schema.Resource {
 }
 
 func iamTags(m map[string]string) []iamtypes.Tag {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([]iamtypes.Tag, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, iamtypes.Tag{Key: aws.String(k), Value: aws.String(m[k])})
-	}
-	return out
+	return tagList(m, func(k, v string) iamtypes.Tag { return iamtypes.Tag{Key: aws.String(k), Value: aws.String(v)} })
 }
 
 func roleCreate(ctx context.Context, d *schema.ResourceData, meta any) diag.Diagnostics {

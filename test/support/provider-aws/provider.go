@@ -207,6 +207,20 @@ func setTagsOut(d *schema.ResourceData, c *awsClient, remote map[string]string) 
 	return d.Set("tags_all", remote)
 }
 
+// tagList renders a tag map in key order as a service's tag type.
+func tagList[T any](m map[string]string, mk func(k, v string) T) []T {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]T, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, mk(k, m[k]))
+	}
+	return out
+}
+
 // tagDiff says which keys to set and which to remove to go from `have` to `want`.
 func tagDiff(have, want map[string]string) (set map[string]string, remove []string) {
 	set = map[string]string{}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -67,15 +66,7 @@ func putBucketTags(ctx context.Context, conn *s3.Client, bucket string, tags map
 		_, err := conn.DeleteBucketTagging(ctx, &s3.DeleteBucketTaggingInput{Bucket: aws.String(bucket)})
 		return err
 	}
-	keys := make([]string, 0, len(tags))
-	for k := range tags {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	set := make([]s3types.Tag, 0, len(keys))
-	for _, k := range keys {
-		set = append(set, s3types.Tag{Key: aws.String(k), Value: aws.String(tags[k])})
-	}
+	set := tagList(tags, func(k, v string) s3types.Tag { return s3types.Tag{Key: aws.String(k), Value: aws.String(v)} })
 	_, err := conn.PutBucketTagging(ctx, &s3.PutBucketTaggingInput{Bucket: aws.String(bucket), Tagging: &s3types.Tagging{TagSet: set}})
 	return err
 }

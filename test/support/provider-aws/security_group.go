@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -97,16 +96,7 @@ func findSecurityGroup(ctx context.Context, conn *ec2.Client, id string) (*ec2ty
 }
 
 func ec2Tags(m map[string]string) []ec2types.Tag {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([]ec2types.Tag, 0, len(m))
-	for _, k := range keys {
-		out = append(out, ec2types.Tag{Key: aws.String(k), Value: aws.String(m[k])})
-	}
-	return out
+	return tagList(m, func(k, v string) ec2types.Tag { return ec2types.Tag{Key: aws.String(k), Value: aws.String(v)} })
 }
 
 func ec2TagMap(tags []ec2types.Tag) map[string]string {
