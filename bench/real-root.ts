@@ -129,7 +129,7 @@ async function main(): Promise<void> {
     const engine = new EngineClient({ ...engineDeps, workdir: repo, scopeId: 'bench' });
     let t0 = performance.now();
     await engine.init();
-    await engine.apply({ parallelism: 20 });
+    await engine.apply({ parallelism: 10 });
     console.log(
       `applied 1000 resources (${FILES} files, ${MODULES} modules) into moto in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
     );

@@ -95,6 +95,21 @@ func findSecurityGroup(ctx context.Context, conn *ec2.Client, id string) (*ec2ty
 	return &out.SecurityGroups[0], nil
 }
 
+func findGroupByName(ctx context.Context, conn *ec2.Client, name, description string) string {
+	out, err := conn.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{
+		Filters: []ec2types.Filter{{Name: aws.String("group-name"), Values: []string{name}}},
+	})
+	if err != nil {
+		return ""
+	}
+	for _, g := range out.SecurityGroups {
+		if aws.ToString(g.Description) == description {
+			return aws.ToString(g.GroupId)
+		}
+	}
+	return ""
+}
+
 func ec2Tags(m map[string]string) []ec2types.Tag {
 	return tagList(m, func(k, v string) ec2types.Tag { return ec2types.Tag{Key: aws.String(k), Value: aws.String(v)} })
 }
@@ -153,6 +168,13 @@ func sgCreate(ctx context.Context, d *schema.ResourceData, meta any) diag.Diagno
 		in.VpcId = aws.String(v.(string))
 	}
 	out, err := c.ec2.CreateSecurityGroup(ctx, in)
+	if awsErrorCode(err) == "InvalidGroup.Duplicate" {
+		// The SDK retried a create whose first attempt went through (a slow answer under load):
+		// the group with our name and description is the one we made.
+		if id := findGroupByName(ctx, c.ec2, name, d.Get("description").(string)); id != "" {
+			out, err = &ec2.CreateSecurityGroupOutput{GroupId: aws.String(id)}, nil
+		}
+	}
 	if err != nil {
 		return diag.Errorf("creating Security Group (%s): %s", name, err)
 	}
