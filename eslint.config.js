@@ -47,6 +47,35 @@ export default tseslint.config(
               group: ['node:*', 'fs', 'path', 'child_process', 'crypto', 'os'],
               message: 'Workflows must stay sandbox-safe.',
             },
+            {
+              group: [
+                '@temporalio/activity',
+                '@temporalio/client',
+                '@temporalio/worker',
+                '**/shared/config',
+                '**/activities',
+                '**/activities/*',
+              ],
+              allowTypeImports: true,
+              message: 'Workflows import activities (and clients) as types only.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // The API starts workflows by name and talks to them through definitions in shared/.
+    files: ['api/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['../workflows', '../workflows/*', '../../workflows', '../../workflows/*'],
+              message: 'The API never imports workflow code: use shared/messages.ts and workflow type names.',
+            },
           ],
         },
       ],

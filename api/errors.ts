@@ -44,7 +44,22 @@ export function errorHandler(log: (err: unknown) => void): ErrorRequestHandler {
       return;
     }
     // body-parser errors carry a 4xx status: malformed JSON, a body too large.
-    const e = err as { status?: unknown; type?: unknown; message?: unknown };
+    const e = err as {
+      status?: unknown;
+      type?: unknown;
+      message?: unknown;
+      limit?: unknown;
+      length?: unknown;
+    };
+    if (e.type === 'entity.too.large' && typeof e.limit === 'number') {
+      res.status(413).json({
+        error: {
+          code: 'body_too_large',
+          message: `The request body${typeof e.length === 'number' ? ` (${e.length} bytes)` : ''} is larger than the ${e.limit}-byte limit; nothing was done.`,
+        },
+      });
+      return;
+    }
     if (typeof e.status === 'number' && e.status >= 400 && e.status < 500) {
       const code = typeof e.type === 'string' ? e.type.replace(/\./g, '_') : 'bad_request';
       const message = typeof e.message === 'string' ? e.message : 'Bad request';

@@ -16,7 +16,7 @@ import { quietKnownWarnings } from '../shared/logger';
 import { driftRoundSearchAttributes } from '../shared/search-attributes';
 import { awsClients, createAwsTestBed, DEMO_ROOT } from '../test/support/aws-test-bed';
 import { awsEngineEnv } from '../test/support/test-stack';
-import { roundProgressQuery } from '../workflows/drift-round';
+import { roundProgressQuery } from '../shared/messages';
 import { engineDeps } from '../worker/deps';
 
 const REQUEST = 'Resolve the drift on security group sg-web-demo; someone opened port 8080 in the console.';

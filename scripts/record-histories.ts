@@ -13,7 +13,7 @@ import { quietKnownWarnings } from '../shared/logger';
 import { sessionWorkflowId } from '../shared/ids';
 import { createDriftTestBed } from '../test/support/drift-test-bed';
 import { driftRound, session } from '../workflows';
-import { operationSignal, sessionQuery } from '../workflows/session';
+import { operationSignal, sessionQuery } from '../shared/messages';
 import { DeleteClusterCommand } from '@aws-sdk/client-ecs';
 import type { RunnerDagState } from '../shared/runner-contracts';
 import { awsEnvironment, gceEnvironment, provisionAws, startRunnerBed } from '../test/support/runner-bed';

@@ -9,6 +9,7 @@ import {
   copyFileSync,
   existsSync,
   mkdirSync,
+  openSync,
   readFileSync,
   renameSync,
   rmSync,
@@ -18,6 +19,7 @@ import {
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
+  backgroundBuildFiles,
   GO_TOOLS,
   PROVIDER_HOSTS,
   PY_TOOLS,
@@ -28,6 +30,7 @@ import {
   cliConfigText,
   probeTool,
   providerMirrorBinary,
+  providerReady,
   toolInstallDir,
   toolPath,
   toolsDir,
@@ -36,6 +39,8 @@ import {
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const started = Date.now();
 const quiet = process.argv.includes('--quiet');
+/** The background half of setup: builds the tools marked `background`, under a lock of its own. */
+const background = process.argv.includes('--background');
 /** @param {string} msg */
 const log = (msg) => console.log(`[setup] ${msg}`);
 /** @param {number} t0 */
@@ -50,7 +55,7 @@ function fail(msg) {
 /** One setup at a time per machine: a second `npm test` waits instead of building twice. */
 /** @param {() => Promise<void>} fn */
 async function withLock(fn) {
-  const lock = join(cacheDir(), 'setup.lock');
+  const lock = join(cacheDir(), background ? 'setup-background.lock' : 'setup.lock');
   mkdirSync(cacheDir(), { recursive: true });
   const deadline = Date.now() + 60 * 60 * 1000;
   let announced = false;
@@ -188,7 +193,8 @@ async function ensureGoTool(tool) {
 }
 
 function ensureProviderMirror() {
-  for (const tool of GO_TOOLS.filter((t) => t.provider)) {
+  // Each half of setup mirrors its own providers.
+  for (const tool of GO_TOOLS.filter((t) => t.provider && Boolean(t.background) === background)) {
     const src = toolPath(tool.name);
     for (const host of PROVIDER_HOSTS) {
       const dest = providerMirrorBinary(tool, host);
@@ -276,22 +282,69 @@ async function pool(jobs, limit) {
   await Promise.all(workers);
 }
 
-await withLock(async () => {
-  ensureSystemTools();
-  ensureNodeModules();
-  mkdirSync(toolsDir(), { recursive: true });
-  // Go builds two at a time (a build spends much of its time downloading and linking, one core
-  // each), the PyPI installs beside them (network-bound): a first setup in about half the time.
-  await Promise.all([
-    pool(
-      GO_TOOLS.map((tool) => () => ensureGoTool(tool)),
-      2,
-    ),
-    pool(
-      PY_TOOLS.map((tool) => () => ensurePyTool(tool)),
+if (background) {
+  const files = backgroundBuildFiles(process.argv[process.argv.indexOf('--background') + 1] ?? '');
+  process.on('exit', (code) => {
+    if (code !== 0) writeFileSync(files.failed, `exit code ${code}`);
+    rmSync(files.pid, { force: true });
+  });
+  await withLock(async () => {
+    await pool(
+      GO_TOOLS.filter((t) => t.background).map((tool) => () => ensureGoTool(tool)),
       1,
-    ),
-  ]);
-  ensureProviderMirror();
-});
-if (!quiet) log(`ready in ${seconds(started)} (tool cache: ${toolsDir()})`);
+    );
+    ensureProviderMirror();
+  });
+  log(`background build done in ${seconds(started)}`);
+} else {
+  await withLock(async () => {
+    ensureSystemTools();
+    ensureNodeModules();
+    mkdirSync(toolsDir(), { recursive: true });
+    // Go builds two at a time (a build spends part of its time downloading and linking), the PyPI
+    // installs beside them (network-bound).
+    await Promise.all([
+      pool(
+        GO_TOOLS.filter((t) => !t.background).map((tool) => () => ensureGoTool(tool)),
+        2,
+      ),
+      pool(
+        PY_TOOLS.map((tool) => () => ensurePyTool(tool)),
+        1,
+      ),
+    ]);
+    ensureProviderMirror();
+  });
+  startBackgroundBuilds();
+  if (!quiet) log(`ready in ${seconds(started)} (tool cache: ${toolsDir()})`);
+}
+
+/**
+ * Heavy tools only some runs need (the kumoss/aws provider) build in a detached process, so
+ * `npm start` and the test run begin at once; what needs them waits (waitForProvider).
+ */
+function startBackgroundBuilds() {
+  for (const tool of GO_TOOLS.filter((t) => t.background)) {
+    if (process.env[tool.envOverride] || (tool.provider && providerReady(tool.name))) continue;
+    const files = backgroundBuildFiles(tool.name);
+    try {
+      const pid = Number(readFileSync(files.pid, 'utf8'));
+      process.kill(pid, 0);
+      continue; // already building
+    } catch {
+      /* not building */
+    }
+    rmSync(files.failed, { force: true });
+    const out = openSync(files.log, 'w');
+    const child = spawn(process.execPath, [join(root, 'scripts', 'setup.mjs'), '--background', tool.name], {
+      cwd: root,
+      detached: true,
+      stdio: ['ignore', out, out],
+    });
+    writeFileSync(files.pid, String(child.pid));
+    child.unref();
+    log(
+      `building ${tool.name} ${tool.version} in the background (first time only; minutes; log: ${files.log}) — what needs it waits for it`,
+    );
+  }
+}

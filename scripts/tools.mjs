@@ -24,7 +24,8 @@ export function toolsDir() {
  * Go-built tools, installed with `go install module@ref` into a directory keyed by version.
  * @typedef {{ name: string, version: string, module: string, ref: string, bin: string,
  *   versionArgs: string[], versionMatch: RegExp, envOverride: string,
- *   ldflags?: string, provider?: { namespace: string, type: string }, source?: string }} GoTool
+ *   ldflags?: string, provider?: { namespace: string, type: string }, source?: string,
+ *   background?: boolean }} GoTool
  * @type {GoTool[]}
  */
 export const GO_TOOLS = [
@@ -88,6 +89,9 @@ export const GO_TOOLS = [
     versionMatch: /plugin/i,
     envOverride: 'KUMOSS_PROVIDER_AWS_BIN',
     provider: { namespace: 'kumoss', type: 'aws' },
+    // Heavy (aws-sdk-go-v2's EC2 package: ≈ 5 min on 2 cores the first time) and needed only by the
+    // real-root test beds and the demo: setup builds it in the background; they wait for it.
+    background: true,
   },
   {
     name: 'provider-local',
@@ -242,5 +246,66 @@ export function probeTool(tool, path) {
       : { ok: false, detail: `unexpected version output: ${firstLine}` };
   } catch (err) {
     return { ok: false, detail: String(err) };
+  }
+}
+
+/** The log, pid and failure files of a tool's background build. @param {string} name */
+export function backgroundBuildFiles(name) {
+  const base = join(toolsDir(), `${name}.background`);
+  return { log: `${base}.log`, pid: `${base}.pid`, failed: `${base}.failed` };
+}
+
+/** True when a provider's current build is in the mirror for every engine. @param {string} name */
+export function providerReady(name) {
+  const tool = GO_TOOLS.find((t) => t.name === name);
+  if (!tool?.provider) throw new Error(`${name} is not a provider`);
+  const src = toolPath(name);
+  return PROVIDER_HOSTS.every((host) => {
+    const dest = providerMirrorBinary(tool, host);
+    try {
+      return existsSync(dest) && readFileSync(`${dest}.from`, 'utf8') === src;
+    } catch {
+      return false;
+    }
+  });
+}
+
+/** @param {number} pid */
+function alive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Waits until a provider setup builds in the background is in the mirror; fails at once when its
+ * build failed or nothing is building it.
+ * @param {string} name @param {number} [timeoutMs]
+ */
+export async function waitForProvider(name, timeoutMs = 30 * 60 * 1000) {
+  const files = backgroundBuildFiles(name);
+  const deadline = Date.now() + timeoutMs;
+  let said = false;
+  while (!providerReady(name)) {
+    if (existsSync(files.failed))
+      throw new Error(
+        `the background build of ${name} failed: ${readFileSync(files.failed, 'utf8')} (log: ${files.log})`,
+      );
+    let pid = NaN;
+    try {
+      pid = Number(readFileSync(files.pid, 'utf8'));
+    } catch {
+      /* no build recorded */
+    }
+    if (!Number.isInteger(pid) || !alive(pid))
+      throw new Error(`${name} is not built and nothing is building it: run \`npm run setup\``);
+    if (!said) console.log(`[kumoss] waiting for the background build of ${name} (log: ${files.log})`);
+    said = true;
+    if (Date.now() > deadline)
+      throw new Error(`${name} was not built within ${timeoutMs / 60000} min (log: ${files.log})`);
+    await new Promise((r) => setTimeout(r, 2000));
   }
 }

@@ -93,23 +93,30 @@ export interface RoundProgress {
 const TOKEN_USERNAME =
   /^(gh[pousr]_[A-Za-z0-9_]{10,}|github_pat_[A-Za-z0-9_]{10,}|glpat-[A-Za-z0-9_-]{10,}|gl(dt|ptt|rt|soat|ft)-[A-Za-z0-9_-]{10,}|x-access-token|x-oauth-basic|x-token-auth|oauth2|gitlab-ci-token|[A-Fa-f0-9]{40})$/;
 
-export const repositoryUrlSchema = z.string().superRefine((value, ctx) => {
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    ctx.addIssue({ code: 'custom', message: 'must be an absolute https:// URL' });
-    return;
-  }
-  if (url.protocol !== 'https:') ctx.addIssue({ code: 'custom', message: 'must use https://' });
-  if (url.password) ctx.addIssue({ code: 'custom', message: 'must not carry a password or token' });
-  if (url.username && TOKEN_USERNAME.test(decodeURIComponent(url.username))) {
-    ctx.addIssue({ code: 'custom', message: 'must not carry a token as its username' });
-  }
-  if (url.search || url.hash) ctx.addIssue({ code: 'custom', message: 'must not have a query or fragment' });
-  if (url.pathname === '/' || url.pathname === '')
-    ctx.addIssue({ code: 'custom', message: 'must name a repository' });
-});
+/** Longest repository URL accepted: real forge URLs are far shorter; a longer one can only fail later. */
+export const MAX_REPOSITORY_URL = 2048;
+
+export const repositoryUrlSchema = z
+  .string()
+  .max(MAX_REPOSITORY_URL, `must be at most ${MAX_REPOSITORY_URL} characters`)
+  .superRefine((value, ctx) => {
+    let url: URL;
+    try {
+      url = new URL(value);
+    } catch {
+      ctx.addIssue({ code: 'custom', message: 'must be an absolute https:// URL' });
+      return;
+    }
+    if (url.protocol !== 'https:') ctx.addIssue({ code: 'custom', message: 'must use https://' });
+    if (url.password) ctx.addIssue({ code: 'custom', message: 'must not carry a password or token' });
+    if (url.username && TOKEN_USERNAME.test(decodeURIComponent(url.username))) {
+      ctx.addIssue({ code: 'custom', message: 'must not carry a token as its username' });
+    }
+    if (url.search || url.hash)
+      ctx.addIssue({ code: 'custom', message: 'must not have a query or fragment' });
+    if (url.pathname === '/' || url.pathname === '')
+      ctx.addIssue({ code: 'custom', message: 'must name a repository' });
+  });
 
 export const iacPathSchema = z
   .string()

@@ -66,8 +66,8 @@ export const taskDefinitionSpec = z
     family: awsName('task_definition.family'),
     container_name: awsName('task_definition.container_name').default('runner'),
     image: z.string().min(1).max(1024),
-    cpu: z.string().regex(/^\d+$/, 'cpu must be CPU units, e.g. "256"').default('256'),
-    memory: z.string().regex(/^\d+$/, 'memory must be MiB, e.g. "512"').default('512'),
+    cpu: z.string().max(6).regex(/^\d+$/, 'cpu must be CPU units, e.g. "256"').default('256'),
+    memory: z.string().max(7).regex(/^\d+$/, 'memory must be MiB, e.g. "512"').default('512'),
   })
   .strict();
 export const pullSecretSpec = z.object({ name: awsName('pull_secret.name') }).strict();

@@ -3,13 +3,13 @@
 // answered without changes) or failed. Plans and reports travel as object keys only.
 import {
   ApplicationFailure,
-  defineQuery,
   log,
   proxyActivities,
   setCurrentDetails,
   setHandler,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
+import { roundProgressQuery } from '../shared/messages';
 import type { Activities } from '../activities';
 import {
   driftRoundInputSchema,
@@ -24,7 +24,7 @@ import { sessionBranch } from '../shared/ids';
 import { KumossOutcome } from '../shared/search-attributes';
 import { detectAndRemediate } from './detect-and-remediate';
 
-export const roundProgressQuery = defineQuery<RoundProgress>('progress');
+export { roundProgressQuery };
 
 const retry = {
   initialInterval: '2s',

@@ -5,7 +5,6 @@
 import {
   ActivityFailure,
   ApplicationFailure,
-  defineQuery,
   log,
   ParentClosePolicy,
   proxyActivities,
@@ -34,8 +33,9 @@ import {
   KumossPlanStatus,
   KumossRunnerGroup,
 } from '../shared/search-attributes';
+import { dagStateQuery } from '../shared/messages';
 
-export const dagStateQuery = defineQuery<RunnerDagState>('state');
+export { dagStateQuery };
 
 type StepActivity = (input: StepInput) => Promise<StepResult>;
 type CompensationActivity = (input: CompensationInput) => Promise<Record<string, unknown>>;

@@ -6,8 +6,6 @@
 import {
   condition,
   continueAsNew,
-  defineQuery,
-  defineSignal,
   executeChild,
   isCancellation,
   log,
@@ -29,14 +27,14 @@ import { driftRoundWorkflowId } from '../shared/ids';
 import { driftRoundSearchAttributes } from '../shared/search-attributes';
 import type { Activities } from '../activities';
 import { driftRound } from './drift-round';
+import { operationSignal, sessionQuery } from '../shared/messages';
 
 const git = proxyActivities<Activities>({
   startToCloseTimeout: '10 minutes',
   retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 5 },
 });
 
-export const operationSignal = defineSignal<[SessionOperation]>('operation');
-export const sessionQuery = defineQuery<SessionState>('session');
+export { operationSignal, sessionQuery };
 
 export type SessionInput = { settings: SessionSettings; state?: SessionState };
 

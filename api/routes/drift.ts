@@ -14,7 +14,7 @@ import {
 import type { Db } from '../../shared/db';
 import { sessionBranch, sessionWorkflowId } from '../../shared/ids';
 import { KumossCloud, KumossSessionId } from '../../shared/search-attributes';
-import { operationSignal, session, sessionQuery } from '../../workflows/session';
+import { operationSignal, SESSION_WORKFLOW_TYPE, sessionQuery } from '../../shared/messages';
 import { authenticate, currentUser, requireRole } from '../auth';
 import { HttpError } from '../errors';
 import { parseBody } from '../validation';
@@ -116,7 +116,7 @@ export function createDriftRouter(deps: SessionRouteDeps): Router {
         })
         .execute();
       try {
-        await deps.client.workflow.signalWithStart(session, {
+        await deps.client.workflow.signalWithStart(SESSION_WORKFLOW_TYPE, {
           workflowId: sessionWorkflowId(session_id),
           taskQueue: deps.taskQueue,
           args: [{ settings }],

@@ -7,8 +7,7 @@
 import { Router, type Response } from 'express';
 import type { RoundEvent, SessionState } from '../../shared/contracts';
 import { sessionWorkflowId } from '../../shared/ids';
-import { roundProgressQuery } from '../../workflows/drift-round';
-import { sessionQuery } from '../../workflows/session';
+import { roundProgressQuery, sessionQuery } from '../../shared/messages';
 import { authenticate, requireRole } from '../auth';
 import type { SessionDetailDeps } from './sessions';
 import { ownSession } from './drift';

@@ -27,7 +27,7 @@ import {
   type RunnerWorkflowType,
 } from '../../shared/runner-contracts';
 import { KumossOrganization, KumossRunnerGroup } from '../../shared/search-attributes';
-import { dagStateQuery } from '../../workflows/runner-dag';
+import { dagStateQuery } from '../../shared/messages';
 import { assertRole, authenticate, currentUser, requireRole } from '../auth';
 import { HttpError } from '../errors';
 import { parseBody } from '../validation';
@@ -40,7 +40,7 @@ export interface WorkflowRouteDeps {
 
 const startSchema = z
   .object({
-    workflow_type: z.string().min(1, 'workflow_type is required'),
+    workflow_type: z.string().min(1, 'workflow_type is required').max(128),
     initial_data: z.record(z.string(), z.unknown()).default({}),
   })
   .strict();

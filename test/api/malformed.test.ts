@@ -92,6 +92,13 @@ function corpus(): { name: string; mode: string; body: unknown }[] {
     });
     out.push({ name: 'follow-up id number', mode, body: { session_id: 7, text: 'x' } });
     out.push({ name: 'text too long', mode, body: { ...GOOD, text: 'x'.repeat(10_001) } });
+    out.push({
+      name: 'repository_url of 20,000 characters',
+      mode,
+      body: { ...GOOD, repository_url: `https://git.example.com/${'a'.repeat(20_000)}.git` },
+    });
+    out.push({ name: 'iac_path too long', mode, body: { ...GOOD, iac_path: 'a/'.repeat(300) } });
+    out.push({ name: 'scope_id too long', mode, body: { ...GOOD, scope_id: 'x'.repeat(257) } });
   }
   out.push({ name: 'unknown mode', mode: 'sideways', body: GOOD });
   return out;
@@ -157,6 +164,31 @@ describe('malformed requests', () => {
     for await (const wf of h.client.workflow.list({ query: `TaskQueue = '${h.taskQueue}'` }))
       started.push(wf.workflowId);
     expect(started).toEqual([]);
+  });
+
+  it('names the limit a body breaks, and the field a too-long string is in', async () => {
+    const post = (body: string) =>
+      fetch(`${url}/api/v1/drift/full`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body,
+      });
+    const huge = await post(JSON.stringify({ ...GOOD, text: 'x'.repeat(2 * 1024 * 1024) }));
+    expect(huge.status).toBe(413);
+    expect(((await huge.json()) as { error: { message: string } }).error.message).toMatch(
+      /^The request body \(\d+ bytes\) is larger than the 1048576-byte limit; nothing was done\.$/,
+    );
+    const long = await post(
+      JSON.stringify({ ...GOOD, repository_url: `https://git.example.com/${'a'.repeat(20_000)}.git` }),
+    );
+    expect(long.status).toBe(400);
+    expect(await long.json()).toEqual({
+      error: {
+        code: 'invalid_request',
+        message: 'repository_url: must be at most 2048 characters',
+        field: 'repository_url',
+      },
+    });
   });
 
   it('names the field at fault', async () => {

@@ -11,7 +11,7 @@ import { freePort } from '../../scripts/embedded/ports';
 import { driftReportSchema } from '../../shared/drift-report';
 import { driftRoundWorkflowId } from '../../shared/ids';
 import { driftRound } from '../../workflows';
-import { roundProgressQuery } from '../../workflows/drift-round';
+import { roundProgressQuery } from '../../shared/messages';
 import type { DriftTestBed } from '../support/drift-test-bed';
 import {
   newTestBed,

@@ -30,6 +30,7 @@ import {
 import { EngineClient } from '../../activities/engine';
 import type { EngineDeps } from '../../activities/drift-detection';
 import type { GitClient } from '../../activities/git';
+import { waitForProvider } from '../../scripts/tools.mjs';
 
 export interface AwsClients {
   ec2: EC2Client;
@@ -946,6 +947,8 @@ export async function createAwsTestBed(opts: {
   /** Repository name on the git host (default: roots-<root>-<suffix>). */
   name?: string;
 }): Promise<AwsTestBed> {
+  // Setup builds kumoss/aws in the background: the first bed of a fresh machine waits for it.
+  await waitForProvider('provider-aws');
   const dir = mkdtempSync(join(tmpdir(), 'kumoss-awsbed-'));
   const suffix = Math.random().toString(36).slice(2, 8);
   const repo = join(dir, 'repo');
