@@ -18,6 +18,7 @@ import { detectDrift, driftRound } from '../../workflows';
 import {
   awsClients,
   createAwsTestBed,
+  DEMO_ROOT,
   REAL_ROOTS,
   type AwsTestBed,
   type DriftCase,
@@ -56,6 +57,7 @@ describe('drift rounds on real-world roots (kumoss/aws on moto)', () => {
   let h: TemporalHarness;
   const runs = new Map<string, RootRun>();
   let seed!: SeedRun;
+  let tofuSeed!: SeedRun;
   let beds: AwsTestBed[] = [];
   const checkouts: string[] = [];
 
@@ -64,15 +66,25 @@ describe('drift rounds on real-world roots (kumoss/aws on moto)', () => {
     const s = stack();
     const git = gitClient();
     const engine = engineDeps('terraform', s.awsEndpoint);
-    beds = await Promise.all(
-      REAL_ROOTS.map((spec) => createAwsTestBed({ spec, gitHostUrl: s.gitHostUrl, git, engine })),
-    );
+    const tofu = engineDeps('tofu', s.awsEndpoint);
+    let tofuBed: AwsTestBed;
+    [tofuBed, ...beds] = await Promise.all([
+      // The seed's example once more, applied and reconciled with OpenTofu (registry.opentofu.org).
+      createAwsTestBed({ spec: DEMO_ROOT, gitHostUrl: s.gitHostUrl, git, engine: tofu }),
+      ...REAL_ROOTS.map((spec) => createAwsTestBed({ spec, gitHostUrl: s.gitHostUrl, git, engine })),
+    ]);
     const aws = awsClients(s.awsEndpoint);
     for (const b of beds) await b.injectAll(aws);
+    await tofuBed.injectAll(aws);
     const network = beds.find((b) => b.spec.name === 'network') as AwsTestBed;
     /** A round on a bed, its report, and a checkout of the branch it pushed with its diff. */
-    const run = async (bed: AwsTestBed, mode: 'full' | 'partial', text: string) => {
-      const input = roundInput(bed.repoUrl, { mode, iac_path: bed.iacPath, text });
+    const run = async (
+      bed: AwsTestBed,
+      mode: 'full' | 'partial',
+      text: string,
+      kind: 'terraform' | 'tofu' = 'terraform',
+    ) => {
+      const input = roundInput(bed.repoUrl, { mode, iac_path: bed.iacPath, text, engine: kind });
       const result: DriftRoundResult = await h.client.workflow.execute(driftRound, {
         taskQueue: h.taskQueue,
         workflowId: driftRoundWorkflowId(input.session_id, input.round_id),
@@ -88,11 +100,9 @@ describe('drift rounds on real-world roots (kumoss/aws on moto)', () => {
       return { result, report, dir, diff };
     };
     // The seed's own example, as a partial round on its own session.
-    const seedRound = run(
-      network,
-      'partial',
-      'Resolve the drift on security group sg-web-demo; someone opened port 8080 in the console.',
-    );
+    const SEED = 'Resolve the drift on security group sg-web-demo; someone opened port 8080 in the console.';
+    const seedRound = run(network, 'partial', SEED);
+    const tofuRound = run(tofuBed, 'partial', SEED, 'tofu');
     await Promise.all(
       beds.map(async (bed) => {
         const { result, report, dir, diff } = await run(
@@ -133,6 +143,7 @@ describe('drift rounds on real-world roots (kumoss/aws on moto)', () => {
       }),
     );
     seed = await seedRound;
+    tofuSeed = await tofuRound;
   }, 600_000);
 
   afterAll(async () => {
@@ -205,6 +216,15 @@ describe('drift rounds on real-world roots (kumoss/aws on moto)', () => {
       '+  }',
       '+',
     ]);
+  });
+
+  it('the seed example reconciles the same way under OpenTofu', () => {
+    expect(tofuSeed.result.targets).toEqual(['aws_security_group.web']);
+    expect(tofuSeed.report.remediated_resources.map((r) => r.address)).toEqual(['aws_security_group.web']);
+    expect(tofuSeed.result.outcome).toBe('Succeeded');
+    expect(tofuSeed.diff.split('\n').filter((l) => /^[+-](?![+-])/.test(l))).toEqual(
+      seed.diff.split('\n').filter((l) => /^[+-](?![+-])/.test(l)),
+    );
   });
 
   it('targets what people name: a cloud id, a Name tag, an address, an instance id, a module path', async () => {
