@@ -401,7 +401,8 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
         .filter((o) => !remediation.unremediable.some((u) => u.address === o.address))
         .map((o) => o.address);
       const message = `Reconcile drift: ${addresses.join(', ') || 'code changes'}\n\nRound ${ref.roundId}, iteration ${iteration}, group ${group + 1}.\n\n${marker}`;
-      const commit = await git.commitAll(ws.dir, message);
+      const edited = remediation.edits.map((e) => relative(ws.dir, normalize(join(ws.iacDir, e.path))));
+      const commit = await git.commitAll(ws.dir, message, edited);
       const saveDiff = async (): Promise<void> => {
         if (!commit.created) return;
         const diff = await git.run(['show', '--format=', '--no-color', commit.sha], ws.dir);

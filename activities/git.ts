@@ -107,9 +107,13 @@ export class GitClient {
   }
 
   /** Commits every change in the work tree; a tree with nothing new returns HEAD, not a new commit. */
-  async commitAll(dir: string, message: string): Promise<CommitResult> {
-    await this.run(['add', '--all'], dir);
-    const status = await this.run(['status', '--porcelain'], dir);
+  /**
+   * Commits the working tree, or only `paths` (relative to `dir`) when given: a round commits the
+   * files it edited and nothing `init` left beside them (`.terraform/`, a lock file).
+   */
+  async commitAll(dir: string, message: string, paths?: string[]): Promise<CommitResult> {
+    await this.run(paths ? ['add', '--', ...paths] : ['add', '--all'], dir);
+    const status = await this.run(['diff', '--cached', '--name-only'], dir);
     if (status.trim() === '') return { sha: await this.head(dir), created: false };
     await this.run(['commit', '--quiet', '-m', message], dir);
     return { sha: await this.head(dir), created: true };

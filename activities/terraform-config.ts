@@ -64,7 +64,7 @@ export class TerraformConfig {
     };
     await add('');
     const seen = new Set<string>(['']);
-    for (let grew = true; grew; ) {
+    for (let grew = true; grew;) {
       grew = false;
       for (const call of await config.allModuleCalls()) {
         if (call.dir === undefined || seen.has(call.dir)) continue;

@@ -135,7 +135,8 @@ export async function readConfigFiles(
   const config = await TerraformConfig.load((rel) => {
     const out = new Map<string, string>();
     const abs = normalize(join(iacDir, rel));
-    if (relative(checkoutDir, abs).startsWith('..') || !existsSync(abs) || !statSync(abs).isDirectory()) return out;
+    if (relative(checkoutDir, abs).startsWith('..') || !existsSync(abs) || !statSync(abs).isDirectory())
+      return out;
     for (const f of readdirSync(abs).sort()) {
       if (!CONFIG_FILE.test(f)) continue;
       const path = (rel ? `${rel}/${f}` : f).split(sep).join('/');

@@ -1,6 +1,6 @@
 // Proof (c): clone over HTTPS from the local git host, commit on a branch, push, see the branch.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
@@ -28,6 +28,23 @@ describe('git over HTTPS on the embedded git host', () => {
     run('push', '--quiet', url, 'main'); // the first push creates the repository on the host
     return url;
   }
+
+  it('commits only the files named, never what init left beside them', async () => {
+    const url = seedRepository(`team/git-paths-${Date.now()}`);
+    const git = gitClient();
+    const dir = join(tmp(), 'checkout');
+    await git.checkout({ url, dir, branch: 'kumoss/session-paths' });
+    writeFileSync(join(dir, 'main.tf'), 'terraform {}\n# remediated\n');
+    mkdirSync(join(dir, '.terraform', 'providers'), { recursive: true });
+    writeFileSync(join(dir, '.terraform', 'providers', 'plugin'), 'binary');
+    writeFileSync(join(dir, '.terraform.lock.hcl'), '# lock\n');
+    const c = await git.commitAll(dir, 'Remediate drift', ['main.tf']);
+    expect(c.created).toBe(true);
+    expect((await git.run(['show', '--name-only', '--format=', 'HEAD'], dir)).trim().split('\n')).toEqual([
+      'main.tf',
+    ]);
+    expect((await git.commitAll(dir, 'again', ['main.tf'])).created).toBe(false);
+  });
 
   it('clones, commits on a session branch, pushes, and the host has the branch', async () => {
     const url = seedRepository(`team/git-proof-${Date.now()}`);
