@@ -67,12 +67,12 @@ describe('drift rounds on real-world roots (kumoss/aws on moto)', () => {
     const git = gitClient();
     const engine = engineDeps('terraform', s.awsEndpoint);
     const tofu = engineDeps('tofu', s.awsEndpoint);
-    let tofuBed: AwsTestBed;
-    [tofuBed, ...beds] = await Promise.all([
+    const [tofuBed, ...rootBeds] = await Promise.all([
       // The seed's example once more, applied and reconciled with OpenTofu (registry.opentofu.org).
       createAwsTestBed({ spec: DEMO_ROOT, gitHostUrl: s.gitHostUrl, git, engine: tofu }),
       ...REAL_ROOTS.map((spec) => createAwsTestBed({ spec, gitHostUrl: s.gitHostUrl, git, engine })),
     ]);
+    beds = rootBeds;
     const aws = awsClients(s.awsEndpoint);
     for (const b of beds) await b.injectAll(aws);
     await tofuBed.injectAll(aws);
