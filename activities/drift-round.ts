@@ -423,6 +423,23 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       const { ref, iteration, group } = input;
       const ws = await workspaces.get(ref);
       const h = hooks();
+      const resultKey = key(ref, `iteration-${iteration}/group-${group}/remediation.json`);
+      const logGrep = async (pattern: string) =>
+        (await git.run(['log', '--format=%H', '-F', `--grep=${pattern}`], ws.dir)).trim().split('\n')[0] ??
+        '';
+      const cycleCommit = await logGrep(cycleMarker(ref, iteration, group));
+      type Result = GenerateOutput & { unremediable: Unremediable[]; validation_failure?: string };
+      if (cycleCommit && (await logGrep(`This reverts commit ${cycleCommit}`))) {
+        // A retry after this cycle's change was found invalid and reverted: validating the reverted
+        // tree would call the cycle valid. The answer was recorded before the revert.
+        const recorded = await getJson<Result>(artifacts, resultKey);
+        await git.push(ws.dir, ref.branch);
+        return {
+          valid: false,
+          reinitialized: false,
+          reason: recorded.validation_failure ?? 'The proposed change did not validate; it was reverted.',
+        };
+      }
       try {
         const v = await ws.engine.validate(h);
         const planFile = join(ws.dir, '..', `${ref.roundId}-${iteration}-${group}.tfplan`);
@@ -435,15 +452,10 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
         return { valid: true, planKey, reinitialized: v.reinitialized || plan.reinitialized };
       } catch (err) {
         if (err instanceof EngineError && err.permanent) {
-          // The proposed code does not validate: take it back so the branch stays valid, and say
-          // why its drift stays unreconciled.
-          await git.run(['revert', '--no-edit', 'HEAD'], ws.dir);
-          await git.push(ws.dir, ref.branch);
-          const resultKey = key(ref, `iteration-${iteration}/group-${group}/remediation.json`);
-          const result = await getJson<GenerateOutput & { unremediable: Unremediable[] }>(
-            artifacts,
-            resultKey,
-          );
+          // The proposed code does not validate: say why its drift stays unreconciled (recorded
+          // first, so a retry after the revert finds it), then take the cycle's commit back so the
+          // branch stays valid.
+          const result = await getJson<Result>(artifacts, resultKey);
           const all = await getJson<DriftOperation[]>(artifacts, input.operationsKey);
           const ops = groupDriftOperations(all, input.groupSize)[group] ?? [];
           result.unremediable = ops.map((o) => ({
@@ -451,7 +463,10 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
             attributes: o.changes.map((c) => c.path || '*'),
             reason: `The proposed change did not validate (${err.message}); it was reverted.`,
           }));
+          result.validation_failure = err.message;
           await artifacts.putJson(resultKey, result);
+          await git.run(['revert', '--no-edit', cycleCommit || 'HEAD'], ws.dir);
+          await git.push(ws.dir, ref.branch);
           return { valid: false, reinitialized: false, reason: err.message };
         }
         throw toActivityFailure(err);

@@ -3,7 +3,9 @@
 import { randomUUID } from 'node:crypto';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { GenerateOutput, IterationOutput } from '../../activities/drift-round';
+import type { GenerateOutput, IterationOutput, ValidateOutput } from '../../activities/drift-round';
+import { OfflineModel } from '../../activities/model/offline';
+import type { ModelProvider } from '../../activities/model/port';
 import type { RoundRef } from '../../activities/workspace';
 import { type DriftTestBed } from '../support/drift-test-bed';
 import { gitClient, stack, testActivities, newTestBed } from '../support/stack';
@@ -77,5 +79,81 @@ describe('drift round activities are idempotent', () => {
     const dir = `${stack().gitReposDir}/${new URL(b.repoUrl).pathname.slice(1)}`;
     const log = await gitClient().run(['log', '--format=%s', `main..${ref.branch}`], dir);
     expect(log.trim().split('\n')).toHaveLength(1);
+  });
+
+  it('a validate cycle retried after it reverted an invalid change answers invalid again and reverts once', async () => {
+    const bed = await newTestBed();
+    try {
+      await bed.inject('attribute');
+      const session = `s-${randomUUID().slice(0, 8)}`;
+      const ref: RoundRef = {
+        sessionId: session,
+        roundId: 'r1',
+        repositoryUrl: bed.repoUrl,
+        iacPath: '',
+        scopeId: 'scope-test',
+        cloud: 'aws',
+        branch: `kumoss/${session}`,
+      };
+      // A model whose change does not parse: the engine rejects it for good.
+      const broken: ModelProvider = Object.assign(Object.create(new OfflineModel()) as OfflineModel, {
+        remediate: (i: { files: { path: string; content: string }[] }) => {
+          const main = i.files.find((f) => f.path === 'main.tf') as { path: string; content: string };
+          return Promise.resolve({
+            edits: [
+              {
+                path: 'main.tf',
+                content: `${main.content}\nresource "rest_object" "broken" {\n  path =\n}\n`,
+              },
+            ],
+            unremediable: [],
+          });
+        },
+      });
+      const env = new MockActivityEnvironment();
+      const first = testActivities({ model: broken });
+      const second = testActivities({ model: broken });
+      await env.run((i: Parameters<typeof first.prepareRound>[0]) => first.prepareRound(i), {
+        ref,
+        text: 'x',
+      });
+      const det: IterationOutput = await env.run(
+        (i: Parameters<typeof first.planIteration>[0]) => first.planIteration(i),
+        { ref, iteration: '1', targets: [], groupSize: 8 },
+      );
+      const cycle = {
+        ref,
+        iteration: '1',
+        group: 0,
+        operationsKey: det.operationsKey,
+        groupSize: 8,
+        targets: [],
+      };
+      await env.run(
+        (i: Parameters<typeof first.generateRemediation>[0]) => first.generateRemediation(i),
+        cycle,
+      );
+      const a: ValidateOutput = await env.run(
+        (i: Parameters<typeof first.validateRemediation>[0]) => first.validateRemediation(i),
+        cycle,
+      );
+      // The retry lands on another worker, which checks out the pushed (reverted) branch.
+      const b2: ValidateOutput = await env.run(
+        (i: Parameters<typeof second.validateRemediation>[0]) => second.validateRemediation(i),
+        cycle,
+      );
+      expect(a.valid).toBe(false);
+      expect(b2).toEqual({ valid: false, reinitialized: false, reason: a.reason });
+      const dir = `${stack().gitReposDir}/${new URL(bed.repoUrl).pathname.slice(1)}`;
+      const log = await gitClient().run(['log', '--format=%s', `main..${ref.branch}`], dir);
+      expect(
+        log
+          .trim()
+          .split('\n')
+          .filter((l) => l.startsWith('Revert')),
+      ).toHaveLength(1);
+    } finally {
+      await bed.destroy();
+    }
   });
 });
