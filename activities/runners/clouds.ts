@@ -89,6 +89,10 @@ export interface GcpOptions {
   endpoint?: string;
   /** OAuth 2 access token sent as the bearer token (GOOGLE_OAUTH_ACCESS_TOKEN). */
   token?: string;
+  /** How long to wait for a long-running operation before the step fails (default 5 min). */
+  operationTimeoutMs?: number;
+  /** Pause between polls of a Cloud Run operation (default 500 ms). */
+  pollIntervalMs?: number;
 }
 
 export class GcpRequestError extends Error {
@@ -231,7 +235,9 @@ export class GcpClient {
   }
   private async waitCompute(project: string, op: GcpOperation | null): Promise<void> {
     let current = op;
-    for (let i = 0; current && current.status !== 'DONE' && i < 60; i++) {
+    const deadline = Date.now() + (this.opts.operationTimeoutMs ?? 300_000);
+    while (current && current.status !== 'DONE') {
+      this.unfinished(current.name, deadline);
       current = await this.call<GcpOperation>(
         'POST',
         `${this.hosts.compute}/compute/v1/projects/${project}/global/operations/${current.name}/wait`,
@@ -240,6 +246,16 @@ export class GcpClient {
     }
     const errors = current?.error?.errors?.map((e) => e.message).join('; ');
     if (errors) throw new GcpRequestError(400, `operation ${current?.name}: ${errors}`);
+  }
+
+  /** An operation still running past its deadline fails the step (retried, then reported) —
+   * never taken for done. */
+  private unfinished(name: string | undefined, deadline: number): void {
+    if (Date.now() > deadline)
+      throw new GcpRequestError(
+        504,
+        `operation ${name ?? '?'} did not finish within ${Math.round((this.opts.operationTimeoutMs ?? 300_000) / 1000)} s`,
+      );
   }
 
   // Cloud Run v2 jobs; writes answer long-running operations.
@@ -264,8 +280,10 @@ export class GcpClient {
   }
   private async waitRun(op: GcpOperation | null): Promise<void> {
     let current = op;
-    for (let i = 0; current && !current.done && i < 60; i++) {
-      await new Promise((r) => setTimeout(r, 500));
+    const deadline = Date.now() + (this.opts.operationTimeoutMs ?? 300_000);
+    while (current && !current.done) {
+      this.unfinished(current.name, deadline);
+      await new Promise((r) => setTimeout(r, this.opts.pollIntervalMs ?? 500));
       current = await this.call<GcpOperation>('GET', `${this.hosts.run}/v2/${current.name}`);
     }
     if (current?.error?.message)
