@@ -31,7 +31,7 @@ describe('Google operations that never finish', () => {
   it('a Cloud Run job write whose operation never finishes fails with the operation named, as a retryable error', async () => {
     polls = 0;
     const err = await client()
-      .createJob('p', 'r', 'runner', { template: { template: { containers: [{ image: 'x' }] } } } as never)
+      .createJob('p', 'r', 'runner', { template: { template: { containers: [{ image: 'x' }] } } })
       .then(
         () => undefined,
         (e: unknown) => e,
