@@ -7,8 +7,40 @@ import type { GenerateOutput, IterationOutput, ValidateOutput } from '../../acti
 import { OfflineModel } from '../../activities/model/offline';
 import type { ModelProvider } from '../../activities/model/port';
 import type { RoundRef } from '../../activities/workspace';
+import type { Activities } from '../../activities';
 import { type DriftTestBed } from '../support/drift-test-bed';
 import { gitClient, stack, testActivities, newTestBed } from '../support/stack';
+
+/** A round on `bed` up to its first cycle: prepared, iteration 1 planned, the cycle's input. */
+async function firstCycle(bed: DriftTestBed, acts: Activities, env: MockActivityEnvironment) {
+  const session = `s-${randomUUID().slice(0, 8)}`;
+  const ref: RoundRef = {
+    sessionId: session,
+    roundId: 'r1',
+    repositoryUrl: bed.repoUrl,
+    iacPath: '',
+    scopeId: 'scope-test',
+    cloud: 'aws',
+    branch: `kumoss/${session}`,
+  };
+  await env.run((i: Parameters<typeof acts.prepareRound>[0]) => acts.prepareRound(i), {
+    ref,
+    text: 'Reconcile everything.',
+  });
+  const det: IterationOutput = await env.run(
+    (i: Parameters<typeof acts.planIteration>[0]) => acts.planIteration(i),
+    { ref, iteration: '1', targets: [], groupSize: 8 },
+  );
+  const cycle = {
+    ref,
+    iteration: '1',
+    group: 0,
+    operationsKey: det.operationsKey,
+    groupSize: 8,
+    targets: [],
+  };
+  return { ref, det, cycle };
+}
 
 describe('drift round activities are idempotent', () => {
   let b: DriftTestBed;
@@ -21,42 +53,12 @@ describe('drift round activities are idempotent', () => {
 
   it('a retried generate cycle does not commit twice, and its retried push changes nothing', async () => {
     await b.inject('ingress');
-    const session = `s-${randomUUID().slice(0, 8)}`;
-    const ref: RoundRef = {
-      sessionId: session,
-      roundId: 'r1',
-      repositoryUrl: b.repoUrl,
-      iacPath: '',
-      scopeId: 'scope-test',
-      cloud: 'aws',
-      branch: `kumoss/${session}`,
-    };
     const env = new MockActivityEnvironment();
     // Two workers' worth of activities: the retry lands on a worker without the first's checkout.
     const first = testActivities();
     const second = testActivities();
-    await env.run((i: Parameters<typeof first.prepareRound>[0]) => first.prepareRound(i), {
-      ref,
-      text: 'Reconcile everything.',
-    });
-    const det: IterationOutput = await env.run(
-      (i: Parameters<typeof first.planIteration>[0]) => first.planIteration(i),
-      {
-        ref,
-        iteration: '1',
-        targets: [],
-        groupSize: 8,
-      },
-    );
+    const { ref, det, cycle } = await firstCycle(b, first, env);
     expect(det.operationCount).toBe(1);
-    const cycle = {
-      ref,
-      iteration: '1',
-      group: 0,
-      operationsKey: det.operationsKey,
-      groupSize: 8,
-      targets: [],
-    };
 
     const a: GenerateOutput = await env.run(
       (i: Parameters<typeof first.generateRemediation>[0]) => first.generateRemediation(i),
@@ -85,16 +87,6 @@ describe('drift round activities are idempotent', () => {
     const bed = await newTestBed();
     try {
       await bed.inject('attribute');
-      const session = `s-${randomUUID().slice(0, 8)}`;
-      const ref: RoundRef = {
-        sessionId: session,
-        roundId: 'r1',
-        repositoryUrl: bed.repoUrl,
-        iacPath: '',
-        scopeId: 'scope-test',
-        cloud: 'aws',
-        branch: `kumoss/${session}`,
-      };
       // A model whose change does not parse: the engine rejects it for good.
       const broken: ModelProvider = Object.assign(Object.create(new OfflineModel()) as OfflineModel, {
         remediate: (i: { files: { path: string; content: string }[] }) => {
@@ -113,22 +105,7 @@ describe('drift round activities are idempotent', () => {
       const env = new MockActivityEnvironment();
       const first = testActivities({ model: broken });
       const second = testActivities({ model: broken });
-      await env.run((i: Parameters<typeof first.prepareRound>[0]) => first.prepareRound(i), {
-        ref,
-        text: 'x',
-      });
-      const det: IterationOutput = await env.run(
-        (i: Parameters<typeof first.planIteration>[0]) => first.planIteration(i),
-        { ref, iteration: '1', targets: [], groupSize: 8 },
-      );
-      const cycle = {
-        ref,
-        iteration: '1',
-        group: 0,
-        operationsKey: det.operationsKey,
-        groupSize: 8,
-        targets: [],
-      };
+      const { ref, cycle } = await firstCycle(bed, first, env);
       await env.run(
         (i: Parameters<typeof first.generateRemediation>[0]) => first.generateRemediation(i),
         cycle,
