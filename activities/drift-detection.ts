@@ -8,7 +8,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { driftedAddresses } from '../shared/drift';
 import { ErrorTypes } from '../shared/errors';
-import type { ArtifactStore } from './artifacts';
+import type { ArtifactStore } from '../shared/object-store';
 import { EngineClient, EngineError, type EngineBinary, type EngineCall } from './engine';
 import type { GitClient } from './git';
 import { readPlanForDrift } from './plan-reader';

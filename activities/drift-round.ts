@@ -17,7 +17,7 @@ import {
 } from '../shared/drift-report';
 import { ErrorTypes } from '../shared/errors';
 import { roundArtifactKey } from '../shared/ids';
-import type { ArtifactStore } from './artifacts';
+import type { ArtifactStore } from '../shared/object-store';
 import { toActivityFailure } from './drift-detection';
 import { diffHistory } from './diff-history';
 import { EngineError } from './engine';

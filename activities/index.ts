@@ -2,11 +2,13 @@
 import { createDriftDetectionActivities, type DriftDetectionDeps } from './drift-detection';
 import { createDriftRoundActivities, type DriftRoundDeps } from './drift-round';
 import type { GitHubPullRequests } from './github';
-import { createPullRequestActivities } from './pull-requests';
+import { createPullRequestActivities, type PullRequestDeps } from './pull-requests';
+import { createSessionStoreActivities } from './session-store';
 import { createRunnerActivities, type RunnerDeps } from './runners';
 
 export type ActivityDeps = DriftDetectionDeps &
-  DriftRoundDeps & {
+  DriftRoundDeps &
+  Omit<PullRequestDeps, 'github'> & {
     github?: GitHubPullRequests;
     /** The runner DAGs' registry and cloud clients; without them the worker runs no runner DAG. */
     runners?: RunnerDeps;
@@ -17,6 +19,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createDriftDetectionActivities(deps),
     ...createDriftRoundActivities(deps),
     ...createPullRequestActivities(deps),
+    ...createSessionStoreActivities(deps),
   };
   // Registered under their dotted seed names (runner.drift_detect_init, …); workflows reach them
   // by name, so they stay out of the Activities type.

@@ -1,12 +1,20 @@
-// Merging a session's pull request on the embedded git host: a real merge of the session branch
-// into the base branch, pushed. Idempotent: a branch already merged is not merged again.
+// A session's pull request, run by the session workflow: the facts (rounds from the session store,
+// the repository's default branch as the base), the title and description from the small model,
+// opening it on the forge (GitHub; on the embedded git host, which is no forge, a reviewed branch
+// merge) and merging it. Each step is safe to repeat: a recorded pull request is answered as it
+// is, GitHub's pull request for the head branch is adopted, a branch already merged is not merged
+// again.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
+import type { PullRequestProvider, PullRequestRecord } from '../shared/contracts';
+import type { Db } from '../shared/db';
+import { sessionRounds } from '../shared/db/sessions';
 import { ErrorTypes } from '../shared/errors';
 import type { GitClient } from './git';
 import type { GitHubPullRequests } from './github';
+import type { ModelProvider, PullRequestFacts, PullRequestText } from './model/port';
 
 export interface MergeInput {
   repositoryUrl: string;
@@ -15,20 +23,165 @@ export interface MergeInput {
   message: string;
 }
 
-export function createPullRequestActivities(deps: { git: GitClient; github?: GitHubPullRequests }) {
-  const { git } = deps;
+export interface PullRequestDeps {
+  git: GitClient;
+  db: Db;
+  model: ModelProvider;
+  github?: GitHubPullRequests;
+  /** Repository hosts whose pull requests go through the GitHub REST API (services.github.hosts). */
+  githubHosts?: string[];
+}
+
+export interface PullRequestTarget {
+  sessionId: string;
+  repositoryUrl: string;
+  head: string;
+}
+
+const noToken = (what: string) =>
+  ApplicationFailure.nonRetryable(`GIT_TOKEN is not set on the worker: it cannot ${what} on GitHub`, ErrorTypes.InvalidInput);
+
+async function recorded(db: Db, sessionId: string): Promise<PullRequestRecord | undefined> {
+  const row = await db.selectFrom('pull_requests').selectAll().where('session_id', '=', sessionId).executeTakeFirst();
+  if (!row) return undefined;
   return {
+    session_id: row.session_id,
+    provider: row.provider as PullRequestRecord['provider'],
+    number: row.number,
+    title: row.title,
+    description: row.description,
+    head: row.head,
+    base: row.base,
+    url: row.url,
+    status: row.status,
+    merge_commit: row.merge_commit,
+  };
+}
+
+export function createPullRequestActivities(deps: PullRequestDeps) {
+  const { git, db } = deps;
+  const provider = (repositoryUrl: string): PullRequestProvider =>
+    (deps.githubHosts ?? []).includes(new URL(repositoryUrl).hostname) ? 'github' : 'git_host';
+
+  /** The base of a pull request: the repository's default branch (the remote's HEAD). */
+  async function defaultBranch(repositoryUrl: string): Promise<string> {
+    if (provider(repositoryUrl) === 'github') {
+      if (!deps.github) throw noToken('read the default branch');
+      return deps.github.defaultBranch(repositoryUrl);
+    }
+    const out = await git.run(['ls-remote', '--symref', repositoryUrl, 'HEAD']);
+    const m = /^ref: refs\/heads\/(\S+)\s+HEAD/m.exec(out);
+    if (!m?.[1]) {
+      throw ApplicationFailure.nonRetryable(`${repositoryUrl} has no default branch`, ErrorTypes.RepositoryNotFound);
+    }
+    return m[1];
+  }
+
+  return {
+    /** What the small model needs, and the pull request already recorded (a retried operation). */
+    async pullRequestFacts(
+      input: PullRequestTarget,
+    ): Promise<{ facts: PullRequestFacts; existing: PullRequestRecord | null }> {
+      const existing = (await recorded(db, input.sessionId)) ?? null;
+      const base = existing?.base ?? (await defaultBranch(input.repositoryUrl));
+      const rounds = await sessionRounds(db, input.sessionId);
+      return {
+        existing,
+        facts: {
+          session_id: input.sessionId,
+          repository_url: input.repositoryUrl,
+          head: input.head,
+          base,
+          rounds: rounds
+            .filter((r) => r.kind === 'partial' || r.kind === 'full')
+            .map((r) => ({
+              round_id: r.round_id,
+              kind: r.kind,
+              ...(r.text ? { text: r.text } : {}),
+              ...(r.outcome ? { outcome: r.outcome } : {}),
+              ...(r.summary ? { summary: r.summary } : {}),
+            })),
+        },
+      };
+    },
+
+    /** Title and description, by the small model. */
+    async writePullRequestText(facts: PullRequestFacts): Promise<PullRequestText> {
+      return deps.model.pullRequest(facts);
+    },
+
+    /** Opens (or adopts) the pull request on the forge and records what the forge answered. */
+    async openPullRequest(
+      input: PullRequestTarget & { base: string; text: PullRequestText },
+    ): Promise<PullRequestRecord> {
+      const existing = await recorded(db, input.sessionId);
+      if (existing) return existing;
+      const where = provider(input.repositoryUrl);
+      let number: number | null = null;
+      let url: string | null = null;
+      let status: PullRequestRecord['status'] = 'open';
+      if (where === 'github') {
+        if (!deps.github) throw noToken('open a pull request');
+        const opened = await deps.github.open({
+          repositoryUrl: input.repositoryUrl,
+          head: input.head,
+          base: input.base,
+          title: input.text.title,
+          body: input.text.description,
+        });
+        ({ number, url } = opened);
+        if (opened.state === 'merged') status = 'merged';
+      } else {
+        const branches = await git.remoteBranches(input.repositoryUrl);
+        if (!branches.has(input.head)) {
+          throw ApplicationFailure.nonRetryable(`branch ${input.head} does not exist`, ErrorTypes.RepositoryNotFound);
+        }
+      }
+      const pr: PullRequestRecord = {
+        session_id: input.sessionId,
+        provider: where,
+        number,
+        title: input.text.title,
+        description: input.text.description,
+        head: input.head,
+        base: input.base,
+        url,
+        status,
+        merge_commit: null,
+      };
+      await db
+        .insertInto('pull_requests')
+        .values({ ...pr, merged_at: null })
+        .onConflict((oc) => oc.column('session_id').doNothing())
+        .execute();
+      return (await recorded(db, input.sessionId)) ?? pr;
+    },
+
+    /** Whether an admin locked the session (merging is blocked while it is). */
+    async sessionLock(input: { sessionId: string }): Promise<{ locked: boolean; reason: string }> {
+      const lock = await db
+        .selectFrom('session_locks')
+        .select('reason')
+        .where('session_id', '=', input.sessionId)
+        .executeTakeFirst();
+      return { locked: lock !== undefined, reason: lock?.reason ?? '' };
+    },
+
+    /** Records the merge of the session's pull request. */
+    async recordPullRequestMerged(input: { sessionId: string; commit: string }): Promise<void> {
+      await db
+        .updateTable('pull_requests')
+        .set({ status: 'merged', merge_commit: input.commit, merged_at: new Date() })
+        .where('session_id', '=', input.sessionId)
+        .execute();
+    },
+
     async mergeGitHubPullRequest(input: {
       repositoryUrl: string;
       number: number;
       message: string;
     }): Promise<{ commit: string }> {
-      if (!deps.github) {
-        throw ApplicationFailure.nonRetryable(
-          'GIT_TOKEN is not set on the worker: it cannot merge on GitHub',
-          ErrorTypes.InvalidInput,
-        );
-      }
+      if (!deps.github) throw noToken('merge');
       return deps.github.merge(input);
     },
 

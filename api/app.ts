@@ -1,8 +1,5 @@
 // createApp(deps): the Express application without listen(), so tests mount it on their own socket.
 import express, { type Express } from 'express';
-import { OfflineModel } from '../activities/model/offline';
-import type { GitHubPullRequests } from '../activities/github';
-import type { ModelProvider } from '../activities/model/port';
 import { errorHandler, notFound } from './errors';
 import { openApiDocument } from './openapi';
 import { createAdminRouter } from './routes/admin';
@@ -23,8 +20,6 @@ export interface AppDeps {
   /** The session routes (drift, apply, detail); absent in a health-only app. */
   sessions?: SessionDetailDeps & {
     events: { pollMs: number; maxPolls: number };
-    model?: ModelProvider;
-    github?: { hosts: string[]; client?: GitHubPullRequests };
   };
   /** services.authz; default disabled. */
   authz?: { enabled: boolean; url: string };
@@ -64,7 +59,7 @@ export function createApp(deps: AppDeps): Express {
     app.use(createAdminRouter(deps.sessions));
     app.use(createWorkflowsRouter(deps.sessions));
     app.use(createRunnerGroupsRouter(deps.sessions));
-    app.use(createPullRequestRouter({ ...deps.sessions, model: deps.sessions.model ?? new OfflineModel() }));
+    app.use(createPullRequestRouter(deps.sessions));
     app.use(
       createAuthorizeRouter({ db: deps.sessions.db, authz: deps.authz ?? { enabled: false, url: '' } }),
     );

@@ -3,7 +3,7 @@ import { request } from 'node:https';
 import { readFileSync } from 'node:fs';
 import { HeadBucketCommand } from '@aws-sdk/client-s3';
 import type { Connection } from '@temporalio/client';
-import type { ArtifactStore } from '../activities/artifacts';
+import type { ArtifactStore } from '../shared/object-store';
 import type { Db } from '../shared/db';
 import { ping } from '../shared/db';
 import type { ComponentCheck } from './routes/health';

@@ -1,12 +1,10 @@
 // The API process.
 import { Client, Connection } from '@temporalio/client';
-import { ArtifactStore, createS3Client } from '../activities/artifacts';
+import { ArtifactStore, createS3Client } from '../shared/object-store';
 import { databaseUrl, gitTrustBundle, loadConfig } from '../shared/config';
 import { createDb, migrate } from '../shared/db';
 import { logger, quietKnownWarnings } from '../shared/logger';
 import { dataConverter, payloadCodecFromEnv } from '../shared/payload-codec';
-import { createModel } from '../activities/model';
-import { githubClient } from '../worker/deps';
 import { createApp } from './app';
 import { databaseCheck, gitHostCheck, storageCheck, temporalCheck } from './checks';
 
@@ -47,11 +45,6 @@ const app = createApp({
     },
     artifacts,
     presignTtlSeconds: config.storage.presign_ttl_seconds,
-    model: createModel(config.model),
-    github: {
-      hosts: config.services.github.hosts,
-      ...(process.env.GIT_TOKEN ? { client: githubClient(config, process.env.GIT_TOKEN) } : {}),
-    },
     events: {
       pollMs: config.orchestration.session_events_poll_ms,
       maxPolls: config.orchestration.max_session_events_iteration,

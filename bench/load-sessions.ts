@@ -13,11 +13,13 @@ import { driftReportSchema } from '../shared/drift-report';
 import { sessionBranch, sessionWorkflowId } from '../shared/ids';
 import { quietKnownWarnings } from '../shared/logger';
 import { operationSignal, sessionQuery } from '../shared/messages';
+import { createDb, migrate } from '../shared/db';
+import { sessionRounds } from '../shared/db/sessions';
 import { session } from '../workflows/session';
 import { createDriftTestBed } from '../test/support/drift-test-bed';
 import { startTestStack } from '../test/support/test-stack';
 import { GitClient } from '../activities/git';
-import { ArtifactStore, createS3Client } from '../activities/artifacts';
+import { ArtifactStore, createS3Client } from '../shared/object-store';
 import { cliConfigPath, toolPath } from '../scripts/tools.mjs';
 
 quietKnownWarnings();
@@ -56,6 +58,8 @@ let peak = idleRss;
 const sampler = setInterval(() => (peak = Math.max(peak, rss())), 250);
 
 const connection = await Connection.connect({ address: stack.temporalAddress });
+const db = createDb(stack.databaseUrl);
+await migrate(db);
 const client = new Client({ connection });
 const git = new GitClient({ caFile: stack.gitCaFile });
 const bed = await createDriftTestBed({
@@ -101,7 +105,7 @@ try {
         .filter((sid) => !done.has(sid))
         .map(async (sid) => {
           const s = await client.workflow.getHandle(sessionWorkflowId(sid)).query(sessionQuery);
-          if (s.rounds.length >= 1 && !s.in_flight) done.set(sid, performance.now() - t0);
+          if (s.round_count >= 1 && !s.in_flight) done.set(sid, performance.now() - t0);
         }),
     );
     await new Promise((r) => setTimeout(r, 500));
@@ -117,8 +121,7 @@ try {
   const wfTask: number[] = [];
   const actTask: number[] = [];
   for (const sid of ids) {
-    const s = await client.workflow.getHandle(sessionWorkflowId(sid)).query(sessionQuery);
-    const round = s.rounds[0];
+    const round = (await sessionRounds(db, sid))[0];
     const report = round?.report_key
       ? driftReportSchema.parse(JSON.parse(await artifacts.getText(round.report_key)))
       : undefined;

@@ -7,7 +7,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
-import { ArtifactStore, createS3Client } from '../activities/artifacts';
+import { ArtifactStore, createS3Client } from '../shared/object-store';
 import { GitClient } from '../activities/git';
 import { gitTrustBundle, loadConfig, projectRoot } from '../shared/config';
 import type { DriftRoundInput, DriftRoundResult } from '../shared/contracts';

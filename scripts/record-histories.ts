@@ -1,7 +1,9 @@
 // Records workflow histories for the replay test (test/workflows/replay.test.ts): a full and a
-// partial drift round, a session and both runner DAGs, run on the real stack, saved as JSON under
-// test/fixtures/histories. Re-record only when a change to a workflow is meant to be
-// incompatible with runs already in flight (and then version it instead where you can).
+// partial drift round, a session and both runner DAGs, run on the real stack, saved as binary
+// protobuf under test/fixtures/histories. The `*-before-store.binpb` files are not written here:
+// they are runs of the code before the session store, kept to prove that runs started then still
+// replay (workflows/session.ts, "Versioning"). Re-record only when a change to a workflow is meant
+// to be incompatible with runs already in flight (and then version it instead where you can).
 import { randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
@@ -13,7 +15,8 @@ import { quietKnownWarnings } from '../shared/logger';
 import { sessionWorkflowId } from '../shared/ids';
 import { createDriftTestBed } from '../test/support/drift-test-bed';
 import { driftRound, session } from '../workflows';
-import { operationSignal, sessionQuery } from '../shared/messages';
+import { operationUpdate, sessionQuery } from '../shared/messages';
+import { WithStartWorkflowOperation } from '@temporalio/client';
 import { DeleteClusterCommand } from '@aws-sdk/client-ecs';
 import type { RunnerDagState } from '../shared/runner-contracts';
 import { awsEnvironment, gceEnvironment, provisionAws, startRunnerBed } from '../test/support/runner-bed';
@@ -56,7 +59,8 @@ try {
     });
     await save(`drift-round-${mode}`, id);
   }
-  // A session: a round, a second request while it runs (dropped), then apply without a plan.
+  // A session: a round, a second request while it runs (refused by the update's validator), then
+  // apply without a plan, which fails the session and ends its workflow.
   const sid = `rec-session-${randomUUID().slice(0, 8)}`;
   const settings = {
     session_id: sid,
@@ -70,26 +74,27 @@ try {
     max_drift_reports: 3,
     drift_group_operations: 8,
   };
-  const handle = await client.workflow.signalWithStart(session, {
-    workflowId: sessionWorkflowId(sid),
-    taskQueue: 'record',
-    args: [{ settings }],
-    signal: operationSignal,
-    signalArgs: [{ round_id: 'r1', kind: 'full', text: 'Reconcile everything.' }],
+  await client.workflow.executeUpdateWithStart(operationUpdate, {
+    args: [{ round_id: 'r1', kind: 'full', text: 'Reconcile everything.' }],
+    updateId: 'r1',
+    startWorkflowOperation: new WithStartWorkflowOperation(session, {
+      workflowId: sessionWorkflowId(sid),
+      taskQueue: 'record',
+      args: [{ settings }],
+      workflowIdConflictPolicy: 'FAIL',
+    }),
   });
-  await handle.signal(operationSignal, { round_id: 'r2', kind: 'full', text: 'Again.' });
+  const handle = client.workflow.getHandle<typeof session>(sessionWorkflowId(sid));
+  await handle
+    .executeUpdate(operationUpdate, { args: [{ round_id: 'r2', kind: 'full', text: 'Again.' }], updateId: 'r2' })
+    .catch(() => undefined);
   for (;;) {
     const s = await handle.query(sessionQuery);
-    if (s.rounds.length >= 1 && !s.in_flight) break;
+    if (s.round_count >= 1 && !s.in_flight) break;
     await new Promise((r) => setTimeout(r, 200));
   }
-  await handle.signal(operationSignal, { round_id: 'r3', kind: 'apply' });
-  for (;;) {
-    const s = await handle.query(sessionQuery);
-    if (s.status === 'FAILED') break;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  await handle.terminate('recorded');
+  await handle.executeUpdate(operationUpdate, { args: [{ round_id: 'r3', kind: 'apply' }], updateId: 'r3' });
+  await handle.result();
   await save('session', sessionWorkflowId(sid));
   await bed.destroy();
   await sw.stop();

@@ -166,15 +166,54 @@ export type SessionStatus = (typeof SESSION_STATUSES)[number];
 export const NO_PINNED_PLAN =
   'No reviewed plan is pinned for this session; run a generate or drift round before applying.';
 
-export type OperationKind = 'partial' | 'full' | 'apply' | 'merge';
+export type OperationKind = 'partial' | 'full' | 'apply' | 'pull_request' | 'merge';
+
+/** Where a session's pull request lives: GitHub, or the embedded git host (a reviewed branch merge). */
+export type PullRequestProvider = 'github' | 'git_host';
 
 export interface SessionOperation {
   round_id: string;
   kind: OperationKind;
   text?: string;
   actor_uuid?: string;
-  /** For a merge: which pull request, on which host. */
-  pull_request?: { provider: 'local' | 'github'; number: number };
+  /** For a merge: which pull request, on which host (`local` is what sessions before 0.2 recorded). */
+  pull_request?: { provider: PullRequestProvider | 'local'; number: number | null };
+}
+
+/** What the session answers an operation it accepted (a refused one fails the update instead). */
+export interface OperationAnswer {
+  accepted: true;
+  round_id: string;
+}
+
+/** Why a session refuses an operation: the ApplicationFailure type its update validator throws. */
+export const SessionRefusals = {
+  /** `Session <id> already has an operation in flight.` */
+  Busy: 'SessionBusy',
+  /** `Session <id> is finished and cannot be resumed.` */
+  Finished: 'SessionFinished',
+  /** A pull request with no change to propose, or a merge with no pull request. */
+  NothingToPropose: 'NothingToPropose',
+} as const;
+
+export const sessionBusyMessage = (id: string): string => `Session ${id} already has an operation in flight.`;
+export const sessionFinishedMessage = (id: string): string =>
+  `Session ${id} is finished and cannot be resumed.`;
+
+/** A session's pull request as the forge (or the git host) answered it. */
+export interface PullRequestRecord {
+  session_id: string;
+  provider: PullRequestProvider | 'local';
+  /** The forge's number; null for a branch merge on the embedded git host. */
+  number: number | null;
+  title: string;
+  description: string;
+  head: string;
+  base: string;
+  /** The forge's page; null for a branch merge on the embedded git host. */
+  url: string | null;
+  status: 'open' | 'merged';
+  merge_commit: string | null;
 }
 
 export interface SessionRound {
@@ -211,5 +250,15 @@ export interface SessionState extends SessionSettings {
   status: SessionStatus;
   pinned_plan: string | null;
   in_flight: { round_id: string; kind: OperationKind } | null;
-  rounds: SessionRound[];
+  /** Rounds accepted so far; their records live in the metadata store (shared/db/sessions.ts). */
+  round_count: number;
+  /** A drift round completed with changes: the branch has something to propose. */
+  has_changes: boolean;
+  /** The session's pull request, once opened. */
+  pull_request: { provider: PullRequestProvider; number: number | null; base: string } | null;
+  /**
+   * Sessions started before the session store (no `session-store` patch marker) keep their rounds
+   * here; a session moves them to the store when it next continues as new.
+   */
+  rounds?: SessionRound[];
 }

@@ -15,6 +15,8 @@ export const ErrorTypes = {
   NotFound: 'NotFoundError',
   /** A cloud API refused a request (4xx): no retry will change its answer. */
   CloudRequestRejected: 'CloudRequestRejectedError',
+  /** A forge (GitHub, …) refused a request (4xx): no retry will change its answer. */
+  ForgeRequestRejected: 'ForgeRequestRejectedError',
   /** A DAG step failed after its retries; the details carry the DAG state. */
   DagStepFailed: 'DagStepFailedError',
 } as const;

@@ -1,8 +1,8 @@
 // Signal and query definitions shared by the workflows that handle them and the clients (API,
 // scripts) that send them, as the Temporal samples keep them in `shared.ts`. Sandbox-safe: only
 // the definitions and the contract types.
-import { defineQuery, defineSignal } from '@temporalio/workflow';
-import type { RoundProgress, SessionOperation, SessionState } from './contracts';
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { OperationAnswer, RoundProgress, SessionOperation, SessionState } from './contracts';
 import type { RunnerDagState } from './runner-contracts';
 
 /** The session workflow's type (`workflows/session.ts`), for clients that start it by name. */
@@ -11,7 +11,14 @@ export const SESSION_WORKFLOW_TYPE = 'session';
 /** A drift round's progress (status, iteration, operations, groups). */
 export const roundProgressQuery = defineQuery<RoundProgress>('progress');
 
-/** A session's next operation (a round, an apply, a pull request, a merge). */
+/**
+ * A session's next operation (a round, an apply, a pull request, a merge), as an Update whose id is
+ * the round id: the validator refuses it at once, costing no history, while an operation is in
+ * flight or once the session is finished (the failure's type is one of SessionRefusals).
+ */
+export const operationUpdate = defineUpdate<OperationAnswer, [SessionOperation]>('operation');
+
+/** The same operation as a signal: how sessions started before the Update took them (kept for them). */
 export const operationSignal = defineSignal<[SessionOperation]>('operation');
 
 /** A session's state: settings, rounds, the operation in flight. */

@@ -1,7 +1,7 @@
 // The real clients the activities get, built from configuration.
 import { join } from 'node:path';
 import { createActivities, type Activities } from '../activities';
-import { ArtifactStore, createS3Client } from '../activities/artifacts';
+import { ArtifactStore, createS3Client } from '../shared/object-store';
 import type { EngineDeps } from '../activities/drift-detection';
 import { GitClient } from '../activities/git';
 import { GitHubPullRequests } from '../activities/github';
@@ -86,6 +86,8 @@ export function buildActivities(
     catalogue: new PromptCatalogue(promptsDir(config)),
     workspaces: new RoundWorkspaces(join(dataDir(config), 'work'), git, engines, config.engine.binary),
     ...(process.env.GIT_TOKEN ? { github: githubClient(config, process.env.GIT_TOKEN) } : {}),
+    githubHosts: config.services.github.hosts,
+    db,
     runners: runnerDeps(config, db),
   });
   return { activities, artifacts };

@@ -4,7 +4,9 @@
 import {
   ApplicationFailure,
   log,
+  patched,
   proxyActivities,
+  proxyLocalActivities,
   setCurrentDetails,
   setHandler,
   upsertSearchAttributes,
@@ -20,6 +22,7 @@ import {
   type RoundStatus,
 } from '../shared/contracts';
 import { activeRules } from '../shared/drift-exceptions';
+import { ErrorTypes } from '../shared/errors';
 import { sessionBranch } from '../shared/ids';
 import { KumossOutcome } from '../shared/search-attributes';
 import { detectAndRemediate } from './detect-and-remediate';
@@ -45,8 +48,55 @@ function activities(heartbeatSeconds: number) {
   };
 }
 
+/** The patch from which a round writes its events to the session store as it records them. */
+export const ROUND_EVENTS_PATCH = 'round-events-in-store';
+
+/** Metadata-store writes: short, retried until the store answers. */
+const store = proxyLocalActivities<Activities>({
+  startToCloseTimeout: '30 seconds',
+  retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30 seconds' },
+});
+
 export async function driftRound(rawInput: DriftRoundInput): Promise<DriftRoundResult> {
-  const input = driftRoundInputSchema.parse(rawInput);
+  const parsed = driftRoundInputSchema.safeParse(rawInput);
+  if (!parsed.success) {
+    // Fails the run, not its workflow task: a task that fails is retried for ever.
+    const issue = parsed.error.issues[0];
+    throw ApplicationFailure.nonRetryable(
+      `Invalid drift round input: ${issue ? `${issue.path.join('.') || 'input'} ${issue.message}` : 'rejected'}`,
+      ErrorTypes.InvalidInput,
+    );
+  }
+  const input = parsed.data;
+  // Events go to the session store as they happen, in order, batched while a write is under way;
+  // the round returns only once all of them are written.
+  const stored = patched(ROUND_EVENTS_PATCH);
+  let unsent: RoundEvent[] = [];
+  let written: Promise<void> = Promise.resolve();
+  const send = (): void => {
+    if (!stored) return;
+    written = written.then(async () => {
+      const events = unsent;
+      unsent = [];
+      if (events.length > 0) {
+        await store.recordRoundEvents({ sessionId: input.session_id, roundId: input.round_id, events });
+      }
+    });
+  };
+  try {
+    return await runRound(input, (e) => {
+      unsent.push(e);
+      send();
+    });
+  } finally {
+    await written;
+  }
+}
+
+async function runRound(
+  input: ReturnType<typeof driftRoundInputSchema.parse>,
+  record: (e: RoundEvent) => void,
+): Promise<DriftRoundResult> {
   const { light, engine } = activities(input.heartbeat_timeout_seconds);
   const branch = input.branch ?? sessionBranch(input.session_id);
   const progress: RoundProgress = {
@@ -60,7 +110,9 @@ export async function driftRound(rawInput: DriftRoundInput): Promise<DriftRoundR
   };
   setHandler(roundProgressQuery, () => progress);
   const event = (e: Omit<RoundEvent, 'seq' | 'at'>): void => {
-    progress.events.push({ ...e, seq: progress.events.length + 1, at: new Date().toISOString() });
+    const full = { ...e, seq: progress.events.length + 1, at: new Date().toISOString() };
+    progress.events.push(full);
+    record(full);
   };
   const setStatus = (s: RoundStatus): void => {
     if (progress.status === s && progress.events.length > 0) return;

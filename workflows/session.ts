@@ -1,21 +1,35 @@
-// The session workflow: one per session (workflow id `session:<id>`), owning the session state and
-// serialising its operations. Every operation arrives as a signal after the API has answered 202;
-// one that finds an operation in flight, or a session whose last round failed, never starts: it
-// is logged and nothing in the session changes. Rounds run as child workflows. The history stays
-// bounded: when the server suggests it, the session continues as new carrying only its state.
+// The session workflow: one per session (workflow id `session:<id>`), serialising its operations.
+// Operations arrive as Updates (update-with-start for the first): the validator refuses one while
+// another is in flight or once the session is finished, so a refused operation never starts,
+// costs no history, and the caller learns it at once. Rounds run as child workflows; pull requests
+// are opened and merged here, never inside an API request. The session's status, rounds and
+// events are written to the metadata store as they happen (activities/session-store.ts), so the
+// workflow keeps only what it needs, and a MERGED or FAILED session's workflow completes.
+//
+// Versioning: sessions started before the session store have no `session-store` patch marker in
+// their history and go on exactly as they ran (rounds kept in the workflow state, operations as
+// signals); a new run writes the marker and takes the new path. When no running session lacks the
+// marker any more, the old path goes (deprecatePatch, then remove). README "Shipping a workflow change".
 import {
+  allHandlersFinished,
+  ApplicationFailure,
   condition,
   continueAsNew,
   executeChild,
   isCancellation,
   log,
+  patched,
   proxyActivities,
+  proxyLocalActivities,
   setCurrentDetails,
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
 import {
   NO_PINNED_PLAN,
+  SessionRefusals,
+  sessionBusyMessage,
+  sessionFinishedMessage,
   type DriftRoundInput,
   type DriftRoundResult,
   type SessionOperation,
@@ -23,23 +37,41 @@ import {
   type SessionSettings,
   type SessionState,
 } from '../shared/contracts';
+import type { SessionEventInput } from '../shared/db/sessions';
 import { driftRoundWorkflowId } from '../shared/ids';
 import { driftRoundSearchAttributes } from '../shared/search-attributes';
 import type { Activities } from '../activities';
 import { driftRound } from './drift-round';
-import { operationSignal, sessionQuery } from '../shared/messages';
+import { operationSignal, operationUpdate, sessionQuery } from '../shared/messages';
+
+/** The patch that moved session state, rounds and events into the metadata store. */
+export const SESSION_STORE_PATCH = 'session-store';
 
 const git = proxyActivities<Activities>({
   startToCloseTimeout: '10 minutes',
   retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 5 },
 });
 
-export { operationSignal, sessionQuery };
+/** Metadata-store writes: short, retried until the store answers (a session waits for it). */
+const store = proxyLocalActivities<Activities>({
+  startToCloseTimeout: '30 seconds',
+  retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30 seconds' },
+});
+
+export { operationSignal, operationUpdate, sessionQuery };
 
 export type SessionInput = { settings: SessionSettings; state?: SessionState };
 
 export function initialState(settings: SessionSettings): SessionState {
-  return { ...settings, status: 'ACTIVE', pinned_plan: null, in_flight: null, rounds: [] };
+  return {
+    ...settings,
+    status: 'ACTIVE',
+    pinned_plan: null,
+    in_flight: null,
+    round_count: 0,
+    has_changes: false,
+    pull_request: null,
+  };
 }
 
 function failureReason(err: unknown): string {
@@ -49,36 +81,110 @@ function failureReason(err: unknown): string {
   return e instanceof Error ? e.message : String(err);
 }
 
+const NOTHING_TO_PROPOSE =
+  'The session branch has no changes yet: no round of this session completed with changes.';
+
+function roundEndEvent(round: SessionRound, state: SessionState): SessionEventInput {
+  return {
+    source_key: `${round.round_id}:end`,
+    round_id: round.round_id,
+    type: 'round_end',
+    data: {
+      round_id: round.round_id,
+      status: round.status,
+      session_status: state.status,
+      ...(round.outcome ? { outcome: round.outcome } : {}),
+      ...(round.failure_reason ? { failure_reason: round.failure_reason } : {}),
+      ...(round.reason ? { reason: round.reason } : {}),
+    },
+  };
+}
+
 export async function session(input: SessionInput): Promise<SessionState> {
-  const state: SessionState = input.state ?? initialState(input.settings);
+  const carried = input.state;
+  const state: SessionState = carried
+    ? {
+        ...carried,
+        round_count: carried.round_count ?? carried.rounds?.length ?? 0,
+        has_changes:
+          carried.has_changes ??
+          (carried.rounds ?? []).some((r) => (r.kind === 'partial' || r.kind === 'full') && r.status === 'completed'),
+        pull_request: carried.pull_request ?? null,
+      }
+    : initialState(input.settings);
   const id = state.session_id;
+  const stored = patched(SESSION_STORE_PATCH);
+  if (!stored) state.rounds ??= [];
   let pending: SessionOperation | undefined;
 
-  setHandler(sessionQuery, () => state);
-  setHandler(operationSignal, (op) => {
-    if (state.status !== 'ACTIVE') {
-      log.warn(`Session ${id} is finished and cannot be resumed.`, { round_id: op.round_id });
-      return;
+  const refusal = (op: SessionOperation): { type: string; message: string } | undefined => {
+    if (state.status !== 'ACTIVE') return { type: SessionRefusals.Finished, message: sessionFinishedMessage(id) };
+    if (state.in_flight || pending) return { type: SessionRefusals.Busy, message: sessionBusyMessage(id) };
+    if (stored && op.kind === 'pull_request' && !state.has_changes) {
+      return { type: SessionRefusals.NothingToPropose, message: NOTHING_TO_PROPOSE };
     }
-    if (state.in_flight || pending) {
-      log.warn(`Session ${id} already has an operation in flight.`, { round_id: op.round_id });
-      return;
+    if (stored && op.kind === 'merge' && !state.pull_request && !op.pull_request) {
+      return { type: SessionRefusals.NothingToPropose, message: 'Create the pull request before merging it.' };
     }
-    if (state.rounds.some((r) => r.round_id === op.round_id)) return; // a redelivered request
+    return undefined;
+  };
+  const admit = (op: SessionOperation): void => {
     pending = op;
     state.in_flight = { round_id: op.round_id, kind: op.kind };
+  };
+
+  setHandler(sessionQuery, () => state);
+  // Sessions started before the Update still receive operations this way.
+  setHandler(operationSignal, (op) => {
+    const no = refusal(op);
+    if (no) {
+      log.warn(no.message, { round_id: op.round_id });
+      return;
+    }
+    if (state.rounds?.some((r) => r.round_id === op.round_id)) return; // a redelivered request
+    admit(op);
   });
+  setHandler(
+    operationUpdate,
+    (op) => {
+      admit(op);
+      return { accepted: true as const, round_id: op.round_id };
+    },
+    {
+      validator: (op) => {
+        const no = refusal(op);
+        if (no) {
+          log.warn(no.message, { round_id: op.round_id });
+          throw ApplicationFailure.nonRetryable(no.message, no.type);
+        }
+      },
+    },
+  );
 
   const describe = (): void =>
     setCurrentDetails(
-      `${state.status} · ${state.rounds.length} round(s)${state.in_flight ? ` · running ${state.in_flight.round_id}` : ''}`,
+      `${state.status} · ${state.round_count} round(s)${state.in_flight ? ` · running ${state.in_flight.round_id}` : ''}`,
     );
+
+  if (stored && state.rounds) {
+    // A session that ran before the session store: its rounds move there, its state shrinks.
+    await store.recordSession({ sessionId: id, status: state.status, rounds: state.rounds });
+    delete state.rounds;
+  }
   describe();
 
   for (;;) {
-    await condition(() => pending !== undefined || workflowInfo().continueAsNewSuggested);
+    await condition(
+      () => pending !== undefined || workflowInfo().continueAsNewSuggested || (stored && state.status !== 'ACTIVE'),
+    );
+    if (pending === undefined && stored && state.status !== 'ACTIVE') {
+      // MERGED or FAILED: the session is over, and so is its workflow.
+      await condition(allHandlersFinished);
+      return state;
+    }
     if (pending === undefined) {
-      // Keep the history bounded: a new run with the state only.
+      // Keep the history bounded: a new run with the (small) state only.
+      await condition(allHandlersFinished);
       await continueAsNew<typeof session>({ settings: input.settings, state });
       return state;
     }
@@ -89,28 +195,86 @@ export async function session(input: SessionInput): Promise<SessionState> {
       ...(op.text ? { text: op.text } : {}),
       status: 'started',
     };
-    state.rounds.push(round);
+    state.round_count += 1;
+    if (op.kind === 'partial' || op.kind === 'full') round.workflow_id = driftRoundWorkflowId(id, op.round_id);
+    if (stored) {
+      await store.recordSession({
+        sessionId: id,
+        inFlight: state.in_flight,
+        rounds: [round],
+        events: [
+          {
+            source_key: `${op.round_id}:start`,
+            round_id: op.round_id,
+            type: 'round',
+            data: { round_id: op.round_id, kind: op.kind, ...(op.text ? { text: op.text } : {}) },
+          },
+        ],
+      });
+    } else {
+      state.rounds?.push(round);
+    }
     describe();
+    const extra: SessionEventInput[] = [];
     if (op.kind === 'merge') {
       // A drift session ends at the merge of its pull request.
       try {
-        const message = op.text ?? `Merge ${state.branch}`;
-        const merged =
-          op.pull_request?.provider === 'github'
-            ? await git.mergeGitHubPullRequest({
-                repositoryUrl: state.repository_url,
-                number: op.pull_request.number,
-                message,
-              })
-            : await git.mergeSessionBranch({
-                repositoryUrl: state.repository_url,
-                head: state.branch,
-                message,
-              });
-        round.status = 'completed';
-        round.commit = merged.commit;
-        state.status = 'MERGED';
+        const lock = stored ? await git.sessionLock({ sessionId: id }) : { locked: false, reason: '' };
+        if (lock.locked) {
+          round.status = 'failed';
+          round.failure_reason = `Session ${id} is locked; merging is blocked until an admin clears the lock.`;
+        } else {
+          const message = op.text ?? `Merge ${state.branch}`;
+          const pr = state.pull_request ?? op.pull_request;
+          const merged =
+            pr?.provider === 'github' && pr.number !== null
+              ? await git.mergeGitHubPullRequest({
+                  repositoryUrl: state.repository_url,
+                  number: pr.number,
+                  message,
+                })
+              : await git.mergeSessionBranch({
+                  repositoryUrl: state.repository_url,
+                  head: state.branch,
+                  message,
+                  ...(state.pull_request ? { base: state.pull_request.base } : {}),
+                });
+          if (stored) await git.recordPullRequestMerged({ sessionId: id, commit: merged.commit });
+          round.status = 'completed';
+          round.commit = merged.commit;
+          state.status = 'MERGED';
+        }
       } catch (err) {
+        if (isCancellation(err)) throw err;
+        round.status = 'failed';
+        round.failure_reason = failureReason(err);
+      }
+    } else if (op.kind === 'pull_request') {
+      try {
+        const target = { sessionId: id, repositoryUrl: state.repository_url, head: state.branch };
+        const { facts, existing } = await git.pullRequestFacts(target);
+        const pr =
+          existing ??
+          (await git.openPullRequest({
+            ...target,
+            base: facts.base,
+            text: await git.writePullRequestText(facts),
+          }));
+        state.pull_request = {
+          provider: pr.provider === 'github' ? 'github' : 'git_host',
+          number: pr.number,
+          base: pr.base,
+        };
+        round.status = 'completed';
+        round.summary = pr.title;
+        extra.push({
+          source_key: `${op.round_id}:pull_request`,
+          round_id: op.round_id,
+          type: 'pull_request',
+          data: { round_id: op.round_id, ...pr },
+        });
+      } catch (err) {
+        if (isCancellation(err)) throw err;
         round.status = 'failed';
         round.failure_reason = failureReason(err);
       }
@@ -124,7 +288,6 @@ export async function session(input: SessionInput): Promise<SessionState> {
       }
     } else {
       const workflowId = driftRoundWorkflowId(id, op.round_id);
-      round.workflow_id = workflowId;
       const roundInput: DriftRoundInput = {
         session_id: id,
         round_id: op.round_id,
@@ -155,6 +318,7 @@ export async function session(input: SessionInput): Promise<SessionState> {
         if (result.summary) round.summary = result.summary;
         if (result.report_key) round.report_key = result.report_key;
         if (result.reason) round.reason = result.reason;
+        if (result.status === 'completed') state.has_changes = true;
       } catch (err) {
         if (isCancellation(err)) throw err; // the session itself is being cancelled
         round.status = 'failed';
@@ -164,6 +328,15 @@ export async function session(input: SessionInput): Promise<SessionState> {
     }
     state.in_flight = null;
     pending = undefined;
+    if (stored) {
+      await store.recordSession({
+        sessionId: id,
+        status: state.status,
+        inFlight: null,
+        rounds: [round],
+        events: [...extra, roundEndEvent(round, state)],
+      });
+    }
     describe();
   }
 }

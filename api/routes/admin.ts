@@ -1,8 +1,9 @@
-// The admin panel's routes (admin role, own organization): the sessions, as Temporal visibility
-// lists them, and the users. Locks are in routes/pull-requests.ts, next to the merge they block.
+// The admin panel's routes (admin role, own organization): the sessions with their status and
+// workflow, the users, and the session locks that block merging.
 import { Router } from 'express';
 import { authenticate, currentUser, requireRole } from '../auth';
-import type { SessionRouteDeps } from './drift';
+import { ownSession, type SessionRouteDeps } from '../session-operations';
+import { sessionWorkflowId } from '../../shared/ids';
 
 export function createAdminRouter(deps: SessionRouteDeps): Router {
   const router = Router();
@@ -12,26 +13,12 @@ export function createAdminRouter(deps: SessionRouteDeps): Router {
     const user = currentUser(req);
     const rows = await deps.db
       .selectFrom('sessions')
-      .select(['session_id', 'repository_url', 'cloud', 'iac_path', 'created_at'])
+      .select(['session_id', 'repository_url', 'cloud', 'iac_path', 'status', 'in_flight', 'created_at', 'updated_at'])
       .where('organization_uuid', '=', user.organization_uuid)
       .orderBy('created_at', 'desc')
       .limit(500)
       .execute();
-    const mine = new Map(rows.map((r) => [r.session_id, r]));
-    const sessions = [];
-    for await (const wf of deps.client.workflow.list({ query: `WorkflowType = 'session'` })) {
-      const id = wf.workflowId.replace(/^session:/, '');
-      const row = mine.get(id);
-      if (!row) continue;
-      sessions.push({
-        ...row,
-        workflow_id: wf.workflowId,
-        workflow_status: wf.status.name,
-        started_at: wf.startTime,
-      });
-      if (sessions.length >= 500) break;
-    }
-    res.json({ sessions });
+    res.json({ sessions: rows.map((r) => ({ ...r, workflow_id: sessionWorkflowId(r.session_id) })) });
   });
 
   router.get('/api/v1/admin/users', auth, requireRole('admin'), async (req, res) => {
@@ -43,6 +30,40 @@ export function createAdminRouter(deps: SessionRouteDeps): Router {
       .orderBy('name')
       .execute();
     res.json({ users });
+  });
+
+  router.get('/api/v1/admin/locks', auth, requireRole('admin'), async (req, res) => {
+    const user = currentUser(req);
+    const locks = await deps.db
+      .selectFrom('session_locks')
+      .innerJoin('sessions', 'sessions.session_id', 'session_locks.session_id')
+      .select([
+        'session_locks.session_id',
+        'session_locks.locked_by',
+        'session_locks.reason',
+        'session_locks.locked_at',
+      ])
+      .where('sessions.organization_uuid', '=', user.organization_uuid)
+      .execute();
+    res.json({ locks });
+  });
+
+  router.put('/api/v1/admin/sessions/:id/lock', auth, requireRole('admin'), async (req, res) => {
+    const row = await ownSession(deps, req, req.params.id as string);
+    const body = (req.body ?? {}) as { reason?: unknown };
+    const reason = typeof body.reason === 'string' ? body.reason.slice(0, 500) : '';
+    await deps.db
+      .insertInto('session_locks')
+      .values({ session_id: row.session_id, locked_by: currentUser(req).user_uuid, reason })
+      .onConflict((oc) => oc.column('session_id').doUpdateSet({ reason }))
+      .execute();
+    res.json({ session_id: row.session_id, locked: true, reason });
+  });
+
+  router.delete('/api/v1/admin/sessions/:id/lock', auth, requireRole('admin'), async (req, res) => {
+    const row = await ownSession(deps, req, req.params.id as string);
+    await deps.db.deleteFrom('session_locks').where('session_id', '=', row.session_id).execute();
+    res.json({ session_id: row.session_id, locked: false });
   });
   return router;
 }

@@ -1,42 +1,29 @@
-// GET /api/v1/events/subscribe/{session_id}: server-sent events for every round accepted, status
-// change, artifact, report and round end of a session. Event ids are `<round>.<seq>` (the round's
-// place in the session, the event's place in the round), stable across connections, so a client
-// that reconnects with Last-Event-ID gets exactly what it missed. The stream polls the session
-// (queries add nothing to workflow history) and closes after
-// orchestration.max_session_events_iteration polls.
+// GET /api/v1/events/subscribe/{session_id}: server-sent events of a session — every round
+// accepted, status change, artifact, report, pull request, refusal and round end — read from the
+// session's event log in the metadata store (shared/db/sessions.ts), never from Temporal: a
+// finished session's events outlive its workflow. Event ids are the log's sequence numbers, the
+// same on every connection, so a client that reconnects with Last-Event-ID gets exactly what it
+// missed. The stream looks for new events every orchestration.session_events_poll_ms and closes
+// after orchestration.max_session_events_iteration looks.
 import { Router, type Response } from 'express';
-import type { RoundEvent, SessionState } from '../../shared/contracts';
-import { sessionWorkflowId } from '../../shared/ids';
-import { roundProgressQuery, sessionQuery } from '../../shared/messages';
+import { eventsAfter, type SessionEventRow } from '../../shared/db/sessions';
 import { authenticate, requireRole } from '../auth';
+import { ownSession } from '../session-operations';
 import type { SessionDetailDeps } from './sessions';
-import { ownSession } from './drift';
 
 export interface EventsDeps extends SessionDetailDeps {
   pollMs: number;
   maxPolls: number;
 }
 
-type EventId = [number, number];
-const ROUND_END = 1_000_000;
-const TERMINAL = new Set(['completed', 'uncompleted', 'failed']);
-
-export function parseEventId(raw: unknown): EventId {
-  if (typeof raw !== 'string') return [0, -1];
-  const m = /^(\d+)\.(\d+)$/.exec(raw.trim());
-  return m ? [Number(m[1]), Number(m[2])] : [0, -1];
+/** The sequence number a client saw last (Last-Event-ID); 0 for none or anything unreadable. */
+export function parseEventId(raw: unknown): number {
+  if (typeof raw !== 'string' || !/^\d{1,9}$/.test(raw.trim())) return 0;
+  return Number(raw.trim());
 }
 
-const after = (a: EventId, b: EventId): boolean => a[0] > b[0] || (a[0] === b[0] && a[1] > b[1]);
-
-interface SseEvent {
-  id: EventId;
-  event: string;
-  data: Record<string, unknown>;
-}
-
-function write(res: Response, e: SseEvent): void {
-  res.write(`id: ${e.id[0]}.${e.id[1]}\nevent: ${e.event}\ndata: ${JSON.stringify(e.data)}\n\n`);
+function write(res: Response, id: number, event: string, data: Record<string, unknown>): void {
+  res.write(`id: ${id}\nevent: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
 }
 
 export function createEventsRouter(deps: EventsDeps): Router {
@@ -58,71 +45,30 @@ export function createEventsRouter(deps: EventsDeps): Router {
       res.flushHeaders();
       let closed = false;
       req.on('close', () => (closed = true));
-      const handle = deps.client.workflow.getHandle(sessionWorkflowId(sessionId));
-      // Rounds whose events are all sent once they ended: never queried again on this connection.
-      const done = new Set<number>();
       let lastBeat = Date.now();
 
-      const collect = async (state: SessionState): Promise<SseEvent[]> => {
-        const out: SseEvent[] = [];
-        for (const [i, round] of state.rounds.entries()) {
-          const n = i + 1;
-          if (done.has(n)) continue;
-          out.push({
-            id: [n, 0],
-            event: 'round',
-            data: { round_id: round.round_id, kind: round.kind, text: round.text },
-          });
-          let events: RoundEvent[] = [];
-          const roundWorkflowId = round.workflow_id;
-          if (roundWorkflowId) {
-            try {
-              events = (
-                await deps.client.withDeadline(Date.now() + 10_000, () =>
-                  deps.client.workflow.getHandle(roundWorkflowId).query(roundProgressQuery),
-                )
-              ).events;
-            } catch {
-              events = []; // the child is not started yet: its events come on a later poll
-            }
-          }
-          for (const e of events) {
-            const data: Record<string, unknown> = { round_id: round.round_id, ...e };
-            if (e.key && (e.type === 'artifact' || e.type === 'report')) {
-              data.url = await deps.artifacts.presignGet(e.key, deps.presignTtlSeconds);
-            }
-            out.push({ id: [n, e.seq], event: e.type, data });
-          }
-          if (TERMINAL.has(round.status)) {
-            out.push({
-              id: [n, ROUND_END],
-              event: 'round_end',
-              data: {
-                round_id: round.round_id,
-                status: round.status,
-                session_status: state.status,
-                ...(round.outcome ? { outcome: round.outcome } : {}),
-                ...(round.failure_reason ? { failure_reason: round.failure_reason } : {}),
-                ...(round.reason ? { reason: round.reason } : {}),
-              },
-            });
-            done.add(n);
-          }
+      const send = async (e: SessionEventRow): Promise<void> => {
+        const data: Record<string, unknown> = { ...e.data };
+        const key = data.key;
+        if (typeof key === 'string' && (e.type === 'artifact' || e.type === 'report')) {
+          data.url = await deps.artifacts.presignGet(key, deps.presignTtlSeconds);
         }
-        return out;
+        write(res, e.seq, e.type, data);
       };
 
       for (let poll = 0; poll < deps.maxPolls && !closed; poll++) {
         try {
-          const state = await deps.client.withDeadline(Date.now() + 10_000, () => handle.query(sessionQuery));
-          for (const e of await collect(state)) {
-            if (!after(e.id, cursor)) continue;
-            write(res, e);
-            cursor = e.id;
+          // A long backlog drains in pages before the stream waits again.
+          for (let page = await eventsAfter(deps.db, sessionId, cursor); page.length > 0 && !closed; ) {
+            for (const e of page) {
+              await send(e);
+              cursor = e.seq;
+            }
+            page = page.length < 500 ? [] : await eventsAfter(deps.db, sessionId, cursor);
           }
         } catch (err) {
           res.write(
-            `event: error\ndata: ${JSON.stringify({ message: `session state unavailable: ${(err as Error).message}` })}\n\n`,
+            `event: error\ndata: ${JSON.stringify({ message: `session events unavailable: ${(err as Error).message}` })}\n\n`,
           );
         }
         if (Date.now() - lastBeat > 15_000) {

@@ -1,10 +1,19 @@
 // GET /api/v1/sessions/{id}: the session detail — scope, state project id, status, rounds,
-// reports and artifacts with presigned URLs that expire. POST /api/v1/sessions/{id}/apply: 202;
-// the session workflow fails it in the background when no plan is pinned.
+// reports and artifacts with presigned URLs that expire — read from the metadata store, so a
+// finished session (its workflow closed, or dropped by retention) answers like a running one.
+// POST /api/v1/sessions/{id}/apply: 202; the session workflow fails it in the background when no
+// plan is pinned.
 import { Router } from 'express';
-import type { ArtifactStore } from '../../activities/artifacts';
+import type { ArtifactStore } from '../../shared/object-store';
+import { sessionRounds } from '../../shared/db/sessions';
 import { authenticate, currentUser, requireRole } from '../auth';
-import { newRoundId, ownSession, sessionState, submit, type SessionRouteDeps } from './drift';
+import {
+  acceptedBody,
+  newRoundId,
+  ownSession,
+  submitOperation,
+  type SessionRouteDeps,
+} from '../session-operations';
 
 export interface SessionDetailDeps extends SessionRouteDeps {
   artifacts: ArtifactStore;
@@ -15,13 +24,16 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
   const router = Router();
   router.get('/api/v1/sessions/:id', authenticate(deps.db), requireRole('developer'), async (req, res) => {
     const row = await ownSession(deps, req, req.params.id as string);
-    const state = await sessionState(deps, row.session_id);
-    const lock = await deps.db
-      .selectFrom('session_locks')
-      .select('reason')
-      .where('session_id', '=', row.session_id)
-      .executeTakeFirst();
-    const keys = await deps.artifacts.list(`sessions/${row.session_id}/`);
+    const [rounds, lock, pr, keys] = await Promise.all([
+      sessionRounds(deps.db, row.session_id),
+      deps.db.selectFrom('session_locks').select('reason').where('session_id', '=', row.session_id).executeTakeFirst(),
+      deps.db
+        .selectFrom('pull_requests')
+        .select(['provider', 'number', 'url', 'status', 'base', 'merge_commit'])
+        .where('session_id', '=', row.session_id)
+        .executeTakeFirst(),
+      deps.artifacts.list(`sessions/${row.session_id}/`),
+    ]);
     const artifacts = await Promise.all(
       keys.map(async (key) => ({ key, url: await deps.artifacts.presignGet(key, deps.presignTtlSeconds) })),
     );
@@ -33,11 +45,12 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
       iac_path: row.iac_path,
       state_project_id: row.state_project_id,
       created_at: row.created_at,
-      status: state.status,
+      status: row.status,
       locked: lock !== undefined,
-      branch: state.branch,
-      in_flight: state.in_flight,
-      rounds: state.rounds,
+      branch: row.branch,
+      in_flight: row.in_flight,
+      rounds,
+      pull_request: pr ?? null,
       artifacts,
       artifacts_expire_in_seconds: deps.presignTtlSeconds,
     });
@@ -50,11 +63,15 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
     async (req, res) => {
       const row = await ownSession(deps, req, req.params.id as string);
       const round_id = newRoundId();
-      await submit(deps, row.session_id, { round_id, kind: 'apply', actor_uuid: currentUser(req).user_uuid });
+      const outcome = await submitOperation(deps, row, {
+        round_id,
+        kind: 'apply',
+        actor_uuid: currentUser(req).user_uuid,
+      });
       res
         .status(202)
         .location(`/api/v1/sessions/${row.session_id}`)
-        .json({ session_id: row.session_id, round_id });
+        .json(acceptedBody(row.session_id, round_id, outcome));
     },
   );
   return router;

@@ -1,15 +1,80 @@
 // The embedded metadata store: PGlite (PostgreSQL compiled to WASM, in this process) served over
 // the PostgreSQL wire protocol on loopback, so the API and the worker use the same `pg` driver
 // they use against a real PostgreSQL (DATABASE_URL).
+//
+// PGlite is one backend. Several clients share it here by taking turns, a turn lasting from a
+// client's first message to the end of its batch (Sync or a simple Query) — and on to the end of
+// its transaction when it is in one. @electric-sql/pglite-socket (0.2.17) takes turns per message
+// instead, so two clients' extended-protocol batches (Parse, Bind, Execute, Sync) interleave in the
+// one backend and fail with `portal "" does not exist` or `bind message supplies 1 parameters,
+// but prepared statement "" requires 11` as soon as the API and the worker write at once.
 import { mkdirSync } from 'node:fs';
+import { createServer, type Socket } from 'node:net';
 import { PGlite } from '@electric-sql/pglite';
-import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 import { freePort } from './ports';
 
 export interface EmbeddedDatabase {
   url: string;
   port: number;
   close(): Promise<void>;
+}
+
+const SSL_REQUEST = 80877103;
+const CANCEL_REQUEST = 80877102;
+
+/** Whose turn it is on the one backend; the others wait in order. */
+class Turns {
+  private owner: number | null = null;
+  private readonly waiting: { id: number; go: () => void }[] = [];
+
+  async take(id: number): Promise<void> {
+    if (this.owner === id) return;
+    if (this.owner === null) {
+      this.owner = id;
+      return;
+    }
+    await new Promise<void>((go) => this.waiting.push({ id, go }));
+  }
+
+  give(id: number): void {
+    if (this.owner !== id) return;
+    const next = this.waiting.shift();
+    this.owner = next?.id ?? null;
+    next?.go();
+  }
+
+  leave(id: number): void {
+    const i = this.waiting.findIndex((w) => w.id === id);
+    if (i >= 0) this.waiting.splice(i, 1);
+    this.give(id);
+  }
+}
+
+/** Splits a client's bytes into protocol messages (the first, the startup message, has no type). */
+function frames(
+  buffer: Buffer,
+  started: boolean,
+): { messages: { message: Buffer; typed: boolean }[]; rest: Buffer; started: boolean } {
+  const messages: { message: Buffer; typed: boolean }[] = [];
+  let at = 0;
+  for (;;) {
+    if (!started) {
+      if (buffer.length - at < 8) break;
+      const len = buffer.readInt32BE(at);
+      if (buffer.length - at < len) break;
+      const code = buffer.readInt32BE(at + 4);
+      messages.push({ message: buffer.subarray(at, at + len), typed: false });
+      at += len;
+      if (code !== SSL_REQUEST && code !== CANCEL_REQUEST) started = true;
+      continue;
+    }
+    if (buffer.length - at < 5) break;
+    const len = 1 + buffer.readInt32BE(at + 1);
+    if (buffer.length - at < len) break;
+    messages.push({ message: buffer.subarray(at, at + len), typed: true });
+    at += len;
+  }
+  return { messages, rest: buffer.subarray(at), started };
 }
 
 export async function startEmbeddedDatabase(opts: {
@@ -22,13 +87,76 @@ export async function startEmbeddedDatabase(opts: {
   const db = await PGlite.create(opts.dataDir ?? 'memory://');
   const host = opts.host ?? '127.0.0.1';
   const port = opts.port ?? (await freePort(host));
-  const server = new PGLiteSocketServer({ db, host, port, maxConnections: 16 });
-  await server.start();
+  const turns = new Turns();
+  const sockets = new Set<Socket>();
+  let nextId = 1;
+
+  const serve = (socket: Socket): void => {
+    const id = nextId++;
+    sockets.add(socket);
+    socket.setNoDelay(true);
+    let pending: Buffer = Buffer.alloc(0);
+    let started = false;
+    let chain: Promise<void> = Promise.resolve();
+    let open = true;
+
+    const run = async (message: Buffer, typed: boolean): Promise<void> => {
+      if (!typed && message.readInt32BE(4) === SSL_REQUEST) {
+        socket.write('N'); // no TLS on loopback
+        return;
+      }
+      if (!typed && message.readInt32BE(4) === CANCEL_REQUEST) return; // not supported
+      const type = typed ? String.fromCharCode(message[0] ?? 0) : '';
+      if (type === 'X') return; // Terminate: the socket closes next
+      await turns.take(id);
+      if (!open) return turns.leave(id);
+      await db.runExclusive(() =>
+        db.execProtocolRawStream(new Uint8Array(message), {
+          onRawData: (data) => {
+            if (data.length > 0 && socket.writable) socket.write(Buffer.from(data));
+          },
+        }),
+      );
+      // The end of a batch gives the turn away, unless a transaction is still open.
+      if ((!typed || type === 'S' || type === 'Q') && !db.isInTransaction()) turns.give(id);
+    };
+
+    socket.on('data', (data: Buffer) => {
+      const split = frames(Buffer.concat([pending, data]), started);
+      pending = split.rest;
+      started = split.started;
+      for (const { message, typed } of split.messages) {
+        chain = chain.then(() => run(message, typed)).catch(() => {
+          socket.destroy();
+        });
+      }
+    });
+    const close = (): void => {
+      if (!open) return;
+      open = false;
+      sockets.delete(socket);
+      chain = chain.then(async () => {
+        // A client gone in the middle of a transaction leaves nothing half done behind it.
+        await turns.take(id);
+        if (db.isInTransaction()) await db.exec('ROLLBACK').catch(() => undefined);
+        turns.leave(id);
+      });
+    };
+    socket.on('close', close);
+    socket.on('error', close);
+  };
+
+  const server = createServer(serve);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
   return {
     url: `postgres://postgres@${host}:${port}/postgres?sslmode=disable`,
     port,
     close: async () => {
-      await server.stop();
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((r) => server.close(() => r()));
       await db.close();
     },
   };

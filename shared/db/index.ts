@@ -28,7 +28,43 @@ export interface SessionsTable {
   scope_id: string;
   iac_path: string;
   state_project_id: string;
+  status: Generated<'ACTIVE' | 'FAILED' | 'MERGED'>;
+  branch: string;
+  /** The operation in flight, `{round_id, kind}`, or null. */
+  in_flight: { round_id: string; kind: string } | null;
   created_at: Generated<Date>;
+  updated_at: Generated<Date>;
+}
+
+export interface SessionRoundsTable {
+  session_id: string;
+  round_id: string;
+  /** 1, 2, … in the order the session accepted them. */
+  position: number;
+  kind: string;
+  text: string | null;
+  status: string;
+  workflow_id: string | null;
+  outcome: string | null;
+  summary: string | null;
+  report_key: string | null;
+  failure_reason: string | null;
+  reason: string | null;
+  commit: string | null;
+  created_at: Generated<Date>;
+  updated_at: Generated<Date>;
+}
+
+export interface SessionEventsTable {
+  session_id: string;
+  /** 1, 2, … per session, in commit order: the SSE event id. */
+  seq: number;
+  /** What wrote it (`<round>:<n>`, `<round>:start`, …): a retried write is a no-op. */
+  source_key: string;
+  round_id: string | null;
+  type: string;
+  data: Record<string, unknown>;
+  at: Generated<Date>;
 }
 
 export interface SessionLocksTable {
@@ -41,12 +77,12 @@ export interface SessionLocksTable {
 export interface PullRequestsTable {
   session_id: string;
   provider: string;
-  number: number;
+  number: number | null;
   title: string;
   description: string;
   head: string;
   base: string;
-  url: string;
+  url: string | null;
   status: 'open' | 'merged';
   merge_commit: string | null;
   created_at: Generated<Date>;
@@ -118,6 +154,8 @@ export interface Database {
   organizations: OrganizationsTable;
   users: UsersTable;
   sessions: SessionsTable;
+  session_rounds: SessionRoundsTable;
+  session_events: SessionEventsTable;
   session_locks: SessionLocksTable;
   pull_requests: PullRequestsTable;
   cloud_connections: CloudConnectionsTable;

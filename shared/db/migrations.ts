@@ -129,4 +129,56 @@ export const migrations: Migration[] = [
       )`.execute(db);
     },
   },
+  {
+    // Sessions that end: their state, rounds and events live here, written by the session and
+    // round workflows' activities, read by the API (detail, event streams) without asking Temporal.
+    id: '0005_session_store',
+    async up(db) {
+      await sql`alter table sessions
+        add column status text not null default 'ACTIVE' check (status in ('ACTIVE', 'FAILED', 'MERGED')),
+        add column branch text not null default '',
+        add column in_flight jsonb,
+        add column updated_at timestamptz not null default now()`.execute(db);
+      await sql`update sessions set branch = 'kumoss/' || session_id`.execute(db);
+      // No foreign keys on rounds and events: a session or round started from the Temporal CLI with
+      // an id of its own (no row in sessions) still records what it does.
+      await sql`create table session_rounds (
+        session_id text not null,
+        round_id text not null,
+        position integer not null,
+        kind text not null,
+        text text,
+        status text not null,
+        workflow_id text,
+        outcome text,
+        summary text,
+        report_key text,
+        failure_reason text,
+        reason text,
+        commit text,
+        created_at timestamptz not null default now(),
+        updated_at timestamptz not null default now(),
+        primary key (session_id, round_id),
+        unique (session_id, position)
+      )`.execute(db);
+      // One ordered log per session: seq is dense and assigned in commit order; source_key makes a
+      // retried write a no-op.
+      await sql`create table session_events (
+        session_id text not null,
+        seq integer not null,
+        source_key text not null,
+        round_id text,
+        type text not null,
+        data jsonb not null,
+        at timestamptz not null default now(),
+        primary key (session_id, seq),
+        unique (session_id, source_key)
+      )`.execute(db);
+      // A pull request's number and URL come from the forge; a branch merge on the embedded git
+      // host (no forge) has neither.
+      await sql`alter table pull_requests
+        alter column number drop not null,
+        alter column url drop not null`.execute(db);
+    },
+  },
 ];

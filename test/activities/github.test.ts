@@ -1,57 +1,22 @@
 // The GitHub pull-request client through the real @octokit/rest, against a loopback server that
-// speaks the GitHub REST API (POST /repos/{o}/{r}/pulls, PUT /repos/{o}/{r}/pulls/{n}/merge).
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+// speaks the GitHub REST API with state (test/support/github-loopback.ts): default branch, open
+// once per head branch (a retry adopts), merge that survives a lost reply, errors classified by
+// HTTP status.
+import { ApplicationFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GitHubPullRequests, githubRepo } from '../../activities/github';
+import { ErrorTypes } from '../../shared/errors';
+import { startGitHubLoopback, type GitHubLoopback } from '../support/github-loopback';
 
 describe('GitHub pull requests (loopback GitHub REST API)', () => {
-  let server: Server;
-  let baseUrl: string;
-  const seen: { method: string; url: string; auth?: string; body: Record<string, unknown> }[] = [];
+  let gh: GitHubLoopback;
+  const repositoryUrl = 'https://github.com/acme/infra.git';
 
   beforeAll(async () => {
-    server = createServer((req, res) => {
-      let text = '';
-      req.on('data', (d: Buffer) => (text += d.toString()));
-      req.on('end', () => {
-        const body = (text ? JSON.parse(text) : {}) as Record<string, unknown>;
-        seen.push({ method: req.method ?? '', url: req.url ?? '', auth: req.headers.authorization, body });
-        res.setHeader('content-type', 'application/json; charset=utf-8');
-        if (req.method === 'POST' && req.url === '/repos/acme/infra/pulls') {
-          res.writeHead(201);
-          res.end(
-            JSON.stringify({
-              number: 42,
-              html_url: 'https://github.com/acme/infra/pull/42',
-              state: 'open',
-              title: body.title,
-            }),
-          );
-        } else if (req.method === 'PUT' && req.url === '/repos/acme/infra/pulls/42/merge') {
-          res.writeHead(200);
-          res.end(
-            JSON.stringify({ sha: 'abc123', merged: true, message: 'Pull Request successfully merged' }),
-          );
-        } else if (req.method === 'PUT' && req.url === '/repos/acme/infra/pulls/43/merge') {
-          res.writeHead(405);
-          res.end(
-            JSON.stringify({
-              message: 'Pull Request is not mergeable',
-              documentation_url: 'https://docs.github.com',
-            }),
-          );
-        } else {
-          res.writeHead(404);
-          res.end(JSON.stringify({ message: 'Not Found' }));
-        }
-      });
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-    baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    gh = await startGitHubLoopback('trunk');
   });
-  afterAll(() => {
-    server?.close();
+  afterAll(async () => {
+    await gh?.close();
   });
 
   it('parses owner and repository from the https URL', () => {
@@ -59,31 +24,62 @@ describe('GitHub pull requests (loopback GitHub REST API)', () => {
     expect(() => githubRepo('https://github.com/acme')).toThrow(/not a GitHub repository URL/);
   });
 
-  it('opens and merges a pull request with the token, through the real SDK', async () => {
-    const gh = new GitHubPullRequests({ token: 'ghp_KUMOSS-SECRET-loopback0123456789', baseUrl });
-    const opened = await gh.open({
-      repositoryUrl: 'https://github.com/acme/infra.git',
+  it("reads the base from the repository's default branch, opens with the token, and merges", async () => {
+    const client = new GitHubPullRequests({ token: 'ghp_KUMOSS-SECRET-loopback0123456789', baseUrl: gh.baseUrl });
+    expect(await client.defaultBranch(repositoryUrl)).toBe('trunk');
+    const opened = await client.open({
+      repositoryUrl,
       head: 'kumoss/s-1',
-      base: 'main',
+      base: 'trunk',
       title: 'Reconcile drift',
       body: 'Body',
     });
-    expect(opened).toEqual({ number: 42, url: 'https://github.com/acme/infra/pull/42' });
-    expect(
-      await gh.merge({ repositoryUrl: 'https://github.com/acme/infra.git', number: 42, message: 'Merge' }),
-    ).toEqual({ commit: 'abc123' });
-    expect(seen[0]).toMatchObject({
-      method: 'POST',
-      auth: 'token ghp_KUMOSS-SECRET-loopback0123456789',
-      body: { head: 'kumoss/s-1', base: 'main', title: 'Reconcile drift', body: 'Body' },
+    expect(opened).toEqual({
+      number: 1,
+      url: 'https://github.com/acme/infra/pull/1',
+      state: 'open',
+      adopted: false,
     });
-    expect(seen[1]).toMatchObject({ method: 'PUT', body: { merge_method: 'merge', commit_title: 'Merge' } });
+    const created = gh.seen.find((s) => s.method === 'POST');
+    expect(created).toMatchObject({
+      auth: 'token ghp_KUMOSS-SECRET-loopback0123456789',
+      body: { head: 'kumoss/s-1', base: 'trunk', title: 'Reconcile drift', body: 'Body' },
+    });
+    const merged = await client.merge({ repositoryUrl, number: 1, message: 'Merge' });
+    expect(merged.commit).toMatch(/^merge0+1$/);
+    expect(gh.seen.find((s) => s.method === 'PUT')?.body).toEqual({ merge_method: 'merge', commit_title: 'Merge' });
   });
 
-  it('surfaces GitHub refusing a merge', async () => {
-    const gh = new GitHubPullRequests({ token: 't', baseUrl });
-    await expect(
-      gh.merge({ repositoryUrl: 'https://github.com/acme/infra.git', number: 43, message: 'Merge' }),
-    ).rejects.toThrow(/not mergeable/);
+  it('adopts the pull request a lost reply already opened instead of opening a second', async () => {
+    const client = new GitHubPullRequests({ token: 't', baseUrl: gh.baseUrl });
+    const pr = { repositoryUrl, head: 'kumoss/s-2', base: 'trunk', title: 'T', body: 'B' };
+    gh.loseNextReply('create');
+    await expect(client.open(pr)).rejects.toThrow();
+    const again = await client.open(pr);
+    expect(again).toMatchObject({ adopted: true, state: 'open' });
+    expect(gh.pulls.get('acme/infra')?.filter((p) => p.head === 'kumoss/s-2')).toHaveLength(1);
+  });
+
+  it('answers the merge commit when a retry meets a merge whose reply was lost', async () => {
+    const client = new GitHubPullRequests({ token: 't', baseUrl: gh.baseUrl });
+    const { number } = await client.open({ repositoryUrl, head: 'kumoss/s-3', base: 'trunk', title: 'T', body: 'B' });
+    gh.loseNextReply('merge');
+    const lost = await client.merge({ repositoryUrl, number, message: 'Merge' }).catch((e: unknown) => e);
+    // The network error is retryable (not an ApplicationFailure marked non-retryable).
+    expect(lost).toBeInstanceOf(Error);
+    expect(lost instanceof ApplicationFailure && lost.nonRetryable).toBe(false);
+    const pull = gh.pulls.get('acme/infra')?.find((p) => p.number === number);
+    expect(pull?.merged).toBe(true);
+    const retried = await client.merge({ repositoryUrl, number, message: 'Merge' });
+    expect(retried.commit).toBe(pull?.merge_commit_sha);
+    expect(gh.seen.filter((s) => s.method === 'PUT' && s.url.endsWith(`/pulls/${number}/merge`))).toHaveLength(1);
+  });
+
+  it('classifies a refusal by its HTTP status as non-retryable', async () => {
+    const client = new GitHubPullRequests({ token: 't', baseUrl: gh.baseUrl });
+    const err = await client.merge({ repositoryUrl, number: 999, message: 'Merge' }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ApplicationFailure);
+    expect(err).toMatchObject({ type: ErrorTypes.ForgeRequestRejected, nonRetryable: true });
+    expect((err as Error).message).toMatch(/HTTP 404/);
   });
 });

@@ -1,6 +1,7 @@
 // Server-sent events of a session over a real socket: every status change, artifact and report of
-// a round, ids that let a reconnecting client resume with Last-Event-ID, and the subscription
-// closing after orchestration.max_session_events_iteration polls.
+// a round (from the session's event log in the metadata store), ids that let a reconnecting client
+// resume with Last-Event-ID, and the subscription closing after
+// orchestration.max_session_events_iteration polls.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, migrate, type Db } from '../../shared/db';
 import { createUser } from '../../shared/db/users';
@@ -98,7 +99,7 @@ describe('session events (SSE)', () => {
     const all = await subscribe(url, token, { stop: (e) => e.event === 'round_end' });
 
     expect(all[0]).toMatchObject({
-      id: '1.0',
+      id: '1',
       event: 'round',
       data: { round_id: accepted.body.round_id, kind: 'partial' },
     });
@@ -120,12 +121,8 @@ describe('session events (SSE)', () => {
       event: 'round_end',
       data: { status: 'completed', outcome: 'Succeeded' },
     });
-    // Ids only ever increase.
-    const ids = all.map((e) => e.id.split('.').map(Number) as [number, number]);
-    for (let i = 1; i < ids.length; i++) {
-      const [a, b] = [ids[i - 1] as [number, number], ids[i] as [number, number]];
-      expect(a[0] < b[0] || (a[0] === b[0] && a[1] < b[1])).toBe(true);
-    }
+    // Ids are the session log's sequence: 1, 2, 3, … with no gap.
+    expect(all.map((e) => Number(e.id))).toEqual(all.map((_, i) => i + 1));
 
     // A client that saw up to the 4th event gets exactly the rest.
     const resumeFrom = all[3] as Received;

@@ -5,7 +5,7 @@ import { Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { databaseCheck, gitHostCheck, storageCheck, temporalCheck } from '../../api/checks';
 import { createApp } from '../../api/app';
-import { ArtifactStore, createS3Client } from '../../activities/artifacts';
+import { ArtifactStore, createS3Client } from '../../shared/object-store';
 import { createDb, migrate, type Db } from '../../shared/db';
 import { artifactStore, stack } from '../support/stack';
 

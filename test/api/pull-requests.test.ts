@@ -1,13 +1,26 @@
-// Pull requests on the local git host: created from the session branch with a generated title and
-// description, merged for real (and pushed), refused while the session is locked; the drift
-// session ends at the merge.
+// Pull requests on the embedded git host (a reviewed branch merge: the host is no forge), as
+// session operations: created by the session workflow from the session branch with a generated
+// title and description against the repository's default branch, merged for real (and pushed),
+// refused while the session is locked; the drift session ends at the merge and its workflow
+// completes.
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, migrate, type Db } from '../../shared/db';
 import { roleTokens, startTestApi, waitForSession, type TestApi } from '../support/api';
 import type { DriftTestBed } from '../support/drift-test-bed';
-import { newTestBed, stack, temporalHarness, workerLogs, type TemporalHarness } from '../support/stack';
+import { GitHubPullRequests } from '../../activities/github';
+import { createDriftTestBed } from '../support/drift-test-bed';
+import { startGitHubLoopback, type GitHubLoopback } from '../support/github-loopback';
+import {
+  engineDeps,
+  gitClient,
+  newTestBed,
+  stack,
+  temporalHarness,
+  testActivities,
+  type TemporalHarness,
+} from '../support/stack';
 
 describe('pull requests and merge', () => {
   let h: TemporalHarness;
@@ -46,17 +59,27 @@ describe('pull requests and merge', () => {
     const sessionId = started.body.session_id as string;
     await settled(sessionId, 1);
 
-    const pr = await api.call('POST', `/api/v1/sessions/${sessionId}/pull-request`, t.devops);
-    expect(pr.status).toBe(201);
+    const asked = await api.call('POST', `/api/v1/sessions/${sessionId}/pull-request`, t.devops);
+    expect(asked.status).toBe(202);
+    expect(asked.body).toMatchObject({ session_id: sessionId, accepted: true });
+    const prRound = (await settled(sessionId, 2)).rounds[1];
+    expect(prRound).toMatchObject({ round_id: asked.body.round_id, kind: 'pull_request', status: 'completed' });
+    const pr = await api.call('GET', `/api/v1/sessions/${sessionId}/pull-request`, t.developer);
+    expect(pr.status).toBe(200);
     expect(pr.body).toMatchObject({
-      provider: 'local',
+      provider: 'git_host',
+      number: null,
+      url: null,
       status: 'open',
       head: `kumoss/${sessionId}`,
       base: 'main',
     });
     expect(pr.body.title).toMatch(/^Reconcile drift/);
     expect(pr.body.description).toContain('Drift sessions end at this merge');
-    expect((await api.call('POST', `/api/v1/sessions/${sessionId}/pull-request`, t.devops)).status).toBe(200);
+    // Asking again answers the recorded pull request: nothing is opened twice.
+    const again = await api.call('POST', `/api/v1/sessions/${sessionId}/pull-request`, t.devops);
+    expect(again.status).toBe(200);
+    expect(again.body).toEqual(pr.body);
 
     // Locks are the admins'.
     expect(
@@ -76,12 +99,12 @@ describe('pull requests and merge', () => {
     const refused = await api.call('POST', `/api/v1/sessions/${sessionId}/merge`, t.devops);
     expect(refused.status).toBe(409);
     expect(refused.body.error).toMatchObject({ code: 'locked' });
-    expect((await settled(sessionId, 1)).rounds).toHaveLength(1);
+    expect((await settled(sessionId, 2)).rounds).toHaveLength(2);
 
     expect((await api.call('DELETE', `/api/v1/admin/sessions/${sessionId}/lock`, t.admin)).status).toBe(200);
     const merge = await api.call('POST', `/api/v1/sessions/${sessionId}/merge`, t.devops);
     expect(merge.status).toBe(202);
-    const d = await settled(sessionId, 2);
+    const d = await settled(sessionId, 3);
     expect(d.status).toBe('MERGED');
     const merged = await api.call('GET', `/api/v1/sessions/${sessionId}/pull-request`, t.developer);
     expect(merged.body).toMatchObject({ status: 'merged' });
@@ -96,15 +119,18 @@ describe('pull requests and merge', () => {
       { cwd: bare },
     );
 
-    // The session ended at the merge.
+    // The session ended at the merge, and so did its workflow.
+    await h.client.workflow.getHandle(`session:${sessionId}`).result();
     const late = await api.call('POST', '/api/v1/drift/full', t.devops, {
       session_id: sessionId,
       text: 'Reconcile everything.',
     });
     expect(late.status).toBe(202);
-    await new Promise((r) => setTimeout(r, 800));
-    expect((await settled(sessionId, 2)).rounds).toHaveLength(2);
-    expect(workerLogs).toContain(`Session ${sessionId} is finished and cannot be resumed.`);
+    expect(late.body).toMatchObject({
+      accepted: false,
+      reason: `Session ${sessionId} is finished and cannot be resumed.`,
+    });
+    expect((await settled(sessionId, 3)).rounds).toHaveLength(3);
   });
 
   it('refuses a pull request before any round changed the code, and a merge without a pull request', async () => {
@@ -118,5 +144,76 @@ describe('pull requests and merge', () => {
     await settled(sessionId, 1);
     expect((await api.call('POST', `/api/v1/sessions/${sessionId}/pull-request`, t.devops)).status).toBe(409);
     expect((await api.call('POST', `/api/v1/sessions/${sessionId}/merge`, t.devops)).status).toBe(409);
+  });
+});
+
+describe('pull requests on GitHub (loopback GitHub REST API), as session operations', () => {
+  let h: TemporalHarness;
+  let db: Db;
+  let api: TestApi;
+  let bed: DriftTestBed;
+  let gh: GitHubLoopback;
+  const t: Record<string, string> = {};
+
+  beforeAll(async () => {
+    gh = await startGitHubLoopback('main');
+    const client = new GitHubPullRequests({ token: 'ghp_loopback', baseUrl: gh.baseUrl });
+    // The git host stands for github.com here: its host name is served by the GitHub API.
+    h = await temporalHarness(
+      'pull-requests-github',
+      testActivities({ github: { client, hosts: [new URL(stack().gitHostUrl).hostname] } }),
+    );
+    db = createDb(stack().databaseUrl);
+    await migrate(db);
+    Object.assign(t, await roleTokens(db, `prgh-${Date.now()}`));
+    api = await startTestApi(h, db);
+    bed = await createDriftTestBed({
+      gitHostUrl: stack().gitHostUrl,
+      git: gitClient(),
+      engine: engineDeps(),
+      name: `acme/infra-${Date.now()}`,
+    });
+  });
+  afterAll(async () => {
+    api?.close();
+    await bed?.destroy();
+    await db?.destroy();
+    await h?.close();
+    await gh?.close();
+  });
+
+  it('opens the pull request on the forge with its number and URL, and a merge whose reply is lost is merged once', async () => {
+    await bed.inject('ingress');
+    const started = await api.call('POST', '/api/v1/drift/partial', t.devops, {
+      repository_url: bed.repoUrl,
+      cloud: 'aws',
+      scope_id: 'scope-pr',
+      text: 'Resolve the drift on security group sg-web-demo.',
+    });
+    const sessionId = started.body.session_id as string;
+    await waitForSession(api, t.developer ?? '', sessionId, 1);
+    expect((await api.call('POST', `/api/v1/sessions/${sessionId}/pull-request`, t.devops)).status).toBe(202);
+    await waitForSession(api, t.developer ?? '', sessionId, 2);
+    const repo = new URL(bed.repoUrl).pathname.slice(1).replace(/\.git$/, '');
+    const pr = await api.call('GET', `/api/v1/sessions/${sessionId}/pull-request`, t.developer);
+    expect(pr.body).toMatchObject({
+      provider: 'github',
+      number: 1,
+      url: `https://github.com/${repo}/pull/1`,
+      head: `kumoss/${sessionId}`,
+      base: 'main',
+      status: 'open',
+    });
+    expect(gh.pulls.get(repo)).toHaveLength(1);
+
+    gh.loseNextReply('merge');
+    expect((await api.call('POST', `/api/v1/sessions/${sessionId}/merge`, t.devops)).status).toBe(202);
+    const d = await waitForSession(api, t.developer ?? '', sessionId, 3);
+    const merged = gh.pulls.get(repo)?.[0];
+    expect(d.status).toBe('MERGED');
+    expect(d.rounds[2]).toMatchObject({ kind: 'merge', status: 'completed', commit: merged?.merge_commit_sha });
+    expect(gh.seen.filter((s) => s.method === 'PUT')).toHaveLength(1);
+    const after = await api.call('GET', `/api/v1/sessions/${sessionId}/pull-request`, t.developer);
+    expect(after.body).toMatchObject({ status: 'merged', merge_commit: merged?.merge_commit_sha });
   });
 });

@@ -120,27 +120,51 @@ describe('session API', () => {
     ]);
   });
 
-  it('accepts a second request while one is in flight, then never starts it and changes nothing', async () => {
+  it('accepts a second request while one is in flight with 202, says at once that it will not start, and changes nothing', async () => {
     const a = await call('POST', '/api/v1/drift/full', tokens.devops, {
       ...first(),
       text: 'Reconcile everything.',
     });
     const sessionId = a.body.session_id as string;
+    expect(a.body).toMatchObject({ accepted: true });
     const b = await call('POST', '/api/v1/drift/full', tokens.devops, {
       session_id: sessionId,
       text: 'And again.',
     });
     expect(a.status).toBe(202);
     expect(b.status).toBe(202);
-    const d = await settled(sessionId, 1);
-    await new Promise((r) => setTimeout(r, 500));
-    const again = await settled(sessionId, 1);
-    expect(again.rounds.map((r) => r.round_id)).toEqual([a.body.round_id]);
-    expect(d.rounds).toHaveLength(1);
+    expect(b.body).toEqual({
+      session_id: sessionId,
+      round_id: b.body.round_id,
+      accepted: false,
+      refusal: 'SessionBusy',
+      reason: `Session ${sessionId} already has an operation in flight.`,
+    });
     expect(workerLogs).toContain(`Session ${sessionId} already has an operation in flight.`);
+    const d = await settled(sessionId, 1);
+    expect(d.rounds.map((r) => r.round_id)).toEqual([a.body.round_id]);
+    // The refused round never became a round, and no workflow was started for it.
+    const roundWorkflows: string[] = [];
+    for await (const wf of h.client.workflow.list({ query: `KumossSessionId='${sessionId}'` })) {
+      roundWorkflows.push(wf.workflowId);
+    }
+    expect(roundWorkflows).not.toContain(`drift-round:${sessionId}:${b.body.round_id as string}`);
+    // Its refusal is in the session's event log, which the event stream relays.
+    const refused = await db
+      .selectFrom('session_events')
+      .select(['type', 'data'])
+      .where('session_id', '=', sessionId)
+      .where('type', '=', 'refused')
+      .execute();
+    expect(refused).toEqual([
+      {
+        type: 'refused',
+        data: expect.objectContaining({ round_id: b.body.round_id, refusal: 'SessionBusy' }) as unknown,
+      },
+    ]);
   });
 
-  it('fails apply on a drift-only session with the exact message, after answering 202; the session is then finished', async () => {
+  it('fails apply on a drift-only session with the exact message, after answering 202; the session then ends and its workflow completes', async () => {
     const a = await call('POST', '/api/v1/drift/full', tokens.devops, {
       ...first(),
       text: 'Reconcile everything.',
@@ -149,20 +173,81 @@ describe('session API', () => {
     await settled(sessionId, 1);
     const apply = await call('POST', `/api/v1/sessions/${sessionId}/apply`, tokens.devops);
     expect(apply.status).toBe(202);
+    expect(apply.body.accepted).toBe(true);
     const d = await settled(sessionId, 2);
     expect(d.status).toBe('FAILED');
     expect(d.rounds[1]).toMatchObject({ kind: 'apply', status: 'failed', failure_reason: NO_PINNED_PLAN });
+
+    // The session's workflow is over: completed, not running for ever.
+    const handle = h.client.workflow.getHandle(`session:${sessionId}`);
+    const result = (await handle.result()) as { status: string; rounds?: unknown };
+    expect(result.status).toBe('FAILED');
+    expect(result.rounds).toBeUndefined(); // rounds live in the metadata store, not in the workflow
+    expect((await handle.describe()).status.name).toBe('COMPLETED');
 
     const late = await call('POST', '/api/v1/drift/partial', tokens.devops, {
       session_id: sessionId,
       text: 'Resolve drift on sg-web-demo.',
     });
     expect(late.status).toBe(202);
-    await new Promise((r) => setTimeout(r, 1000));
+    expect(late.body).toMatchObject({
+      accepted: false,
+      refusal: 'SessionFinished',
+      reason: `Session ${sessionId} is finished and cannot be resumed.`,
+    });
     const after = await settled(sessionId, 2);
     expect(after.rounds).toHaveLength(2);
     expect(after.status).toBe('FAILED');
-    expect(workerLogs).toContain(`Session ${sessionId} is finished and cannot be resumed.`);
+    // Nothing was started for it: the closed session workflow is still the only run of its id.
+    const runs: string[] = [];
+    for await (const wf of h.client.workflow.list({ query: `WorkflowId='session:${sessionId}'` })) {
+      runs.push(wf.status.name);
+    }
+    expect(runs).toEqual(['COMPLETED']);
+  });
+
+  it('answers the session detail and its whole event stream from the metadata store once the workflows are gone', async () => {
+    const a = await call('POST', '/api/v1/drift/full', tokens.devops, { ...first(), text: 'Reconcile everything.' });
+    const sessionId = a.body.session_id as string;
+    await settled(sessionId, 1);
+    await call('POST', `/api/v1/sessions/${sessionId}/apply`, tokens.devops);
+    await h.client.workflow.getHandle(`session:${sessionId}`).result();
+    const before = await settled(sessionId, 2);
+    // What retention would do: the closed runs disappear from Temporal.
+    for (const workflowId of [`session:${sessionId}`, `drift-round:${sessionId}:${a.body.round_id as string}`]) {
+      await h.client.workflowService.deleteWorkflowExecution({
+        namespace: h.client.options.namespace,
+        workflowExecution: { workflowId },
+      });
+    }
+    for (let i = 0; i < 100; i++) {
+      const gone = await h.client.workflow
+        .getHandle(`session:${sessionId}`)
+        .describe()
+        .then(() => false)
+        .catch(() => true);
+      if (gone) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    // The same detail (presigned URLs are signed anew on every read).
+    const keysOf = (d: Detail) => d.artifacts.map((x) => x.key);
+    const gone = await settled(sessionId, 2);
+    expect({ ...gone, artifacts: keysOf(gone) }).toEqual({ ...before, artifacts: keysOf(before) });
+    const res = await fetch(`${api.url}/api/v1/events/subscribe/${sessionId}`, {
+      headers: { authorization: `Bearer ${tokens.developer ?? ''}` },
+    });
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    let text = '';
+    while (!/event: round_end[\s\S]*event: round_end/.test(text)) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += new TextDecoder().decode(value);
+    }
+    await reader.cancel();
+    const events = [...text.matchAll(/^event: (\w+)$/gm)].map((m) => m[1]);
+    expect(events[0]).toBe('round');
+    expect(events).toContain('report');
+    expect(events.filter((e) => e === 'round_end')).toHaveLength(2);
   });
 
   it('answers 404 for a session that does not exist', async () => {

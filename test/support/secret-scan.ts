@@ -2,7 +2,7 @@
 // every object in the artifact bucket, and any text the caller collected (logs, API responses).
 import { GetObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { Client, Connection } from '@temporalio/client';
-import { createS3Client } from '../../activities/artifacts';
+import { createS3Client } from '../../shared/object-store';
 import type { TestStack } from './test-stack';
 
 /** Every secret value a test makes up contains this, so the run's final scan can find any of them. */

@@ -6,7 +6,7 @@ import type { PayloadCodec } from '@temporalio/common';
 import { DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
 import { inject } from 'vitest';
 import type { Activities } from '../../activities';
-import { ArtifactStore, createS3Client } from '../../activities/artifacts';
+import { ArtifactStore, createS3Client } from '../../shared/object-store';
 import { GitClient } from '../../activities/git';
 import { createWorker } from '../../worker/worker';
 import { quietKnownWarnings } from '../../shared/logger';

@@ -7,15 +7,17 @@ import { Client, Connection } from '@temporalio/client';
 import { bundleWorkflowCode, NativeConnection } from '@temporalio/worker';
 import { createActivities } from '../../activities';
 import type { RunnerDeps } from '../../activities/runners';
-import { ArtifactStore, createS3Client } from '../../activities/artifacts';
+import { ArtifactStore, createS3Client } from '../../shared/object-store';
 import type { EngineDeps } from '../../activities/drift-detection';
 import { GitClient } from '../../activities/git';
+import type { GitHubPullRequests } from '../../activities/github';
 import { OfflineModel } from '../../activities/model/offline';
 import type { ModelProvider } from '../../activities/model/port';
 import { PromptCatalogue } from '../../activities/prompt-catalogue';
 import { RoundWorkspaces } from '../../activities/workspace';
 import { cliConfigPath, toolPath } from '../../scripts/tools.mjs';
 import { projectRoot } from '../../shared/config';
+import { createDb, type Db } from '../../shared/db';
 import { startAwsEmulator } from '../../scripts/embedded/aws-emulator';
 import { startEmbeddedDatabase } from '../../scripts/embedded/database';
 import { startGitHost } from '../../scripts/embedded/git-host';
@@ -129,6 +131,10 @@ export interface TestActivityOptions {
   artifacts?: ArtifactStore;
   /** Called after every engine process (benchmarks). */
   onEngineCall?: EngineDeps['onCall'];
+  /** The metadata store the session and round workflows write to (default: the stack's). */
+  db?: Db;
+  /** GitHub pull requests (a loopback GitHub API) and the hosts it serves. */
+  github?: { client: GitHubPullRequests; hosts: string[] };
 }
 
 /** The real activities on a stack's components, and the clients they use. */
@@ -160,6 +166,8 @@ export function stackActivities(stack: TestStack, o: TestActivityOptions = {}) {
       kind,
     ),
     ...(o.runners ? { runners: o.runners } : {}),
+    db: o.db ?? createDb(stack.databaseUrl),
+    ...(o.github ? { github: o.github.client, githubHosts: o.github.hosts } : {}),
   });
   return { activities, git, artifacts, engine: engines[kind] };
 }

@@ -15,11 +15,14 @@ const files = readdirSync(dir).filter((f) => f.endsWith('.binpb'));
 describe('replay of recorded histories', () => {
   it('has a recorded history of each drift round mode, a session and both runner DAGs', () => {
     expect(files.sort()).toEqual([
+      'drift-round-full-before-store.binpb',
       'drift-round-full.binpb',
+      'drift-round-partial-before-store.binpb',
       'drift-round-partial.binpb',
       'runner-detect.binpb',
       'runner-repair-compensated.binpb',
       'runner-repair.binpb',
+      'session-before-store.binpb',
       'session.binpb',
     ]);
   });

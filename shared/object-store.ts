@@ -1,4 +1,4 @@
-// Artifacts in S3-compatible object storage. Keys are deterministic (a retried activity
+// Artifacts in S3-compatible object storage, for the activities (writes) and the API (presigned reads). Keys are deterministic (a retried activity
 // overwrites the same object instead of writing a second one). Presigned GET URLs expire.
 import { createReadStream, createWriteStream, statSync } from 'node:fs';
 import type { Readable } from 'node:stream';

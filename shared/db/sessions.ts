@@ -1,0 +1,155 @@
+// The session store: a session's status, its rounds and its ordered event log, written by the
+// session and round workflows (through activities: activities/session-store.ts) and read by the
+// API. A closed session workflow, or one whose history the namespace's retention dropped, is still
+// fully described here.
+import { sql, type Transaction } from 'kysely';
+import type { SessionRound, SessionStatus } from '../contracts';
+import type { Database, Db } from './index';
+
+/** One event of a session's log: a round accepted, a status change, an artifact, a refusal, … */
+export interface SessionEventInput {
+  /** What wrote it (`<round>:<n>`, `<round>:start`, `refused:<round>`): a retried write is a no-op. */
+  source_key: string;
+  round_id?: string;
+  type: string;
+  data: Record<string, unknown>;
+  /** When it happened (the workflow's clock); default now. */
+  at?: string;
+}
+
+export interface SessionEventRow {
+  seq: number;
+  round_id: string | null;
+  type: string;
+  data: Record<string, unknown>;
+  at: Date;
+}
+
+export interface SessionRecord {
+  sessionId: string;
+  status?: SessionStatus;
+  /** The operation in flight; null when none. Absent: unchanged. */
+  inFlight?: { round_id: string; kind: string } | null;
+  /** Rounds to insert or update (by round id). */
+  rounds?: SessionRound[];
+  events?: SessionEventInput[];
+}
+
+type Executor = Db | Transaction<Database>;
+
+const UNIQUE_VIOLATION = '23505';
+
+/**
+ * Appends events to a session's log, each with the next seq. Two writers racing for one seq: the
+ * loser's transaction fails on the primary key and is retried by the caller; an event already
+ * written (same source_key) is skipped.
+ */
+async function appendEvents(trx: Executor, sessionId: string, events: SessionEventInput[]): Promise<void> {
+  for (const e of events) {
+    await sql`insert into session_events (session_id, seq, source_key, round_id, type, data, at)
+      select ${sessionId}, coalesce(max(seq), 0) + 1, ${e.source_key}, ${e.round_id ?? null}, ${e.type},
+        ${JSON.stringify(e.data)}::jsonb, ${e.at ?? new Date().toISOString()}::timestamptz
+      from session_events where session_id = ${sessionId}
+      on conflict (session_id, source_key) do nothing`.execute(trx);
+  }
+}
+
+async function upsertRound(trx: Executor, sessionId: string, r: SessionRound): Promise<void> {
+  const values = {
+    kind: r.kind,
+    text: r.text ?? null,
+    status: r.status,
+    workflow_id: r.workflow_id ?? null,
+    outcome: r.outcome ?? null,
+    summary: r.summary ?? null,
+    report_key: r.report_key ?? null,
+    failure_reason: r.failure_reason ?? null,
+    reason: r.reason ?? null,
+    commit: r.commit ?? null,
+  };
+  await trx
+    .insertInto('session_rounds')
+    .values({
+      session_id: sessionId,
+      round_id: r.round_id,
+      position: sql<number>`(select coalesce(max(position), 0) + 1 from session_rounds where session_id = ${sessionId})`,
+      ...values,
+    })
+    .onConflict((oc) =>
+      oc.columns(['session_id', 'round_id']).doUpdateSet({ ...values, updated_at: sql`now()` }),
+    )
+    .execute();
+}
+
+/** Writes what the session workflow says in one transaction; idempotent (a retry writes nothing new). */
+export async function recordSession(db: Db, rec: SessionRecord): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await db.transaction().execute(async (trx) => {
+        for (const r of rec.rounds ?? []) await upsertRound(trx, rec.sessionId, r);
+        if (rec.status !== undefined || rec.inFlight !== undefined) {
+          await trx
+            .updateTable('sessions')
+            .set({
+              ...(rec.status !== undefined ? { status: rec.status } : {}),
+              ...(rec.inFlight !== undefined
+                ? { in_flight: rec.inFlight === null ? null : JSON.stringify(rec.inFlight) }
+                : {}),
+              updated_at: sql`now()`,
+            } as never)
+            .where('session_id', '=', rec.sessionId)
+            .execute();
+        }
+        await appendEvents(trx, rec.sessionId, rec.events ?? []);
+      });
+      return;
+    } catch (err) {
+      if ((err as { code?: string }).code !== UNIQUE_VIOLATION || attempt >= 20) throw err;
+    }
+  }
+}
+
+/** Appends events only (a round's status changes and artifacts). */
+export function recordEvents(db: Db, sessionId: string, events: SessionEventInput[]): Promise<void> {
+  return recordSession(db, { sessionId, events });
+}
+
+/** A session's rounds in the order it accepted them. */
+export async function sessionRounds(db: Db, sessionId: string): Promise<SessionRound[]> {
+  const rows = await db
+    .selectFrom('session_rounds')
+    .selectAll()
+    .where('session_id', '=', sessionId)
+    .orderBy('position')
+    .execute();
+  return rows.map((r) => ({
+    round_id: r.round_id,
+    kind: r.kind as SessionRound['kind'],
+    status: r.status as SessionRound['status'],
+    ...(r.text !== null ? { text: r.text } : {}),
+    ...(r.workflow_id !== null ? { workflow_id: r.workflow_id } : {}),
+    ...(r.outcome !== null ? { outcome: r.outcome as NonNullable<SessionRound['outcome']> } : {}),
+    ...(r.summary !== null ? { summary: r.summary } : {}),
+    ...(r.report_key !== null ? { report_key: r.report_key } : {}),
+    ...(r.failure_reason !== null ? { failure_reason: r.failure_reason } : {}),
+    ...(r.reason !== null ? { reason: r.reason } : {}),
+    ...(r.commit !== null ? { commit: r.commit } : {}),
+  }));
+}
+
+/** The events of a session after `seq`, oldest first, at most `limit`. */
+export async function eventsAfter(
+  db: Db,
+  sessionId: string,
+  seq: number,
+  limit = 500,
+): Promise<SessionEventRow[]> {
+  return db
+    .selectFrom('session_events')
+    .select(['seq', 'round_id', 'type', 'data', 'at'])
+    .where('session_id', '=', sessionId)
+    .where('seq', '>', seq)
+    .orderBy('seq')
+    .limit(limit)
+    .execute();
+}
