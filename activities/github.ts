@@ -88,7 +88,8 @@ export class GitHubPullRequests {
         state: 'all',
         per_page: 10,
       });
-      const found = existing.data.find((p) => p.head.ref === pr.head && p.state === 'open') ?? existing.data[0];
+      const found =
+        existing.data.find((p) => p.head.ref === pr.head && p.state === 'open') ?? existing.data[0];
       if (found) {
         return {
           number: found.number,

@@ -39,10 +39,17 @@ export interface PullRequestTarget {
 }
 
 const noToken = (what: string) =>
-  ApplicationFailure.nonRetryable(`GIT_TOKEN is not set on the worker: it cannot ${what} on GitHub`, ErrorTypes.InvalidInput);
+  ApplicationFailure.nonRetryable(
+    `GIT_TOKEN is not set on the worker: it cannot ${what} on GitHub`,
+    ErrorTypes.InvalidInput,
+  );
 
 async function recorded(db: Db, sessionId: string): Promise<PullRequestRecord | undefined> {
-  const row = await db.selectFrom('pull_requests').selectAll().where('session_id', '=', sessionId).executeTakeFirst();
+  const row = await db
+    .selectFrom('pull_requests')
+    .selectAll()
+    .where('session_id', '=', sessionId)
+    .executeTakeFirst();
   if (!row) return undefined;
   return {
     session_id: row.session_id,
@@ -72,7 +79,10 @@ export function createPullRequestActivities(deps: PullRequestDeps) {
     const out = await git.run(['ls-remote', '--symref', repositoryUrl, 'HEAD']);
     const m = /^ref: refs\/heads\/(\S+)\s+HEAD/m.exec(out);
     if (!m?.[1]) {
-      throw ApplicationFailure.nonRetryable(`${repositoryUrl} has no default branch`, ErrorTypes.RepositoryNotFound);
+      throw ApplicationFailure.nonRetryable(
+        `${repositoryUrl} has no default branch`,
+        ErrorTypes.RepositoryNotFound,
+      );
     }
     return m[1];
   }
@@ -134,7 +144,10 @@ export function createPullRequestActivities(deps: PullRequestDeps) {
       } else {
         const branches = await git.remoteBranches(input.repositoryUrl);
         if (!branches.has(input.head)) {
-          throw ApplicationFailure.nonRetryable(`branch ${input.head} does not exist`, ErrorTypes.RepositoryNotFound);
+          throw ApplicationFailure.nonRetryable(
+            `branch ${input.head} does not exist`,
+            ErrorTypes.RepositoryNotFound,
+          );
         }
       }
       const pr: PullRequestRecord = {

@@ -12,7 +12,11 @@ export function createSessionStoreActivities(deps: { db: Db }) {
     },
 
     /** A round's events, in order; each keyed by the round and its place in it. */
-    async recordRoundEvents(input: { sessionId: string; roundId: string; events: RoundEvent[] }): Promise<void> {
+    async recordRoundEvents(input: {
+      sessionId: string;
+      roundId: string;
+      events: RoundEvent[];
+    }): Promise<void> {
       await recordEvents(
         deps.db,
         input.sessionId,

@@ -5,11 +5,7 @@
 // seed's exact line and written to the session's event log, and nothing else changes.
 import { createHash, randomUUID } from 'node:crypto';
 import type { Request } from 'express';
-import {
-  WithStartWorkflowOperation,
-  WorkflowUpdateFailedError,
-  type Client,
-} from '@temporalio/client';
+import { WithStartWorkflowOperation, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { ApplicationFailure, WorkflowNotFoundError } from '@temporalio/common';
 import {
   SessionRefusals,
@@ -61,9 +57,7 @@ export async function ownSession(deps: Pick<SessionRouteDeps, 'db'>, req: Reques
 }
 
 /** What the session said to an operation. */
-export type OperationOutcome =
-  | { accepted: true }
-  | { accepted: false; refusal: string; reason: string };
+export type OperationOutcome = { accepted: true } | { accepted: false; refusal: string; reason: string };
 
 const REFUSALS = new Set<string>(Object.values(SessionRefusals));
 

@@ -20,7 +20,7 @@ import { createDriftTestBed } from '../test/support/drift-test-bed';
 import { startTestStack } from '../test/support/test-stack';
 import { GitClient } from '../activities/git';
 import { ArtifactStore, createS3Client } from '../shared/object-store';
-import { cliConfigPath, toolPath } from '../scripts/tools.mjs';
+import { cliConfigPath, toolPath } from '../shared/tools.mjs';
 
 quietKnownWarnings();
 Runtime.install({ logger: new DefaultLogger('ERROR') });

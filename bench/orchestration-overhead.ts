@@ -5,7 +5,7 @@ import type { Client } from '@temporalio/client';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { OfflineModel } from '../activities/model/offline';
 import type { ModelProvider } from '../activities/model/port';
-import { cliConfigPath, toolPath } from '../scripts/tools.mjs';
+import { cliConfigPath, toolPath } from '../shared/tools.mjs';
 import { quietKnownWarnings } from '../shared/logger';
 import { createDriftTestBed } from '../test/support/drift-test-bed';
 import { startStackWorker, startTestStack } from '../test/support/test-stack';

@@ -17,7 +17,7 @@ import {
   providerMirrorBinary,
   toolPath,
   toolsDir,
-} from './tools.mjs';
+} from '../shared/tools.mjs';
 
 /** @type {{ name: string, version: string, path: string, ready: boolean, required: boolean }[]} */
 const rows = [];

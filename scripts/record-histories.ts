@@ -86,7 +86,10 @@ try {
   });
   const handle = client.workflow.getHandle<typeof session>(sessionWorkflowId(sid));
   await handle
-    .executeUpdate(operationUpdate, { args: [{ round_id: 'r2', kind: 'full', text: 'Again.' }], updateId: 'r2' })
+    .executeUpdate(operationUpdate, {
+      args: [{ round_id: 'r2', kind: 'full', text: 'Again.' }],
+      updateId: 'r2',
+    })
     .catch(() => undefined);
   for (;;) {
     const s = await handle.query(sessionQuery);

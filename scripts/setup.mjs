@@ -34,7 +34,7 @@ import {
   toolInstallDir,
   toolPath,
   toolsDir,
-} from './tools.mjs';
+} from '../shared/tools.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const started = Date.now();
@@ -140,7 +140,7 @@ function goEnv() {
   return { ...process.env, CGO_ENABLED: '0', GOFLAGS: '-buildvcs=false' };
 }
 
-/** @param {import('./tools.mjs').GoTool} tool */
+/** @param {import('../shared/tools.mjs').GoTool} tool */
 async function ensureGoTool(tool) {
   const dir = toolInstallDir(tool);
   const bin = join(dir, tool.bin);
@@ -213,7 +213,7 @@ function ensureProviderMirror() {
 }
 
 /** A PyPI tool in a virtual environment of its own under the cache, keyed by version. */
-/** @param {import('./tools.mjs').PyTool} tool */
+/** @param {import('../shared/tools.mjs').PyTool} tool */
 async function ensurePyTool(tool) {
   const override = process.env[tool.envOverride];
   if (override) {

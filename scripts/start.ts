@@ -1,9 +1,11 @@
 // `npm start`: the whole system on its embedded defaults — Temporal dev server with its Web UI,
 // object store, metadata store, git host, worker and API — one command, Ctrl-C stops it all.
+// It supervises: a worker or API process that dies once the system is up is started again (with
+// a backoff from 1 s doubling to 30 s, logged); only Ctrl-C or a failure to start stops it all.
 // A component whose configured address is not loopback (TEMPORAL_ADDRESS, S3_ENDPOINT,
 // DATABASE_URL pointing elsewhere) is used as it is instead of being started here.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, mkdirSync } from 'node:fs';
+import { createWriteStream, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   ConfigError,
@@ -25,6 +27,12 @@ import { loadDevServerSpec, startDevServer } from './embedded/temporal-dev';
 const say = (msg: string): void => console.log(`[kumoss] ${msg}`);
 const stops: { name: string; stop: () => Promise<void> }[] = [];
 let stopping = false;
+/** Set once every component answered: from then on a process that dies is restarted. */
+let up = false;
+const RESTART_MIN_MS = 1000;
+const RESTART_MAX_MS = 30_000;
+/** A process that ran this long before dying starts again after the shortest backoff. */
+const STABLE_MS = 60_000;
 
 async function shutdown(code: number): Promise<never> {
   if (!stopping) {
@@ -42,36 +50,69 @@ async function shutdown(code: number): Promise<never> {
   process.exit(code);
 }
 
-function spawnService(name: string, script: string, env: NodeJS.ProcessEnv, logDir: string): ChildProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', script], {
-    cwd: projectRoot,
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const file = createWriteStream(join(logDir, `${name}.log`), { flags: 'a' });
-  for (const stream of [child.stdout, child.stderr]) {
-    stream?.on('data', (d: Buffer) => {
-      file.write(d);
-      for (const line of d.toString().split('\n')) if (line.trim()) console.log(`[${name}] ${line}`);
+/**
+ * Runs `script` as a supervised child process: its pid is in <data>/run/<name>.pid, its output in
+ * <data>/logs/<name>.log; when it dies after the system is up it is started again after a backoff.
+ */
+function spawnService(
+  name: string,
+  script: string,
+  env: NodeJS.ProcessEnv,
+  dirs: { logs: string; run: string },
+) {
+  let child: ChildProcess | undefined;
+  let backoff = RESTART_MIN_MS;
+  let restarts = 0;
+  const pidFile = join(dirs.run, `${name}.pid`);
+  const file = createWriteStream(join(dirs.logs, `${name}.log`), { flags: 'a' });
+  const launch = (): void => {
+    const started = Date.now();
+    const proc = spawn(process.execPath, ['--import', 'tsx', script], {
+      cwd: projectRoot,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
     });
-  }
-  child.once('exit', (code, signal) => {
-    if (!stopping) {
-      say(`${name} exited unexpectedly (${signal ?? `code ${code}`}); see ${join(logDir, `${name}.log`)}`);
-      void shutdown(1);
+    child = proc;
+    if (proc.pid) writeFileSync(pidFile, `${proc.pid}\n`);
+    for (const stream of [proc.stdout, proc.stderr]) {
+      stream?.on('data', (d: Buffer) => {
+        file.write(d);
+        for (const line of d.toString().split('\n')) if (line.trim()) console.log(`[${name}] ${line}`);
+      });
     }
-  });
+    proc.once('exit', (code, signal) => {
+      if (stopping) return;
+      const how = signal ?? `code ${code}`;
+      if (!up) {
+        say(`${name} exited while starting (${how}); see ${join(dirs.logs, `${name}.log`)}`);
+        void shutdown(1);
+        return;
+      }
+      if (Date.now() - started >= STABLE_MS) backoff = RESTART_MIN_MS;
+      restarts += 1;
+      say(
+        `${name} exited unexpectedly (${how}); restarting in ${backoff / 1000}s (restart ${restarts}); see ${join(dirs.logs, `${name}.log`)}`,
+      );
+      const wait = backoff;
+      backoff = Math.min(backoff * 2, RESTART_MAX_MS);
+      setTimeout(() => {
+        if (!stopping) launch();
+      }, wait).unref();
+    });
+  };
+  launch();
   stops.push({
     name,
     stop: () =>
       new Promise<void>((resolveStop) => {
-        if (child.exitCode !== null || child.signalCode !== null) return resolveStop();
-        child.once('exit', () => resolveStop());
-        child.kill('SIGTERM');
-        setTimeout(() => child.kill('SIGKILL'), 10_000).unref();
+        const proc = child;
+        rmSync(pidFile, { force: true });
+        if (!proc || proc.exitCode !== null || proc.signalCode !== null) return resolveStop();
+        proc.once('exit', () => resolveStop());
+        proc.kill('SIGTERM');
+        setTimeout(() => proc.kill('SIGKILL'), 10_000).unref();
       }),
   });
-  return child;
 }
 
 async function waitForHealth(url: string, timeoutMs: number): Promise<unknown> {
@@ -94,9 +135,16 @@ async function waitForHealth(url: string, timeoutMs: number): Promise<unknown> {
 async function main(config: KumossConfig): Promise<void> {
   const data = dataDir(config);
   const logDir = join(data, 'logs');
+  const runDir = join(data, 'run');
   mkdirSync(logDir, { recursive: true });
-  const spec = loadDevServerSpec();
+  mkdirSync(runDir, { recursive: true });
   const embeddedTemporal = isLoopback(config.temporal.address);
+  // The embedded dev server listens where the configuration says Temporal and its Web UI are.
+  const spec = {
+    ...loadDevServerSpec(),
+    ...(embeddedTemporal ? { port: Number(config.temporal.address.split(':').pop()) } : {}),
+    ...(isLoopback(config.temporal.ui_url) ? { ui_port: Number(new URL(config.temporal.ui_url).port) } : {}),
+  };
   const storageUrl = new URL(config.storage.endpoint);
   const embeddedStorage = isLoopback(config.storage.endpoint);
   const embeddedDb = !config.database.url;
@@ -172,10 +220,11 @@ async function main(config: KumossConfig): Promise<void> {
     if (!config.engine.aws_endpoint_url) env.KUMOSS_ENGINE_AWS_ENDPOINT_URL = aws.endpoint;
     say(`AWS emulator (moto_server) on ${aws.endpoint} for the runner DAG and the engine's AWS provider`);
   }
-  spawnService('worker', 'worker/main.ts', env, logDir);
-  spawnService('api', 'api/main.ts', env, logDir);
+  spawnService('worker', 'worker/main.ts', env, { logs: logDir, run: runDir });
+  spawnService('api', 'api/main.ts', env, { logs: logDir, run: runDir });
   const apiUrl = `http://${config.api.host}:${config.api.port}`;
   const health = await waitForHealth(`${apiUrl}/health`, 120_000);
+  up = true;
   say('all components up:');
   for (const c of (health as { components: { name: string; detail: string }[] }).components) {
     say(`  ${c.name.padEnd(12)} ${c.detail}`);

@@ -11,7 +11,7 @@ import type { Db } from '../shared/db';
 import { PromptCatalogue } from '../activities/prompt-catalogue';
 import { RoundWorkspaces } from '../activities/workspace';
 import { dataDir, gitTrustBundle, isLoopback, promptsDir, type KumossConfig } from '../shared/config';
-import { cliConfigPath, toolPath } from '../scripts/tools.mjs';
+import { cliConfigPath, toolPath } from '../shared/tools.mjs';
 
 /** Environment variables that carry cloud credentials and settings to the engine's providers. */
 const CLOUD_ENV = /^(AWS_|GOOGLE_|CLOUDSDK_|ARM_|AZURE_|OCI_|KUBECONFIG$|KUBE_)/;

@@ -108,7 +108,9 @@ export async function session(input: SessionInput): Promise<SessionState> {
         round_count: carried.round_count ?? carried.rounds?.length ?? 0,
         has_changes:
           carried.has_changes ??
-          (carried.rounds ?? []).some((r) => (r.kind === 'partial' || r.kind === 'full') && r.status === 'completed'),
+          (carried.rounds ?? []).some(
+            (r) => (r.kind === 'partial' || r.kind === 'full') && r.status === 'completed',
+          ),
         pull_request: carried.pull_request ?? null,
       }
     : initialState(input.settings);
@@ -118,13 +120,17 @@ export async function session(input: SessionInput): Promise<SessionState> {
   let pending: SessionOperation | undefined;
 
   const refusal = (op: SessionOperation): { type: string; message: string } | undefined => {
-    if (state.status !== 'ACTIVE') return { type: SessionRefusals.Finished, message: sessionFinishedMessage(id) };
+    if (state.status !== 'ACTIVE')
+      return { type: SessionRefusals.Finished, message: sessionFinishedMessage(id) };
     if (state.in_flight || pending) return { type: SessionRefusals.Busy, message: sessionBusyMessage(id) };
     if (stored && op.kind === 'pull_request' && !state.has_changes) {
       return { type: SessionRefusals.NothingToPropose, message: NOTHING_TO_PROPOSE };
     }
     if (stored && op.kind === 'merge' && !state.pull_request && !op.pull_request) {
-      return { type: SessionRefusals.NothingToPropose, message: 'Create the pull request before merging it.' };
+      return {
+        type: SessionRefusals.NothingToPropose,
+        message: 'Create the pull request before merging it.',
+      };
     }
     return undefined;
   };
@@ -151,7 +157,7 @@ export async function session(input: SessionInput): Promise<SessionState> {
       return { accepted: true as const, round_id: op.round_id };
     },
     {
-      validator: (op) => {
+      validator: (op: SessionOperation) => {
         const no = refusal(op);
         if (no) {
           log.warn(no.message, { round_id: op.round_id });
@@ -175,7 +181,10 @@ export async function session(input: SessionInput): Promise<SessionState> {
 
   for (;;) {
     await condition(
-      () => pending !== undefined || workflowInfo().continueAsNewSuggested || (stored && state.status !== 'ACTIVE'),
+      () =>
+        pending !== undefined ||
+        workflowInfo().continueAsNewSuggested ||
+        (stored && state.status !== 'ACTIVE'),
     );
     if (pending === undefined && stored && state.status !== 'ACTIVE') {
       // MERGED or FAILED: the session is over, and so is its workflow.
@@ -196,7 +205,8 @@ export async function session(input: SessionInput): Promise<SessionState> {
       status: 'started',
     };
     state.round_count += 1;
-    if (op.kind === 'partial' || op.kind === 'full') round.workflow_id = driftRoundWorkflowId(id, op.round_id);
+    if (op.kind === 'partial' || op.kind === 'full')
+      round.workflow_id = driftRoundWorkflowId(id, op.round_id);
     if (stored) {
       await store.recordSession({
         sessionId: id,

@@ -13,7 +13,16 @@ export function createAdminRouter(deps: SessionRouteDeps): Router {
     const user = currentUser(req);
     const rows = await deps.db
       .selectFrom('sessions')
-      .select(['session_id', 'repository_url', 'cloud', 'iac_path', 'status', 'in_flight', 'created_at', 'updated_at'])
+      .select([
+        'session_id',
+        'repository_url',
+        'cloud',
+        'iac_path',
+        'status',
+        'in_flight',
+        'created_at',
+        'updated_at',
+      ])
       .where('organization_uuid', '=', user.organization_uuid)
       .orderBy('created_at', 'desc')
       .limit(500)

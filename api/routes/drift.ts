@@ -75,9 +75,14 @@ export function createDriftRouter(deps: SessionRouteDeps): Router {
         })
         .execute();
       try {
-        await startSession(deps, settings, { ...op, text: r.text }, {
-          request: { repository_url: r.repository_url, cloud: r.cloud, iac_path, created_by: user.name },
-        });
+        await startSession(
+          deps,
+          settings,
+          { ...op, text: r.text },
+          {
+            request: { repository_url: r.repository_url, cloud: r.cloud, iac_path, created_by: user.name },
+          },
+        );
       } catch (err) {
         // Nothing started: take the session row back so the request leaves no trace.
         await deps.db.deleteFrom('sessions').where('session_id', '=', session_id).execute();

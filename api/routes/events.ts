@@ -59,7 +59,7 @@ export function createEventsRouter(deps: EventsDeps): Router {
       for (let poll = 0; poll < deps.maxPolls && !closed; poll++) {
         try {
           // A long backlog drains in pages before the stream waits again.
-          for (let page = await eventsAfter(deps.db, sessionId, cursor); page.length > 0 && !closed; ) {
+          for (let page = await eventsAfter(deps.db, sessionId, cursor); page.length > 0 && !closed;) {
             for (const e of page) {
               await send(e);
               cursor = e.seq;

@@ -31,10 +31,24 @@ function refusedIs409(outcome: OperationOutcome): void {
   }
 }
 
-async function pullRequestOf(deps: SessionRouteDeps, sessionId: string): Promise<PullRequestRecord | undefined> {
+async function pullRequestOf(
+  deps: SessionRouteDeps,
+  sessionId: string,
+): Promise<PullRequestRecord | undefined> {
   const row = await deps.db
     .selectFrom('pull_requests')
-    .select(['session_id', 'provider', 'number', 'title', 'description', 'head', 'base', 'url', 'status', 'merge_commit'])
+    .select([
+      'session_id',
+      'provider',
+      'number',
+      'title',
+      'description',
+      'head',
+      'base',
+      'url',
+      'status',
+      'merge_commit',
+    ])
     .where('session_id', '=', sessionId)
     .executeTakeFirst();
   return row ? { ...row, provider: row.provider as PullRequestRecord['provider'] } : undefined;
@@ -89,13 +103,20 @@ export function createPullRequestRouter(deps: SessionRouteDeps): Router {
     const pr = await pullRequestOf(deps, row.session_id);
     if (!pr) throw new HttpError(409, 'no_pull_request', 'Create the pull request before merging it.');
     if (pr.status === 'merged') {
-      throw new HttpError(409, 'already_merged', `The pull request of session ${row.session_id} is already merged.`);
+      throw new HttpError(
+        409,
+        'already_merged',
+        `The pull request of session ${row.session_id} is already merged.`,
+      );
     }
     const round_id = newRoundId();
     const outcome = await submitOperation(deps, row, {
       round_id,
       kind: 'merge',
-      text: pr.number !== null ? `Merge pull request #${pr.number}: ${pr.title}` : `Merge ${pr.head}: ${pr.title}`,
+      text:
+        pr.number !== null
+          ? `Merge pull request #${pr.number}: ${pr.title}`
+          : `Merge ${pr.head}: ${pr.title}`,
       actor_uuid: currentUser(req).user_uuid,
       pull_request: { provider: pr.provider, number: pr.number },
     });

@@ -26,7 +26,11 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
     const row = await ownSession(deps, req, req.params.id as string);
     const [rounds, lock, pr, keys] = await Promise.all([
       sessionRounds(deps.db, row.session_id),
-      deps.db.selectFrom('session_locks').select('reason').where('session_id', '=', row.session_id).executeTakeFirst(),
+      deps.db
+        .selectFrom('session_locks')
+        .select('reason')
+        .where('session_id', '=', row.session_id)
+        .executeTakeFirst(),
       deps.db
         .selectFrom('pull_requests')
         .select(['provider', 'number', 'url', 'status', 'base', 'merge_commit'])

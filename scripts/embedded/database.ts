@@ -90,6 +90,7 @@ export async function startEmbeddedDatabase(opts: {
   const turns = new Turns();
   const sockets = new Set<Socket>();
   let nextId = 1;
+  let stopped = false;
 
   const serve = (socket: Socket): void => {
     const id = nextId++;
@@ -109,7 +110,7 @@ export async function startEmbeddedDatabase(opts: {
       const type = typed ? String.fromCharCode(message[0] ?? 0) : '';
       if (type === 'X') return; // Terminate: the socket closes next
       await turns.take(id);
-      if (!open) return turns.leave(id);
+      if (!open || stopped) return turns.leave(id);
       await db.runExclusive(() =>
         db.execProtocolRawStream(new Uint8Array(message), {
           onRawData: (data) => {
@@ -126,21 +127,25 @@ export async function startEmbeddedDatabase(opts: {
       pending = split.rest;
       started = split.started;
       for (const { message, typed } of split.messages) {
-        chain = chain.then(() => run(message, typed)).catch(() => {
-          socket.destroy();
-        });
+        chain = chain
+          .then(() => run(message, typed))
+          .catch(() => {
+            socket.destroy();
+          });
       }
     });
     const close = (): void => {
       if (!open) return;
       open = false;
       sockets.delete(socket);
-      chain = chain.then(async () => {
-        // A client gone in the middle of a transaction leaves nothing half done behind it.
-        await turns.take(id);
-        if (db.isInTransaction()) await db.exec('ROLLBACK').catch(() => undefined);
-        turns.leave(id);
-      });
+      chain = chain
+        .then(async () => {
+          // A client gone in the middle of a transaction leaves nothing half done behind it.
+          await turns.take(id);
+          if (!stopped && db.isInTransaction()) await db.exec('ROLLBACK');
+        })
+        .catch(() => undefined)
+        .finally(() => turns.leave(id));
     };
     socket.on('close', close);
     socket.on('error', close);
@@ -155,6 +160,7 @@ export async function startEmbeddedDatabase(opts: {
     url: `postgres://postgres@${host}:${port}/postgres?sslmode=disable`,
     port,
     close: async () => {
+      stopped = true;
       for (const s of sockets) s.destroy();
       await new Promise<void>((r) => server.close(() => r()));
       await db.close();

@@ -8,7 +8,7 @@ import { Connection } from '@temporalio/client';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { projectRoot } from '../../shared/config';
-import { toolPath } from '../tools.mjs';
+import { toolPath } from '../../shared/tools.mjs';
 
 const devServerSchema = z.object({
   ip: z.string().default('127.0.0.1'),

@@ -169,6 +169,9 @@ export type Db = Kysely<Database>;
 
 export function createDb(url: string, opts: { max?: number } = {}): Db {
   const pool = new pg.Pool({ connectionString: url, max: opts.max ?? 4, connectionTimeoutMillis: 10_000 });
+  // An idle connection the server closed (a restart, a shutdown) is dropped and replaced on the
+  // next query; unhandled, the pool's 'error' event would end the process.
+  pool.on('error', () => undefined);
   return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
 }
 

@@ -25,7 +25,10 @@ describe('GitHub pull requests (loopback GitHub REST API)', () => {
   });
 
   it("reads the base from the repository's default branch, opens with the token, and merges", async () => {
-    const client = new GitHubPullRequests({ token: 'ghp_KUMOSS-SECRET-loopback0123456789', baseUrl: gh.baseUrl });
+    const client = new GitHubPullRequests({
+      token: 'ghp_KUMOSS-SECRET-loopback0123456789',
+      baseUrl: gh.baseUrl,
+    });
     expect(await client.defaultBranch(repositoryUrl)).toBe('trunk');
     const opened = await client.open({
       repositoryUrl,
@@ -47,7 +50,10 @@ describe('GitHub pull requests (loopback GitHub REST API)', () => {
     });
     const merged = await client.merge({ repositoryUrl, number: 1, message: 'Merge' });
     expect(merged.commit).toMatch(/^merge0+1$/);
-    expect(gh.seen.find((s) => s.method === 'PUT')?.body).toEqual({ merge_method: 'merge', commit_title: 'Merge' });
+    expect(gh.seen.find((s) => s.method === 'PUT')?.body).toEqual({
+      merge_method: 'merge',
+      commit_title: 'Merge',
+    });
   });
 
   it('adopts the pull request a lost reply already opened instead of opening a second', async () => {
@@ -62,7 +68,13 @@ describe('GitHub pull requests (loopback GitHub REST API)', () => {
 
   it('answers the merge commit when a retry meets a merge whose reply was lost', async () => {
     const client = new GitHubPullRequests({ token: 't', baseUrl: gh.baseUrl });
-    const { number } = await client.open({ repositoryUrl, head: 'kumoss/s-3', base: 'trunk', title: 'T', body: 'B' });
+    const { number } = await client.open({
+      repositoryUrl,
+      head: 'kumoss/s-3',
+      base: 'trunk',
+      title: 'T',
+      body: 'B',
+    });
     gh.loseNextReply('merge');
     const lost = await client.merge({ repositoryUrl, number, message: 'Merge' }).catch((e: unknown) => e);
     // The network error is retryable (not an ApplicationFailure marked non-retryable).
@@ -72,7 +84,9 @@ describe('GitHub pull requests (loopback GitHub REST API)', () => {
     expect(pull?.merged).toBe(true);
     const retried = await client.merge({ repositoryUrl, number, message: 'Merge' });
     expect(retried.commit).toBe(pull?.merge_commit_sha);
-    expect(gh.seen.filter((s) => s.method === 'PUT' && s.url.endsWith(`/pulls/${number}/merge`))).toHaveLength(1);
+    expect(
+      gh.seen.filter((s) => s.method === 'PUT' && s.url.endsWith(`/pulls/${number}/merge`)),
+    ).toHaveLength(1);
   });
 
   it('classifies a refusal by its HTTP status as non-retryable', async () => {

@@ -63,7 +63,11 @@ describe('pull requests and merge', () => {
     expect(asked.status).toBe(202);
     expect(asked.body).toMatchObject({ session_id: sessionId, accepted: true });
     const prRound = (await settled(sessionId, 2)).rounds[1];
-    expect(prRound).toMatchObject({ round_id: asked.body.round_id, kind: 'pull_request', status: 'completed' });
+    expect(prRound).toMatchObject({
+      round_id: asked.body.round_id,
+      kind: 'pull_request',
+      status: 'completed',
+    });
     const pr = await api.call('GET', `/api/v1/sessions/${sessionId}/pull-request`, t.developer);
     expect(pr.status).toBe(200);
     expect(pr.body).toMatchObject({
@@ -211,7 +215,11 @@ describe('pull requests on GitHub (loopback GitHub REST API), as session operati
     const d = await waitForSession(api, t.developer ?? '', sessionId, 3);
     const merged = gh.pulls.get(repo)?.[0];
     expect(d.status).toBe('MERGED');
-    expect(d.rounds[2]).toMatchObject({ kind: 'merge', status: 'completed', commit: merged?.merge_commit_sha });
+    expect(d.rounds[2]).toMatchObject({
+      kind: 'merge',
+      status: 'completed',
+      commit: merged?.merge_commit_sha,
+    });
     expect(gh.seen.filter((s) => s.method === 'PUT')).toHaveLength(1);
     const after = await api.call('GET', `/api/v1/sessions/${sessionId}/pull-request`, t.developer);
     expect(after.body).toMatchObject({ status: 'merged', merge_commit: merged?.merge_commit_sha });

@@ -107,13 +107,21 @@ describe('role matrix', () => {
     expect((await api.call('GET', '/api/v1/admin/sessions', tokens.devops)).status).toBe(403);
     // The session's repository does not exist: its round fails, and so does the session.
     let sessions: { session_id: string; status: string }[] = [];
-    for (let i = 0; i < 300 && !sessions.some((x) => x.session_id === sessionId && x.status === 'FAILED'); i++) {
+    for (
+      let i = 0;
+      i < 300 && !sessions.some((x) => x.session_id === sessionId && x.status === 'FAILED');
+      i++
+    ) {
       sessions = (await api.call('GET', '/api/v1/admin/sessions', tokens.admin)).body
         .sessions as typeof sessions;
       await new Promise((r) => setTimeout(r, 100));
     }
     expect(sessions).toContainEqual(
-      expect.objectContaining({ session_id: sessionId, status: 'FAILED', workflow_id: `session:${sessionId}` }),
+      expect.objectContaining({
+        session_id: sessionId,
+        status: 'FAILED',
+        workflow_id: `session:${sessionId}`,
+      }),
     );
     const users = (await api.call('GET', '/api/v1/admin/users', tokens.admin)).body.users as Record<
       string,

@@ -2,7 +2,7 @@
 // without a pinned plan, the session detail with presigned artifacts, tenant isolation.
 import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { toolPath } from '../../scripts/tools.mjs';
+import { toolPath } from '../../shared/tools.mjs';
 import { NO_PINNED_PLAN, type SessionRound } from '../../shared/contracts';
 import { createDb, migrate, type Db } from '../../shared/db';
 import { createUser } from '../../shared/db/users';
@@ -207,14 +207,20 @@ describe('session API', () => {
   });
 
   it('answers the session detail and its whole event stream from the metadata store once the workflows are gone', async () => {
-    const a = await call('POST', '/api/v1/drift/full', tokens.devops, { ...first(), text: 'Reconcile everything.' });
+    const a = await call('POST', '/api/v1/drift/full', tokens.devops, {
+      ...first(),
+      text: 'Reconcile everything.',
+    });
     const sessionId = a.body.session_id as string;
     await settled(sessionId, 1);
     await call('POST', `/api/v1/sessions/${sessionId}/apply`, tokens.devops);
     await h.client.workflow.getHandle(`session:${sessionId}`).result();
     const before = await settled(sessionId, 2);
     // What retention would do: the closed runs disappear from Temporal.
-    for (const workflowId of [`session:${sessionId}`, `drift-round:${sessionId}:${a.body.round_id as string}`]) {
+    for (const workflowId of [
+      `session:${sessionId}`,
+      `drift-round:${sessionId}:${a.body.round_id as string}`,
+    ]) {
       await h.client.workflowService.deleteWorkflowExecution({
         namespace: h.client.options.namespace,
         workflowExecution: { workflowId },

@@ -30,7 +30,7 @@ import {
 import { EngineClient } from '../../activities/engine';
 import type { EngineDeps } from '../../activities/drift-detection';
 import type { GitClient } from '../../activities/git';
-import { waitForProvider } from '../../scripts/tools.mjs';
+import { waitForProvider } from '../../shared/tools.mjs';
 
 export interface AwsClients {
   ec2: EC2Client;

@@ -64,13 +64,11 @@ export async function startGitHubLoopback(defaultBranch = 'main'): Promise<GitHu
         merged_at: p.merged ? '2026-12-01T00:00:00Z' : null,
         merge_commit_sha: p.merge_commit_sha,
       });
-      if (!pullsPath && req.method === 'GET') return reply(200, { default_branch: defaultBranch, full_name: key });
+      if (!pullsPath && req.method === 'GET')
+        return reply(200, { default_branch: defaultBranch, full_name: key });
       if (pullsPath && !num && req.method === 'GET') {
         const head = url.searchParams.get('head');
-        return reply(
-          200,
-          list.filter((p) => !head || `${owner}:${p.head}` === head).map(view),
-        );
+        return reply(200, list.filter((p) => !head || `${owner}:${p.head}` === head).map(view));
       }
       if (pullsPath && !num && req.method === 'POST') {
         if (list.some((p) => p.head === body.head && p.state === 'open')) {
@@ -81,7 +79,7 @@ export async function startGitHubLoopback(defaultBranch = 'main'): Promise<GitHu
           head: String(body.head),
           base: String(body.base),
           title: String(body.title),
-          body: String(body.body ?? ''),
+          body: typeof body.body === 'string' ? body.body : '',
           state: 'open',
           merged: false,
           merge_commit_sha: null,
@@ -97,7 +95,11 @@ export async function startGitHubLoopback(defaultBranch = 'main'): Promise<GitHu
         p.merged = true;
         p.state = 'closed';
         p.merge_commit_sha = `merge${String(++commits).padStart(35, '0')}`;
-        return reply(200, { sha: p.merge_commit_sha, merged: true, message: 'Pull Request successfully merged' }, 'merge');
+        return reply(
+          200,
+          { sha: p.merge_commit_sha, merged: true, message: 'Pull Request successfully merged' },
+          'merge',
+        );
       }
       return reply(404, { message: 'Not Found' });
     });

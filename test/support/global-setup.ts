@@ -1,7 +1,6 @@
 // One real stack per test run (test/support/test-stack.ts), handed to the test files; each file
 // connects with its own task queue (test/support/stack.ts).
 import type { TestProject } from 'vitest/node';
-import { createDb, migrate } from '../../shared/db';
 import { SECRET_MARKER, scanForSecrets } from './secret-scan';
 import { startTestStack, type TestStack } from './test-stack';
 
@@ -19,10 +18,6 @@ export default async function setup(project: TestProject): Promise<() => Promise
   console.log(
     `[test stack] up in ${((Date.now() - t0) / 1000).toFixed(1)}s: Temporal ${stack.temporalAddress}`,
   );
-  // Migrate once, before any test file: the files then find the schema in place.
-  const db = createDb(stack.databaseUrl);
-  await migrate(db);
-  await db.destroy();
   project.provide('stack', stack);
   // After every test file: no test secret (they all carry SECRET_MARKER) in any workflow history
   // or artifact the whole run produced. A finding fails the run.

@@ -15,9 +15,9 @@ import { OfflineModel } from '../../activities/model/offline';
 import type { ModelProvider } from '../../activities/model/port';
 import { PromptCatalogue } from '../../activities/prompt-catalogue';
 import { RoundWorkspaces } from '../../activities/workspace';
-import { cliConfigPath, toolPath } from '../../scripts/tools.mjs';
+import { cliConfigPath, toolPath } from '../../shared/tools.mjs';
 import { projectRoot } from '../../shared/config';
-import { createDb, type Db } from '../../shared/db';
+import { createDb, migrate, type Db } from '../../shared/db';
 import { startAwsEmulator } from '../../scripts/embedded/aws-emulator';
 import { startEmbeddedDatabase } from '../../scripts/embedded/database';
 import { startGitHost } from '../../scripts/embedded/git-host';
@@ -62,6 +62,10 @@ export async function startTestStack(): Promise<{ stack: TestStack; stop: () => 
   ]);
   const workflowBundlePath = join(root, 'workflow-bundle.js');
   writeFileSync(workflowBundlePath, bundle.code);
+  // The session and round workflows write to the metadata store: its schema is in place first.
+  const schema = createDb(db.url);
+  await migrate(schema);
+  await schema.destroy();
   return {
     stack: {
       root,

@@ -1,12 +1,16 @@
 // Determinism: recorded histories of every workflow (test/fixtures/histories, binary protobuf written by
 // `node --import tsx scripts/record-histories.ts`) replayed against the current code. A change
-// that would break runs already in flight fails here.
+// that would break runs already in flight fails here. The `*-before-store` histories are runs of
+// the code before the session store: they replay because that change is behind patched(); the
+// negative case shows that the same change without its patch breaks them.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { temporal } from '@temporalio/proto';
-import { Worker } from '@temporalio/worker';
+import { bundleWorkflowCode, Worker } from '@temporalio/worker';
+import { DeterminismViolationError } from '@temporalio/workflow';
 import { describe, expect, it } from 'vitest';
 import { projectRoot } from '../../shared/config';
+import { workflowsPath } from '../../worker/worker';
 import { stack } from '../support/stack';
 
 const dir = join(projectRoot, 'test', 'fixtures', 'histories');
@@ -40,4 +44,27 @@ describe('replay of recorded histories', () => {
       ).resolves.toBeUndefined();
     });
   }
+
+  it('fails to replay a run from before the session store once the change ships without its patch', async () => {
+    const unversioned = await bundleWorkflowCode({
+      workflowsPath,
+      logger: { info() {}, warn() {}, error() {}, debug() {}, trace() {}, log() {} },
+      webpackConfigHook: (config) => {
+        config.resolve = {
+          ...config.resolve,
+          alias: {
+            ...(config.resolve?.alias as Record<string, string> | undefined),
+            '@temporalio/workflow$': join(projectRoot, 'test/fixtures/unversioned/workflow-sdk.ts'),
+          },
+        };
+        return config;
+      },
+    });
+    for (const file of ['session-before-store.binpb', 'drift-round-full-before-store.binpb']) {
+      const history = temporal.api.history.v1.History.decode(readFileSync(join(dir, file)));
+      await expect(
+        Worker.runReplayHistory({ workflowBundle: unversioned }, history, `unversioned-${file}`),
+      ).rejects.toBeInstanceOf(DeterminismViolationError);
+    }
+  });
 });

@@ -542,7 +542,7 @@ describe('runner.environment-drift-detect', () => {
 
   it('starts from the Temporal CLI: temporal workflow start --type runner.environment-drift-detect', async () => {
     const { execFileSync } = await import('node:child_process');
-    const { toolPath } = await import('../../scripts/tools.mjs');
+    const { toolPath } = await import('../../shared/tools.mjs');
     const conn = await bed.connection(org, 'aws');
     const env = awsEnvironment();
     await provisionAws(bed.awsClients(conn.region), env);
