@@ -28,6 +28,8 @@ export class GitError extends Error {
   constructor(
     message: string,
     readonly stderr: string,
+    readonly stdout = '',
+    readonly exitCode = 1,
   ) {
     super(message);
   }
@@ -66,7 +68,7 @@ export class GitClient {
     });
     if (r.exitCode !== 0) {
       const msg = r.stderr.trim().split('\n').filter(Boolean).pop() ?? `exit code ${r.exitCode}`;
-      throw new GitError(`git ${args[0]} failed: ${msg}`, r.stderr);
+      throw new GitError(`git ${args[0]} failed: ${msg}`, r.stderr, r.stdout, r.exitCode);
     }
     return r.stdout;
   }
@@ -126,9 +128,16 @@ export class GitClient {
    */
   async push(dir: string, branch: string): Promise<void> {
     try {
-      await this.run(['push', '--quiet', 'origin', `${branch}:refs/heads/${branch}`], dir);
+      await this.run(['push', '--porcelain', 'origin', `${branch}:refs/heads/${branch}`], dir);
     } catch (err) {
-      if (err instanceof GitError && /\[rejected\]|non-fast-forward|fetch first/.test(err.stderr)) {
+      // `--porcelain` reports each ref on a line `<flag>\t<from>:<to>\t<summary>`; `!` is a ref the
+      // remote rejected (it moved), as opposed to a transport failure, which is retried.
+      const rejected =
+        err instanceof GitError &&
+        err.stdout
+          .split('\n')
+          .some((line) => line.startsWith('!\t') && line.includes(`:refs/heads/${branch}\t`));
+      if (rejected) {
         throw ApplicationFailure.nonRetryable(
           `The branch ${branch} moved on the remote while Kumoss worked on it (someone else pushed to it); ` +
             'Kumoss does not overwrite it. Merge or reset that branch, then start the round again.',

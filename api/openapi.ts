@@ -40,7 +40,8 @@ const errors = (...codes: number[]) =>
 export function openApiDocument(): Record<string, unknown> {
   const accepted = {
     '202': {
-      description: 'Accepted: the round runs in the background; the session decides whether it starts.',
+      description:
+        'Accepted: the operation runs in the background. `accepted` says whether it starts: false, with `refusal` and `reason`, when the session has an operation in flight or is finished.',
       headers: { Location: { schema: { type: 'string' } } },
       content: { 'application/json': { schema: { $ref: '#/components/schemas/Accepted' } } },
     },
@@ -145,16 +146,16 @@ export function openApiDocument(): Record<string, unknown> {
       '/api/v1/sessions/{id}/pull-request': {
         post: {
           summary:
-            'Open the pull request of the session branch (devops); title and description by the small model',
+            'Open the pull request of the session branch (devops): a session operation; the session workflow has the small model write title and description and the forge open it (on the embedded git host: a reviewed branch merge, no number, no URL)',
           parameters: [sessionId],
           responses: {
-            '201': { description: 'Opened' },
-            '200': { description: 'Already open' },
+            ...accepted,
+            '200': { description: 'Already open: the recorded pull request' },
             ...errors(401, 403, 404, 409),
           },
         },
         get: {
-          summary: 'The pull request (developer)',
+          summary: 'The pull request as the forge answered it (developer); reading it changes nothing',
           parameters: [sessionId],
           responses: { '200': { description: 'The pull request' }, ...errors(401, 403, 404) },
         },
@@ -168,7 +169,7 @@ export function openApiDocument(): Record<string, unknown> {
       },
       '/api/v1/admin/sessions': {
         get: {
-          summary: 'Sessions of the organization, from Temporal visibility (admin)',
+          summary: 'Sessions of the organization with their status, from the metadata store (admin)',
           responses: { '200': { description: 'Sessions' }, ...errors(401, 403) },
         },
       },

@@ -155,7 +155,16 @@ export const followUpRequestSchema = z
 export const driftRequestSchema = z.union([followUpRequestSchema, firstRequestSchema]);
 export type DriftRequest = z.infer<typeof driftRequestSchema>;
 
-export const acceptedSchema = z.object({ session_id: z.string(), round_id: z.string() });
+export const acceptedSchema = z.object({
+  session_id: z.string(),
+  round_id: z.string(),
+  /** Whether the operation starts; false when the session refused it (nothing else changes). */
+  accepted: z.boolean(),
+  /** SessionBusy, SessionFinished or NothingToPropose, when refused. */
+  refusal: z.string().optional(),
+  /** The seed's line, when refused: `Session <id> already has an operation in flight.` … */
+  reason: z.string().optional(),
+});
 
 // ---------------------------------------------------------------------------------------------
 // Sessions (seed 001): one conversation about one Terraform root.

@@ -17,6 +17,8 @@ export const ErrorTypes = {
   CloudRequestRejected: 'CloudRequestRejectedError',
   /** A forge (GitHub, …) refused a request (4xx): no retry will change its answer. */
   ForgeRequestRejected: 'ForgeRequestRejectedError',
+  /** The model API refused a request (4xx other than rate limits): a retry gets the same answer. */
+  ModelRequestRejected: 'ModelRequestRejectedError',
   /** A DAG step failed after its retries; the details carry the DAG state. */
   DagStepFailed: 'DagStepFailedError',
 } as const;

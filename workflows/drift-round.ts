@@ -3,6 +3,7 @@
 // answered without changes) or failed. Plans and reports travel as object keys only.
 import {
   ApplicationFailure,
+  isCancellation,
   log,
   patched,
   proxyActivities,
@@ -219,6 +220,11 @@ async function runRound(
       engine_reinits: loop.reinits,
     });
   } catch (err) {
+    if (isCancellation(err)) {
+      // Cancelled (an operator, or the session): the run ends cancelled, not failed.
+      setCurrentDetails('Cancelled');
+      throw err;
+    }
     setStatus('failed');
     const reason =
       err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err);

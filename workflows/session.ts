@@ -13,6 +13,7 @@
 import {
   allHandlersFinished,
   ApplicationFailure,
+  CancellationScope,
   condition,
   continueAsNew,
   executeChild,
@@ -330,9 +331,10 @@ export async function session(input: SessionInput): Promise<SessionState> {
         if (result.reason) round.reason = result.reason;
         if (result.status === 'completed') state.has_changes = true;
       } catch (err) {
-        if (isCancellation(err)) throw err; // the session itself is being cancelled
+        // The session itself is being cancelled: it ends cancelled.
+        if (isCancellation(err) && CancellationScope.current().consideredCancelled) throw err;
         round.status = 'failed';
-        round.failure_reason = failureReason(err);
+        round.failure_reason = isCancellation(err) ? `The round was cancelled.` : failureReason(err);
         state.status = 'FAILED';
       }
     }

@@ -3,6 +3,8 @@
 // activity retries, never a guess.
 import Anthropic from '@anthropic-ai/sdk';
 import { z } from 'zod';
+import { ApplicationFailure } from '@temporalio/common';
+import { ErrorTypes } from '../../shared/errors';
 import type { DriftOperation } from '../../shared/drift';
 import type {
   ConfigResource,
@@ -64,17 +66,35 @@ export class AnthropicModel implements ModelProvider {
       apiKey: opts.apiKey,
       ...(opts.baseURL ? { baseURL: opts.baseURL } : {}),
       timeout: opts.timeoutMs ?? 120_000,
-      maxRetries: 2,
+      // Temporal retries the activity; the SDK's own retries would multiply every attempt.
+      maxRetries: 0,
     });
   }
 
   private async ask<T>(schema: z.ZodType<T>, model: string, system: string, payload: unknown): Promise<T> {
-    const res = await this.client.messages.create({
-      model,
-      max_tokens: this.opts.maxTokens ?? 8192,
-      system,
-      messages: [{ role: 'user', content: JSON.stringify(payload, null, 2) }],
-    });
+    let res: Anthropic.Message;
+    try {
+      res = await this.client.messages.create({
+        model,
+        max_tokens: this.opts.maxTokens ?? 8192,
+        system,
+        messages: [{ role: 'user', content: JSON.stringify(payload, null, 2) }],
+      });
+    } catch (err) {
+      // By HTTP status: the caller's mistakes (bad request, key, model) are final; overload, rate
+      // limits, server errors and the network are retried by Temporal.
+      if (
+        err instanceof Anthropic.APIError &&
+        typeof err.status === 'number' &&
+        [400, 401, 403, 404, 413, 422].includes(err.status)
+      ) {
+        throw ApplicationFailure.nonRetryable(
+          `The model API refused the request (HTTP ${err.status}): ${err.message}`,
+          ErrorTypes.ModelRequestRejected,
+        );
+      }
+      throw err;
+    }
     const text = res.content.map((b) => (b.type === 'text' ? b.text : '')).join('');
     const parsed = schema.safeParse(extractJson(text));
     if (!parsed.success) {

@@ -1,7 +1,9 @@
 // The Anthropic provider path end to end: a partial drift round whose model calls go through the
 // real @anthropic-ai/sdk client to a loopback server speaking the Messages API.
 import { randomUUID } from 'node:crypto';
+import { ApplicationFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ErrorTypes } from '../../shared/errors';
 import { AnthropicModel } from '../../activities/model/anthropic';
 import { driftReportSchema } from '../../shared/drift-report';
 import { driftRound } from '../../workflows';
@@ -100,7 +102,7 @@ describe('driftRound with the Anthropic provider (loopback Messages API)', () =>
     }
   });
 
-  it('surfaces an API error from the service', async () => {
+  it('surfaces a refusal from the service as final, after exactly one call (Temporal retries, never the SDK)', async () => {
     const failing = await startMessagesLoopback(() => ({
       status: 401,
       error: { type: 'authentication_error', message: 'invalid x-api-key' },
@@ -112,11 +114,29 @@ describe('driftRound with the Anthropic provider (loopback Messages API)', () =>
         model: 'm',
         smallModel: 's',
       });
-      await expect(model.filterRequest({ text: 'fix drift', prompt: '' })).rejects.toThrow(
-        /invalid x-api-key/,
-      );
+      const err = await model.filterRequest({ text: 'fix drift', prompt: '' }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ApplicationFailure);
+      expect(err).toMatchObject({ nonRetryable: true, type: ErrorTypes.ModelRequestRejected });
+      expect((err as Error).message).toMatch(/HTTP 401.*invalid x-api-key/);
+      expect(failing.requests).toHaveLength(1);
     } finally {
       await failing.close();
+    }
+  });
+
+  it("leaves an overloaded service to Temporal's retries: one call per attempt, retryable", async () => {
+    const busy = await startMessagesLoopback(() => ({
+      status: 529,
+      error: { type: 'overloaded_error', message: 'Overloaded' },
+    }));
+    try {
+      const model = new AnthropicModel({ apiKey: API_KEY, baseURL: busy.url, model: 'm', smallModel: 's' });
+      const err = await model.filterRequest({ text: 'fix drift', prompt: '' }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(Error);
+      expect(err instanceof ApplicationFailure && err.nonRetryable).toBe(false);
+      expect(busy.requests).toHaveLength(1);
+    } finally {
+      await busy.close();
     }
   });
 });
