@@ -82,6 +82,31 @@ export function isPermanentEngineFailure(output: string): boolean {
   return PERMANENT.some((re) => re.test(output));
 }
 
+/** What `validate -json` says: the engine's own structured diagnostics. */
+interface ValidateJson {
+  valid: boolean;
+  diagnostics?: {
+    severity: string;
+    summary: string;
+    range?: { filename?: string; start?: { line?: number } };
+  }[];
+}
+
+/** The first error diagnostic of a `validate -json` answer, as `Error: <summary> (<file> line <n>)`. */
+export function firstErrorDiagnostic(json: string): string | undefined {
+  let parsed: ValidateJson;
+  try {
+    parsed = JSON.parse(json) as ValidateJson;
+  } catch {
+    return undefined;
+  }
+  if (parsed.valid) return undefined;
+  const d = parsed.diagnostics?.find((x) => x.severity === 'error');
+  if (!d) return undefined;
+  const where = d.range?.filename ? ` (${d.range.filename} line ${d.range.start?.line ?? 0})` : '';
+  return `Error: ${d.summary}${where}`;
+}
+
 export class EngineClient {
   private initialized = false;
   private initCount = 0;
@@ -134,6 +159,24 @@ export class EngineClient {
     }
   }
 
+  /**
+   * A failed validate or plan, classified by the engine's `validate -json` diagnostics: errors in
+   * the configuration are permanent (no retry fixes them); a configuration that validates failed
+   * for another reason (a provider, the network, a lock) and is retried.
+   */
+  private async failClassified(verb: string, r: RunResult, hooks: CallHooks): Promise<never> {
+    const output = `${r.stderr}\n${r.stdout}`.trim();
+    const v = verb === 'validate' ? r : await this.run(['validate', '-json', '-no-color'], hooks);
+    const diagnostic = firstErrorDiagnostic(v.stdout);
+    if (diagnostic) throw new EngineError(`${this.opts.kind} ${verb} failed: ${diagnostic}`, true, output);
+    const match = /Error: (.*)/.exec(output);
+    throw new EngineError(
+      `${this.opts.kind} ${verb} failed: ${match ? `Error: ${match[1]}` : `exit code ${r.exitCode}`}`,
+      false,
+      output,
+    );
+  }
+
   private fail(verb: string, r: RunResult): never {
     const output = `${r.stderr}\n${r.stdout}`.trim();
     const match = /Error: (.*)(?:\n+\s*on (\S+) line (\d+))?/.exec(output);
@@ -172,14 +215,17 @@ export class EngineClient {
       reinitialized = true;
       r = await this.run(args, hooks);
     }
-    if (!ok(r.exitCode)) this.fail(verb, r);
+    if (!ok(r.exitCode)) {
+      if (verb === 'validate' || verb === 'plan') await this.failClassified(verb, r, hooks);
+      this.fail(verb, r);
+    }
     return { r, reinitialized };
   }
 
   async validate(hooks: CallHooks = {}): Promise<{ valid: boolean; output: string; reinitialized: boolean }> {
     const { r, reinitialized } = await this.withReinit(
       'validate',
-      ['validate', '-no-color'],
+      ['validate', '-json', '-no-color'],
       (c) => c === 0,
       hooks,
     );

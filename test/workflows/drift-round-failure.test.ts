@@ -4,6 +4,9 @@ import { randomUUID } from 'node:crypto';
 import { appendFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { WorkflowFailedError } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import { temporal } from '@temporalio/proto';
+import { ErrorTypes } from '../../shared/errors';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { driftRound } from '../../workflows';
 import { type DriftTestBed } from '../support/drift-test-bed';
@@ -51,5 +54,27 @@ describe('driftRound on a root that does not parse', () => {
       .map((e) => e.activityTaskStartedEventAttributes?.attempt)
       .filter((a): a is number => typeof a === 'number');
     expect(Math.max(...attempts)).toBe(1);
+  });
+
+  it('fails the run, not its workflow task, when its input does not validate', async () => {
+    const workflowId = `invalid-${randomUUID()}`;
+    const err = await h.client.workflow
+      .execute(driftRound, {
+        taskQueue: h.taskQueue,
+        workflowId,
+        // What an older client, or a schema tightened since, might send: no retry makes it valid.
+        args: [{ ...roundInput(b.repoUrl), max_drift_reports: 99 }],
+      })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(WorkflowFailedError);
+    const cause = (err as WorkflowFailedError).cause as ApplicationFailure;
+    expect(cause).toBeInstanceOf(ApplicationFailure);
+    expect(cause).toMatchObject({ type: ErrorTypes.InvalidInput, nonRetryable: true });
+    expect(cause.message).toMatch(/^Invalid drift round input: max_drift_reports /);
+    // The run ended on its first workflow task: nothing was scheduled, no task failed.
+    const history = await h.client.workflow.getHandle(workflowId).fetchHistory();
+    const types = (history.events ?? []).map((e) => e.eventType);
+    expect(types).not.toContain(temporal.api.enums.v1.EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED);
+    expect(types).not.toContain(temporal.api.enums.v1.EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED);
   });
 });
