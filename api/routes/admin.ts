@@ -1,9 +1,14 @@
 // The admin panel's routes (admin role, own organization): the sessions with their status and
 // workflow, the users, and the session locks that block merging.
 import { Router } from 'express';
+import { z } from 'zod';
 import { authenticate, currentUser, requireRole } from '../auth';
 import { ownSession, type SessionRouteDeps } from '../session-operations';
 import { sessionWorkflowId } from '../../shared/ids';
+import { parseBody } from '../validation';
+
+/** Why an admin locks a session: shown to whoever is refused the merge. */
+const lockRequestSchema = z.object({ reason: z.string().trim().max(500).default('') }).strict();
 
 export function createAdminRouter(deps: SessionRouteDeps): Router {
   const router = Router();
@@ -59,8 +64,7 @@ export function createAdminRouter(deps: SessionRouteDeps): Router {
 
   router.put('/api/v1/admin/sessions/:id/lock', auth, requireRole('admin'), async (req, res) => {
     const row = await ownSession(deps, req, req.params.id as string);
-    const body = (req.body ?? {}) as { reason?: unknown };
-    const reason = typeof body.reason === 'string' ? body.reason.slice(0, 500) : '';
+    const { reason } = parseBody(lockRequestSchema, req.body ?? {});
     await deps.db
       .insertInto('session_locks')
       .values({ session_id: row.session_id, locked_by: currentUser(req).user_uuid, reason })

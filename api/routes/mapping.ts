@@ -15,7 +15,7 @@ const mappingRequestSchema = z
   .object({ repository_url: repositoryUrlSchema, iac_path: iacPathSchema.optional() })
   .strict();
 const sidecarAnswer = z.object({
-  provider: z.string().nullable().optional(),
+  provider: z.string().max(64).nullable().optional(),
   scope_id: z.string().nullable().optional(),
 });
 
@@ -37,7 +37,11 @@ export function createMappingRouter(deps: { db: Db; mapping: { enabled: boolean;
     });
     const provider =
       answer.provider && (CLOUDS as readonly string[]).includes(answer.provider) ? answer.provider : null;
-    const scope = typeof answer.scope_id === 'string' && answer.scope_id.trim() ? answer.scope_id : null;
+    // A scope the first request would refuse (blank, or over its 256 characters) is no answer.
+    const scope =
+      typeof answer.scope_id === 'string' && answer.scope_id.trim() && answer.scope_id.length <= 256
+        ? answer.scope_id
+        : null;
     res.json({ provider, scope_id: scope, checked: true });
   });
   return router;

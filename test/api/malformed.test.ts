@@ -206,4 +206,45 @@ describe('malformed requests', () => {
       },
     });
   });
+
+  it('refuses a lock reason over 500 characters with a 400 naming the field, and locks nothing', async () => {
+    const admin = await createUser(db, {
+      name: `admin-malformed-${Date.now()}`,
+      role: 'admin',
+      organization: `malformed-admin-${Date.now()}`,
+    });
+    await db
+      .insertInto('sessions')
+      .values({
+        session_id: `s-lock-${Date.now()}`,
+        organization_uuid: admin.user.organization_uuid,
+        created_by: admin.user.user_uuid,
+        repository_url: GOOD.repository_url,
+        cloud: 'aws',
+        scope_id: 'x',
+        iac_path: '',
+        state_project_id: 'x',
+        branch: 'kumoss/x',
+        in_flight: null,
+      })
+      .execute();
+    const row = await db
+      .selectFrom('sessions')
+      .select('session_id')
+      .where('organization_uuid', '=', admin.user.organization_uuid)
+      .executeTakeFirstOrThrow();
+    const res = await fetch(`${url}/api/v1/admin/sessions/${row.session_id}/lock`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${admin.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ reason: 'x'.repeat(501) }),
+    });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { field: string } }).error.field).toBe('reason');
+    const locks = await db
+      .selectFrom('session_locks')
+      .selectAll()
+      .where('session_id', '=', row.session_id)
+      .execute();
+    expect(locks).toEqual([]);
+  });
 });
