@@ -13,6 +13,11 @@ export interface GitOptions {
   caFile?: string;
   /** Token for the git host (GIT_TOKEN); sent as a basic-auth header. */
   token?: string;
+  /**
+   * Tokens for particular servers, by origin (`https://127.0.0.1:3443`): the embedded Gitea's token
+   * goes only there, and GIT_TOKEN never does.
+   */
+  hostTokens?: Record<string, string>;
   author?: { name: string; email: string };
   timeoutMs?: number;
 }
@@ -50,11 +55,20 @@ export class GitClient {
       GIT_COMMITTER_EMAIL: author.email,
     };
     if (this.opts.caFile) env.GIT_SSL_CAINFO = this.opts.caFile;
-    if (this.opts.token) {
-      const basic = Buffer.from(`x-access-token:${this.opts.token}`).toString('base64');
-      env.GIT_CONFIG_COUNT = '1';
-      env.GIT_CONFIG_KEY_0 = 'http.extraHeader';
-      env.GIT_CONFIG_VALUE_0 = `Authorization: Basic ${basic}`;
+    const header = (token: string) =>
+      `Authorization: Basic ${Buffer.from(`x-access-token:${token}`).toString('base64')}`;
+    const entries: [string, string][] = [];
+    if (this.opts.token) entries.push(['http.extraHeader', header(this.opts.token)]);
+    for (const [origin, token] of Object.entries(this.opts.hostTokens ?? {})) {
+      // An empty value first resets what the generic entry added, for that server only.
+      entries.push([`http.${origin}/.extraHeader`, ''], [`http.${origin}/.extraHeader`, header(token)]);
+    }
+    if (entries.length > 0) {
+      env.GIT_CONFIG_COUNT = String(entries.length);
+      entries.forEach(([key, value], i) => {
+        env[`GIT_CONFIG_KEY_${i}`] = key;
+        env[`GIT_CONFIG_VALUE_${i}`] = value;
+      });
     }
     return env;
   }

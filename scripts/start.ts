@@ -19,7 +19,9 @@ import {
 } from '../shared/config';
 import { startAwsEmulator } from './embedded/aws-emulator';
 import { startEmbeddedDatabase } from './embedded/database';
+import { startGitea } from './embedded/gitea';
 import { startGitHost } from './embedded/git-host';
+import { toolReady } from '../shared/tools.mjs';
 import { startObjectStore } from './embedded/object-store';
 import { assertPortFree, PortTakenError } from './embedded/ports';
 import { loadDevServerSpec, startDevServer } from './embedded/temporal-dev';
@@ -213,6 +215,38 @@ async function main(config: KumossConfig): Promise<void> {
     ...process.env,
     DATABASE_URL: databaseUrl(config),
   };
+  let forgeUrl = '';
+  if (!config.services.gitea.url && config.services.gitea.embedded_port) {
+    if (!toolReady('gitea')) {
+      say(
+        'the embedded forge (Gitea) is still being built in the background; it starts with the next `npm start`',
+      );
+    } else {
+      await assertPortFree(
+        config.services.gitea.embedded_port,
+        'forge (services.gitea.embedded_port)',
+        config.git_host.host,
+      );
+      const giteaLog = createWriteStream(join(logDir, 'gitea.log'), { flags: 'a' });
+      const forge = await startGitea({
+        dir: join(data, 'gitea'),
+        certsDir: join(data, 'certs'),
+        host: config.git_host.host,
+        port: config.services.gitea.embedded_port,
+        onLog: (l) => giteaLog.write(`${l}\n`),
+      });
+      forge.process.once('exit', (code) => {
+        if (!stopping) say(`Gitea exited unexpectedly (code ${code}); see ${join(logDir, 'gitea.log')}`);
+      });
+      stops.push({ name: 'forge', stop: () => forge.stop() });
+      env.KUMOSS_GITEA_URL = forge.url;
+      env.GITEA_TOKEN = forge.token;
+      forgeUrl = forge.url;
+      say(
+        `forge (Gitea 1.27.3) on ${forge.url}: push to ${forge.url}/${forge.owner}/<repo>.git (token in ${join(data, 'gitea', 'token')})`,
+      );
+    }
+  }
   if (!config.runners.aws.endpoint_url && config.runners.aws.embedded_emulator_port) {
     const aws = await startAwsEmulator({ port: config.runners.aws.embedded_emulator_port });
     stops.push({ name: 'AWS emulator', stop: () => aws.stop() });
@@ -232,6 +266,7 @@ async function main(config: KumossConfig): Promise<void> {
   say(`Temporal Web UI  ${uiUrl}`);
   say(`API              ${apiUrl}  (health: ${apiUrl}/health)`);
   say(`git host         ${gitHost.url}  (CA: ${gitHost.caPath})`);
+  if (forgeUrl) say(`forge (Gitea)    ${forgeUrl}  (pull requests with a page and a diff)`);
   say('press Ctrl-C to stop');
 }
 

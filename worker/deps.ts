@@ -4,6 +4,8 @@ import { createActivities, type Activities } from '../activities';
 import { ArtifactStore, createS3Client } from '../shared/object-store';
 import type { EngineDeps } from '../activities/drift-detection';
 import { GitClient } from '../activities/git';
+import { readFileSync } from 'node:fs';
+import { GiteaPullRequests } from '../activities/gitea';
 import { GitHubPullRequests } from '../activities/github';
 import { createModel } from '../activities/model';
 import { awsClientFactory, GcpClient } from '../activities/runners/clouds';
@@ -76,7 +78,13 @@ export function buildActivities(
   db: Db,
 ): { activities: Activities; artifacts: ArtifactStore } {
   const artifacts = new ArtifactStore(createS3Client(config.storage), config.storage.bucket);
-  const git = new GitClient({ caFile: gitTrustBundle(config), token: process.env.GIT_TOKEN });
+  const giteaToken = process.env.GITEA_TOKEN;
+  const giteaUrl = config.services.gitea.url;
+  const git = new GitClient({
+    caFile: gitTrustBundle(config),
+    token: process.env.GIT_TOKEN,
+    ...(giteaUrl && giteaToken ? { hostTokens: { [new URL(giteaUrl).origin]: giteaToken } } : {}),
+  });
   const engines = { terraform: engineDeps(config, 'terraform'), tofu: engineDeps(config, 'tofu') };
   const activities = createActivities({
     engine: engines[config.engine.binary],
@@ -87,6 +95,22 @@ export function buildActivities(
     workspaces: new RoundWorkspaces(join(dataDir(config), 'work'), git, engines, config.engine.binary),
     ...(process.env.GIT_TOKEN ? { github: githubClient(config, process.env.GIT_TOKEN) } : {}),
     githubHosts: config.services.github.hosts,
+    ...(giteaUrl
+      ? {
+          gitea: {
+            url: giteaUrl,
+            ...(giteaToken
+              ? {
+                  client: new GiteaPullRequests({
+                    url: giteaUrl,
+                    token: giteaToken,
+                    ca: readFileSync(gitTrustBundle(config)),
+                  }),
+                }
+              : {}),
+          },
+        }
+      : {}),
     db,
     runners: runnerDeps(config, db),
   });

@@ -237,19 +237,27 @@ export async function session(input: SessionInput): Promise<SessionState> {
         } else {
           const message = op.text ?? `Merge ${state.branch}`;
           const pr = state.pull_request ?? op.pull_request;
+          const onForge = (pr?.provider === 'github' || pr?.provider === 'gitea') && pr.number !== null;
           const merged =
-            pr?.provider === 'github' && pr.number !== null
-              ? await git.mergeGitHubPullRequest({
+            onForge && stored
+              ? await git.mergePullRequest({
+                  provider: pr.provider as 'github' | 'gitea',
                   repositoryUrl: state.repository_url,
-                  number: pr.number,
+                  number: pr.number as number,
                   message,
                 })
-              : await git.mergeSessionBranch({
-                  repositoryUrl: state.repository_url,
-                  head: state.branch,
-                  message,
-                  ...(state.pull_request ? { base: state.pull_request.base } : {}),
-                });
+              : onForge && pr?.provider === 'github'
+                ? await git.mergeGitHubPullRequest({
+                    repositoryUrl: state.repository_url,
+                    number: pr.number as number,
+                    message,
+                  })
+                : await git.mergeSessionBranch({
+                    repositoryUrl: state.repository_url,
+                    head: state.branch,
+                    message,
+                    ...(state.pull_request ? { base: state.pull_request.base } : {}),
+                  });
           if (stored) await git.recordPullRequestMerged({ sessionId: id, commit: merged.commit });
           round.status = 'completed';
           round.commit = merged.commit;
@@ -272,7 +280,7 @@ export async function session(input: SessionInput): Promise<SessionState> {
             text: await git.writePullRequestText(facts),
           }));
         state.pull_request = {
-          provider: pr.provider === 'github' ? 'github' : 'git_host',
+          provider: pr.provider === 'local' ? 'git_host' : pr.provider,
           number: pr.number,
           base: pr.base,
         };

@@ -55,7 +55,8 @@ describe('npm start supervises its processes', () => {
 
   beforeAll(async () => {
     ports = {};
-    for (const name of ['temporal', 'ui', 'api', 'db', 'git', 's3', 'aws']) ports[name] = await freePort();
+    for (const name of ['temporal', 'ui', 'api', 'db', 'git', 's3', 'aws', 'forge'])
+      ports[name] = await freePort();
     launcher = spawn(process.execPath, ['--import', 'tsx', join(projectRoot, 'scripts/start.ts')], {
       cwd: projectRoot,
       env: {
@@ -68,6 +69,7 @@ describe('npm start supervises its processes', () => {
         KUMOSS_GIT_HOST_PORT: String(ports.git),
         S3_ENDPOINT: `http://127.0.0.1:${ports.s3}`,
         KUMOSS_AWS_EMULATOR_PORT: String(ports.aws),
+        KUMOSS_GITEA_PORT: String(ports.forge),
         // A killed worker's activity is retried after this long without a heartbeat.
         KUMOSS_ACTIVITY_HEARTBEAT_SECONDS: '5',
       },

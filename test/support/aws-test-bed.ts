@@ -30,7 +30,7 @@ import {
 import { EngineClient } from '../../activities/engine';
 import type { EngineDeps } from '../../activities/drift-detection';
 import type { GitClient } from '../../activities/git';
-import { waitForProvider } from '../../shared/tools.mjs';
+import { waitForTool } from '../../shared/tools.mjs';
 
 export interface AwsClients {
   ec2: EC2Client;
@@ -948,7 +948,7 @@ export async function createAwsTestBed(opts: {
   name?: string;
 }): Promise<AwsTestBed> {
   // Setup builds kumoss/aws in the background: the first bed of a fresh machine waits for it.
-  await waitForProvider('provider-aws');
+  await waitForTool('provider-aws');
   const dir = mkdtempSync(join(tmpdir(), 'kumoss-awsbed-'));
   const suffix = Math.random().toString(36).slice(2, 8);
   const repo = join(dir, 'repo');

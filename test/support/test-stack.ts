@@ -10,6 +10,7 @@ import type { RunnerDeps } from '../../activities/runners';
 import { ArtifactStore, createS3Client } from '../../shared/object-store';
 import type { EngineDeps } from '../../activities/drift-detection';
 import { GitClient } from '../../activities/git';
+import type { GiteaPullRequests } from '../../activities/gitea';
 import type { GitHubPullRequests } from '../../activities/github';
 import { OfflineModel } from '../../activities/model/offline';
 import type { ModelProvider } from '../../activities/model/port';
@@ -139,6 +140,8 @@ export interface TestActivityOptions {
   db?: Db;
   /** GitHub pull requests (a loopback GitHub API) and the hosts it serves. */
   github?: { client: GitHubPullRequests; hosts: string[] };
+  /** A Gitea server and its pull-request client. */
+  gitea?: { url: string; client: GiteaPullRequests };
 }
 
 /** The real activities on a stack's components, and the clients they use. */
@@ -172,6 +175,7 @@ export function stackActivities(stack: TestStack, o: TestActivityOptions = {}) {
     ...(o.runners ? { runners: o.runners } : {}),
     db: o.db ?? createDb(stack.databaseUrl),
     ...(o.github ? { github: o.github.client, githubHosts: o.github.hosts } : {}),
+    ...(o.gitea ? { gitea: o.gitea } : {}),
   });
   return { activities, git, artifacts, engine: engines[kind] };
 }

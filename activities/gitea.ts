@@ -1,0 +1,202 @@
+// Pull requests on Gitea through its REST API (/api/v1), authenticated with a token
+// (`Authorization: token …`), over HTTPS with the CA bundle Kumoss trusts. The same contract as
+// the GitHub client: opening adopts the pull request already open for the head branch, merging
+// answers the merge commit of one already merged, and refusals are classified by HTTP status.
+import { request } from 'node:https';
+import { ApplicationFailure } from '@temporalio/common';
+import { ErrorTypes } from '../shared/errors';
+import type { OpenedPullRequest } from './github';
+
+export interface GiteaOptions {
+  /** https://host[:port] of the Gitea server. */
+  url: string;
+  token: string;
+  /** PEM CA bundle to trust (the embedded forge's self-signed CA); default: the system's. */
+  ca?: string | Buffer;
+  timeoutMs?: number;
+}
+
+export class GiteaHttpError extends Error {
+  override name = 'GiteaHttpError';
+  constructor(
+    message: string,
+    readonly status: number,
+  ) {
+    super(message);
+  }
+}
+
+/** One JSON call over HTTPS; a non-2xx answer is a GiteaHttpError with its status. */
+export function httpsJson(
+  url: string,
+  opts: {
+    method?: string;
+    headers?: Record<string, string>;
+    body?: unknown;
+    ca?: string | Buffer;
+    timeoutMs?: number;
+  },
+): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    const body = opts.body === undefined ? undefined : JSON.stringify(opts.body);
+    const req = request(
+      url,
+      {
+        method: opts.method ?? 'GET',
+        headers: {
+          accept: 'application/json',
+          ...(body
+            ? { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) }
+            : {}),
+          ...opts.headers,
+        },
+        ...(opts.ca ? { ca: opts.ca } : {}),
+        timeout: opts.timeoutMs ?? 30_000,
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => (text += d));
+        res.on('end', () => {
+          const status = res.statusCode ?? 0;
+          let parsed: unknown = undefined;
+          try {
+            parsed = text ? JSON.parse(text) : undefined;
+          } catch {
+            parsed = text;
+          }
+          if (status >= 200 && status < 300) return resolve(parsed);
+          const message =
+            typeof parsed === 'object' && parsed && 'message' in parsed
+              ? String(parsed.message)
+              : text.slice(0, 300);
+          reject(new GiteaHttpError(message || `HTTP ${status}`, status));
+        });
+      },
+    );
+    req.on('timeout', () =>
+      req.destroy(new Error(`no answer from ${new URL(url).origin} within the timeout`)),
+    );
+    req.on('error', reject);
+    if (body) req.write(body);
+    req.end();
+  });
+}
+
+/** owner and repo from https://host/<owner>/<repo>(.git) */
+export function giteaRepo(repositoryUrl: string): { owner: string; repo: string } {
+  const parts = new URL(repositoryUrl).pathname
+    .replace(/^\//, '')
+    .replace(/\.git$/, '')
+    .split('/');
+  if (parts.length !== 2 || !parts[0] || !parts[1])
+    throw new Error(`not a Gitea repository URL: ${repositoryUrl}`);
+  return { owner: parts[0], repo: parts[1] };
+}
+
+interface GiteaPull {
+  number: number;
+  html_url: string;
+  state: 'open' | 'closed';
+  merged: boolean;
+  merge_commit_sha: string | null;
+}
+
+export class GiteaPullRequests {
+  constructor(private readonly opts: GiteaOptions) {}
+
+  private async call(
+    path: string,
+    what: string,
+    init: { method?: string; body?: unknown } = {},
+  ): Promise<unknown> {
+    try {
+      return await httpsJson(`${this.opts.url.replace(/\/$/, '')}/api/v1${path}`, {
+        ...init,
+        headers: { authorization: `token ${this.opts.token}` },
+        ...(this.opts.ca ? { ca: this.opts.ca } : {}),
+        ...(this.opts.timeoutMs ? { timeoutMs: this.opts.timeoutMs } : {}),
+      });
+    } catch (err) {
+      if (err instanceof GiteaHttpError && [401, 403, 404, 405, 409, 422].includes(err.status)) {
+        throw ApplicationFailure.nonRetryable(
+          `Gitea refused to ${what} (HTTP ${err.status}): ${err.message}`,
+          ErrorTypes.ForgeRequestRejected,
+        );
+      }
+      throw err; // 5xx, the network: retried
+    }
+  }
+
+  async defaultBranch(repositoryUrl: string): Promise<string> {
+    const { owner, repo } = giteaRepo(repositoryUrl);
+    const r = (await this.call(`/repos/${owner}/${repo}`, `read ${owner}/${repo}`)) as {
+      default_branch: string;
+    };
+    return r.default_branch;
+  }
+
+  /** The pull request from `head` into `base`, if there is one. */
+  private async find(
+    owner: string,
+    repo: string,
+    base: string,
+    head: string,
+  ): Promise<GiteaPull | undefined> {
+    try {
+      return (await httpsJson(
+        `${this.opts.url.replace(/\/$/, '')}/api/v1/repos/${owner}/${repo}/pulls/${encodeURIComponent(base)}/${encodeURIComponent(head)}`,
+        {
+          headers: { authorization: `token ${this.opts.token}` },
+          ...(this.opts.ca ? { ca: this.opts.ca } : {}),
+        },
+      )) as GiteaPull;
+    } catch (err) {
+      if (err instanceof GiteaHttpError && err.status === 404) return undefined;
+      throw err;
+    }
+  }
+
+  async open(pr: {
+    repositoryUrl: string;
+    head: string;
+    base: string;
+    title: string;
+    body: string;
+  }): Promise<OpenedPullRequest> {
+    const { owner, repo } = giteaRepo(pr.repositoryUrl);
+    const view = (p: GiteaPull, adopted: boolean): OpenedPullRequest => ({
+      number: p.number,
+      url: p.html_url,
+      state: p.merged ? 'merged' : p.state,
+      adopted,
+    });
+    const existing = await this.find(owner, repo, pr.base, pr.head);
+    if (existing) return view(existing, true);
+    const created = (await this.call(`/repos/${owner}/${repo}/pulls`, `open a pull request from ${pr.head}`, {
+      method: 'POST',
+      body: { head: pr.head, base: pr.base, title: pr.title, body: pr.body },
+    })) as GiteaPull;
+    return view(created, false);
+  }
+
+  async merge(pr: { repositoryUrl: string; number: number; message: string }): Promise<{ commit: string }> {
+    const { owner, repo } = giteaRepo(pr.repositoryUrl);
+    const get = async () =>
+      (await this.call(
+        `/repos/${owner}/${repo}/pulls/${pr.number}`,
+        `read pull request #${pr.number}`,
+      )) as GiteaPull;
+    const before = await get();
+    if (before.merged && before.merge_commit_sha) return { commit: before.merge_commit_sha };
+    await this.call(`/repos/${owner}/${repo}/pulls/${pr.number}/merge`, `merge pull request #${pr.number}`, {
+      method: 'POST',
+      body: { Do: 'merge', MergeTitleField: pr.message },
+    });
+    const after = await get();
+    if (!after.merged || !after.merge_commit_sha) {
+      throw new Error(`Gitea accepted the merge of #${pr.number} but does not report it merged yet`);
+    }
+    return { commit: after.merge_commit_sha };
+  }
+}

@@ -1,0 +1,122 @@
+// Pull requests on a real forge: Gitea 1.27.3 (built by setup from the Go module proxy, its web
+// assets from its own package.json) on loopback over HTTPS. A drift session on a repository that
+// lives there opens a real pull request — a page a person can open, with the diff — and merges it
+// through Gitea's API; Gitea's main branch then has the session branch.
+import { dirname, join } from 'node:path';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GitClient } from '../../activities/git';
+import { GiteaPullRequests, httpsJson } from '../../activities/gitea';
+import { createDb, type Db } from '../../shared/db';
+import { waitForTool } from '../../shared/tools.mjs';
+import { startGitea, type EmbeddedGitea } from '../../scripts/embedded/gitea';
+import { roleTokens, startTestApi, waitForSession, type TestApi } from '../support/api';
+import { createDriftTestBed, type DriftTestBed } from '../support/drift-test-bed';
+import { engineDeps, stack, temporalHarness, testActivities, type TemporalHarness } from '../support/stack';
+
+describe('pull requests on Gitea, a real forge', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kumoss-gitea-'));
+  let gitea: EmbeddedGitea;
+  let h: TemporalHarness;
+  let db: Db;
+  let api: TestApi;
+  let bed: DriftTestBed;
+  let ca: string;
+  const t: Record<string, string> = {};
+
+  beforeAll(async () => {
+    // Setup builds Gitea in the background (minutes on a fresh machine).
+    await waitForTool('gitea');
+    gitea = await startGitea({ dir, certsDir: dirname(stack().gitCaFile) });
+    ca = readFileSync(gitea.caPath, 'utf8');
+    const git = new GitClient({ caFile: stack().gitCaFile, hostTokens: { [gitea.url]: gitea.token } });
+    h = await temporalHarness(
+      'pull-requests-gitea',
+      testActivities({
+        git,
+        gitea: { url: gitea.url, client: new GiteaPullRequests({ url: gitea.url, token: gitea.token, ca }) },
+      }),
+    );
+    db = createDb(stack().databaseUrl);
+    Object.assign(t, await roleTokens(db, `prgt-${Date.now()}`));
+    api = await startTestApi(h, db);
+    bed = await createDriftTestBed({
+      gitHostUrl: `${gitea.url}/${gitea.owner}`,
+      git,
+      engine: engineDeps(),
+      name: `infra-${Date.now()}`,
+    });
+  }, 40 * 60_000);
+  afterAll(async () => {
+    api?.close();
+    await bed?.destroy();
+    await db?.destroy();
+    await h?.close();
+    await gitea?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('opens a real pull request with a page and its diff, and merges it through Gitea', async () => {
+    await bed.inject('ingress');
+    const started = await api.call('POST', '/api/v1/drift/partial', t.devops, {
+      repository_url: bed.repoUrl,
+      cloud: 'aws',
+      scope_id: 'scope-gitea',
+      text: 'Resolve the drift on security group sg-web-demo.',
+    });
+    expect(started.status).toBe(202);
+    const sessionId = started.body.session_id as string;
+    expect((await waitForSession(api, t.developer ?? '', sessionId, 1)).rounds[0]).toMatchObject({
+      status: 'completed',
+      outcome: 'Succeeded',
+    });
+    expect((await api.call('POST', `/api/v1/sessions/${sessionId}/pull-request`, t.devops)).status).toBe(202);
+    await waitForSession(api, t.developer ?? '', sessionId, 2);
+    const repo = new URL(bed.repoUrl).pathname.slice(1).replace(/\.git$/, '');
+    const pr = (await api.call('GET', `/api/v1/sessions/${sessionId}/pull-request`, t.developer)).body;
+    expect(pr).toMatchObject({
+      provider: 'gitea',
+      number: 1,
+      url: `${gitea.url}/${repo}/pulls/1`,
+      head: `kumoss/${sessionId}`,
+      base: 'main',
+      status: 'open',
+    });
+
+    // The page a person opens: Gitea renders the pull request and its diff (the added rule).
+    const page = await new Promise<string>((resolve, reject) => {
+      void import('node:https').then(({ get }) =>
+        get(`${pr.url as string}/files`, { ca }, (res) => {
+          let html = '';
+          res.on('data', (d: Buffer) => (html += d.toString()));
+          res.on('end', () =>
+            res.statusCode === 200 ? resolve(html) : reject(new Error(`HTTP ${res.statusCode}`)),
+          );
+        }).on('error', reject),
+      );
+    });
+    expect(page).toContain(pr.title as string);
+    expect(page).toContain('8080');
+    expect(page).toMatch(/<link rel="stylesheet" href="[^"]*\/assets\/css\/index\.[^"]*\.css"/);
+
+    expect((await api.call('POST', `/api/v1/sessions/${sessionId}/merge`, t.devops)).status).toBe(202);
+    const d = await waitForSession(api, t.developer ?? '', sessionId, 3);
+    expect(d.status).toBe('MERGED');
+    const onGitea = (await httpsJson(`${gitea.url}/api/v1/repos/${repo}/pulls/1`, {
+      headers: { authorization: `token ${gitea.token}` },
+      ca,
+    })) as { merged: boolean; merge_commit_sha: string };
+    expect(onGitea.merged).toBe(true);
+    expect(d.rounds[2]).toMatchObject({
+      kind: 'merge',
+      status: 'completed',
+      commit: onGitea.merge_commit_sha,
+    });
+    const main = (await httpsJson(`${gitea.url}/api/v1/repos/${repo}/branches/main`, {
+      headers: { authorization: `token ${gitea.token}` },
+      ca,
+    })) as { commit: { id: string } };
+    expect(main.commit.id).toBe(onGitea.merge_commit_sha);
+  });
+});
