@@ -2,10 +2,10 @@
 // (`Authorization: token …`), over HTTPS with the CA bundle Kumoss trusts. The same contract as
 // the GitHub client: opening adopts the pull request already open for the head branch, merging
 // answers the merge commit of one already merged, and refusals are classified by HTTP status.
-import { request } from 'node:https';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorTypes } from '../shared/errors';
 import type { OpenedPullRequest } from './github';
+import { HttpJsonError, requestJson } from './http-json';
 
 export interface GiteaOptions {
   /** https://host[:port] of the Gitea server. */
@@ -14,73 +14,6 @@ export interface GiteaOptions {
   /** PEM CA bundle to trust (the embedded forge's self-signed CA); default: the system's. */
   ca?: string | Buffer;
   timeoutMs?: number;
-}
-
-export class GiteaHttpError extends Error {
-  override name = 'GiteaHttpError';
-  constructor(
-    message: string,
-    readonly status: number,
-  ) {
-    super(message);
-  }
-}
-
-/** One JSON call over HTTPS; a non-2xx answer is a GiteaHttpError with its status. */
-export function httpsJson(
-  url: string,
-  opts: {
-    method?: string;
-    headers?: Record<string, string>;
-    body?: unknown;
-    ca?: string | Buffer;
-    timeoutMs?: number;
-  },
-): Promise<unknown> {
-  return new Promise((resolve, reject) => {
-    const body = opts.body === undefined ? undefined : JSON.stringify(opts.body);
-    const req = request(
-      url,
-      {
-        method: opts.method ?? 'GET',
-        headers: {
-          accept: 'application/json',
-          ...(body
-            ? { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) }
-            : {}),
-          ...opts.headers,
-        },
-        ...(opts.ca ? { ca: opts.ca } : {}),
-        timeout: opts.timeoutMs ?? 30_000,
-      },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (d: string) => (text += d));
-        res.on('end', () => {
-          const status = res.statusCode ?? 0;
-          let parsed: unknown = undefined;
-          try {
-            parsed = text ? JSON.parse(text) : undefined;
-          } catch {
-            parsed = text;
-          }
-          if (status >= 200 && status < 300) return resolve(parsed);
-          const message =
-            typeof parsed === 'object' && parsed && 'message' in parsed
-              ? String(parsed.message)
-              : text.slice(0, 300);
-          reject(new GiteaHttpError(message || `HTTP ${status}`, status));
-        });
-      },
-    );
-    req.on('timeout', () =>
-      req.destroy(new Error(`no answer from ${new URL(url).origin} within the timeout`)),
-    );
-    req.on('error', reject);
-    if (body) req.write(body);
-    req.end();
-  });
 }
 
 /** owner and repo from https://host/<owner>/<repo>(.git) */
@@ -111,14 +44,14 @@ export class GiteaPullRequests {
     init: { method?: string; body?: unknown } = {},
   ): Promise<unknown> {
     try {
-      return await httpsJson(`${this.opts.url.replace(/\/$/, '')}/api/v1${path}`, {
+      return await requestJson(`${this.opts.url.replace(/\/$/, '')}/api/v1${path}`, {
         ...init,
         headers: { authorization: `token ${this.opts.token}` },
         ...(this.opts.ca ? { ca: this.opts.ca } : {}),
         ...(this.opts.timeoutMs ? { timeoutMs: this.opts.timeoutMs } : {}),
       });
     } catch (err) {
-      if (err instanceof GiteaHttpError && [401, 403, 404, 405, 409, 422].includes(err.status)) {
+      if (err instanceof HttpJsonError && [401, 403, 404, 405, 409, 422].includes(err.status)) {
         throw ApplicationFailure.nonRetryable(
           `Gitea refused to ${what} (HTTP ${err.status}): ${err.message}`,
           ErrorTypes.ForgeRequestRejected,
@@ -144,7 +77,7 @@ export class GiteaPullRequests {
     head: string,
   ): Promise<GiteaPull | undefined> {
     try {
-      return (await httpsJson(
+      return (await requestJson(
         `${this.opts.url.replace(/\/$/, '')}/api/v1/repos/${owner}/${repo}/pulls/${encodeURIComponent(base)}/${encodeURIComponent(head)}`,
         {
           headers: { authorization: `token ${this.opts.token}` },
@@ -152,7 +85,7 @@ export class GiteaPullRequests {
         },
       )) as GiteaPull;
     } catch (err) {
-      if (err instanceof GiteaHttpError && err.status === 404) return undefined;
+      if (err instanceof HttpJsonError && err.status === 404) return undefined;
       throw err;
     }
   }

@@ -14,6 +14,7 @@ import { sessionRounds } from '../shared/db/sessions';
 import { ErrorTypes } from '../shared/errors';
 import type { GitClient } from './git';
 import type { GiteaPullRequests } from './gitea';
+import type { GitLabMergeRequests } from './gitlab';
 import type { GitHubPullRequests, OpenedPullRequest } from './github';
 import type { ModelProvider, PullRequestFacts, PullRequestText } from './model/port';
 
@@ -33,6 +34,8 @@ export interface PullRequestDeps {
   githubHosts?: string[];
   /** The Gitea server (services.gitea.url) and its client (absent without a token). */
   gitea?: { url: string; client?: GiteaPullRequests };
+  /** Repository hosts served by GitLab (services.gitlab) and its client (absent without GIT_TOKEN). */
+  gitlab?: { hosts: string[]; client?: GitLabMergeRequests };
 }
 
 /** What a forge does for a session's pull request: the same contract on GitHub and Gitea. */
@@ -54,11 +57,15 @@ export interface PullRequestTarget {
   head: string;
 }
 
-const noToken = (forge: 'github' | 'gitea', what: string) =>
+type ForgeName = Exclude<PullRequestProvider, 'git_host'>;
+const FORGE_TOKENS: Record<ForgeName, [string, string]> = {
+  github: ['GIT_TOKEN', 'GitHub'],
+  gitlab: ['GIT_TOKEN', 'GitLab'],
+  gitea: ['GITEA_TOKEN', 'Gitea'],
+};
+const noToken = (forge: ForgeName, what: string) =>
   ApplicationFailure.nonRetryable(
-    forge === 'github'
-      ? `GIT_TOKEN is not set on the worker: it cannot ${what} on GitHub`
-      : `GITEA_TOKEN is not set on the worker: it cannot ${what} on Gitea`,
+    `${FORGE_TOKENS[forge][0]} is not set on the worker: it cannot ${what} on ${FORGE_TOKENS[forge][1]}`,
     ErrorTypes.InvalidInput,
   );
 
@@ -88,12 +95,13 @@ export function createPullRequestActivities(deps: PullRequestDeps) {
   const provider = (repositoryUrl: string): PullRequestProvider => {
     const url = new URL(repositoryUrl);
     if ((deps.githubHosts ?? []).includes(url.hostname)) return 'github';
+    if ((deps.gitlab?.hosts ?? []).includes(url.hostname)) return 'gitlab';
     if (deps.gitea?.url && new URL(deps.gitea.url).host === url.host) return 'gitea';
     return 'git_host';
   };
   /** The forge's client for a provider, or the failure that says which token is missing. */
-  const forge = (p: 'github' | 'gitea', what: string): Forge => {
-    const client = p === 'github' ? deps.github : deps.gitea?.client;
+  const forge = (p: ForgeName, what: string): Forge => {
+    const client = p === 'github' ? deps.github : p === 'gitlab' ? deps.gitlab?.client : deps.gitea?.client;
     if (!client) throw noToken(p, what);
     return client;
   };
@@ -216,7 +224,7 @@ export function createPullRequestActivities(deps: PullRequestDeps) {
 
     /** Merges the pull request on its forge; one already merged answers its merge commit. */
     async mergePullRequest(input: {
-      provider: 'github' | 'gitea';
+      provider: ForgeName;
       repositoryUrl: string;
       number: number;
       message: string;

@@ -90,6 +90,14 @@ export const configSchema = z.object({
         api_url: z.string().default(''),
       })
       .default({ hosts: ['github.com'], api_url: '' }),
+    gitlab: z
+      .object({
+        /** Repository hosts whose merge requests go through the GitLab REST API (with GIT_TOKEN). */
+        hosts: z.array(z.string()).default(['gitlab.com']),
+        /** Empty: https://<the repository's host> */
+        api_url: z.string().default(''),
+      })
+      .default({ hosts: ['gitlab.com'], api_url: '' }),
     gitea: z
       .object({
         /** A Gitea server (https://host[:port]) whose repositories' pull requests go through its API
@@ -159,6 +167,7 @@ export const ENV_OVERRIDES: Record<string, string> = {
   KUMOSS_AUTHZ_ENABLED: 'services.authz.enabled',
   KUMOSS_AUTHZ_URL: 'services.authz.url',
   KUMOSS_GITHUB_API_URL: 'services.github.api_url',
+  KUMOSS_GITLAB_API_URL: 'services.gitlab.api_url',
   KUMOSS_GITEA_URL: 'services.gitea.url',
   KUMOSS_GITEA_PORT: 'services.gitea.embedded_port',
   KUMOSS_MAPPING_ENABLED: 'services.mapping.enabled',

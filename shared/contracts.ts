@@ -177,8 +177,8 @@ export const NO_PINNED_PLAN =
 
 export type OperationKind = 'partial' | 'full' | 'apply' | 'pull_request' | 'merge';
 
-/** Where a session's pull request lives: a forge (GitHub, Gitea), or the bare git host (a reviewed branch merge). */
-export type PullRequestProvider = 'github' | 'gitea' | 'git_host';
+/** Where a session's pull request lives: a forge (GitHub, GitLab, Gitea), or the bare git host (a reviewed branch merge). */
+export type PullRequestProvider = 'github' | 'gitlab' | 'gitea' | 'git_host';
 
 export interface SessionOperation {
   round_id: string;

@@ -6,6 +6,7 @@ import type { EngineDeps } from '../activities/drift-detection';
 import { GitClient } from '../activities/git';
 import { readFileSync } from 'node:fs';
 import { GiteaPullRequests } from '../activities/gitea';
+import { GitLabMergeRequests } from '../activities/gitlab';
 import { GitHubPullRequests } from '../activities/github';
 import { createModel } from '../activities/model';
 import { awsClientFactory, GcpClient } from '../activities/runners/clouds';
@@ -95,6 +96,19 @@ export function buildActivities(
     workspaces: new RoundWorkspaces(join(dataDir(config), 'work'), git, engines, config.engine.binary),
     ...(process.env.GIT_TOKEN ? { github: githubClient(config, process.env.GIT_TOKEN) } : {}),
     githubHosts: config.services.github.hosts,
+    gitlab: {
+      hosts: config.services.gitlab.hosts,
+      ...(process.env.GIT_TOKEN
+        ? {
+            client: new GitLabMergeRequests({
+              url:
+                config.services.gitlab.api_url ||
+                `https://${config.services.gitlab.hosts[0] ?? 'gitlab.com'}`,
+              token: process.env.GIT_TOKEN,
+            }),
+          }
+        : {}),
+    },
     ...(giteaUrl
       ? {
           gitea: {

@@ -237,11 +237,16 @@ export async function session(input: SessionInput): Promise<SessionState> {
         } else {
           const message = op.text ?? `Merge ${state.branch}`;
           const pr = state.pull_request ?? op.pull_request;
-          const onForge = (pr?.provider === 'github' || pr?.provider === 'gitea') && pr.number !== null;
+          const onForge =
+            pr !== undefined &&
+            pr !== null &&
+            pr.provider !== 'git_host' &&
+            pr.provider !== 'local' &&
+            pr.number !== null;
           const merged =
             onForge && stored
               ? await git.mergePullRequest({
-                  provider: pr.provider as 'github' | 'gitea',
+                  provider: pr.provider as 'github' | 'gitlab' | 'gitea',
                   repositoryUrl: state.repository_url,
                   number: pr.number as number,
                   message,

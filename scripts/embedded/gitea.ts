@@ -7,7 +7,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { httpsJson } from '../../activities/gitea';
+import { requestJson } from '../../activities/http-json';
 import { toolPath } from '../../shared/tools.mjs';
 import { ensureCertificates } from './git-host';
 import { freePort } from './ports';
@@ -166,7 +166,7 @@ export async function startGitea(opts: {
   for (;;) {
     if (child.exitCode !== null) throw new Error(`gitea exited with code ${child.exitCode} while starting`);
     try {
-      await httpsJson(`${url}/api/v1/version`, { ca, timeoutMs: 2000 });
+      await requestJson(`${url}/api/v1/version`, { ca, timeoutMs: 2000 });
       break;
     } catch {
       // not listening yet

@@ -7,7 +7,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GitClient } from '../../activities/git';
-import { GiteaPullRequests, httpsJson } from '../../activities/gitea';
+import { GiteaPullRequests } from '../../activities/gitea';
+import { requestJson } from '../../activities/http-json';
 import { createDb, type Db } from '../../shared/db';
 import { waitForTool } from '../../shared/tools.mjs';
 import { startGitea, type EmbeddedGitea } from '../../scripts/embedded/gitea';
@@ -103,7 +104,7 @@ describe('pull requests on Gitea, a real forge', () => {
     expect((await api.call('POST', `/api/v1/sessions/${sessionId}/merge`, t.devops)).status).toBe(202);
     const d = await waitForSession(api, t.developer ?? '', sessionId, 3);
     expect(d.status).toBe('MERGED');
-    const onGitea = (await httpsJson(`${gitea.url}/api/v1/repos/${repo}/pulls/1`, {
+    const onGitea = (await requestJson(`${gitea.url}/api/v1/repos/${repo}/pulls/1`, {
       headers: { authorization: `token ${gitea.token}` },
       ca,
     })) as { merged: boolean; merge_commit_sha: string };
@@ -113,7 +114,7 @@ describe('pull requests on Gitea, a real forge', () => {
       status: 'completed',
       commit: onGitea.merge_commit_sha,
     });
-    const main = (await httpsJson(`${gitea.url}/api/v1/repos/${repo}/branches/main`, {
+    const main = (await requestJson(`${gitea.url}/api/v1/repos/${repo}/branches/main`, {
       headers: { authorization: `token ${gitea.token}` },
       ca,
     })) as { commit: { id: string } };
