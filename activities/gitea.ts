@@ -5,7 +5,7 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorTypes } from '../shared/errors';
 import type { OpenedPullRequest } from './github';
-import { HttpJsonError, requestJson } from './http-json';
+import { HttpJsonError, requestJson } from '../shared/http-json';
 
 export interface GiteaOptions {
   /** https://host[:port] of the Gitea server. */

@@ -6,7 +6,7 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorTypes } from '../shared/errors';
 import type { OpenedPullRequest } from './github';
-import { HttpJsonError, requestJson } from './http-json';
+import { HttpJsonError, requestJson } from '../shared/http-json';
 
 export interface GitLabOptions {
   /** https://gitlab.com, or a self-managed instance. */

@@ -7,6 +7,7 @@ import type { ArtifactStore } from '../shared/object-store';
 import type { Db } from '../shared/db';
 import { ping } from '../shared/db';
 import type { ComponentCheck } from './routes/health';
+import { requestJson } from '../shared/http-json';
 
 export function temporalCheck(connection: Connection, namespace: string): ComponentCheck {
   return {
@@ -50,5 +51,21 @@ export function gitHostCheck(url: string, caFile: string): ComponentCheck {
         req.on('error', reject);
         req.end();
       }),
+  };
+}
+
+/** A Gitea forge: its version from /api/v1/version. */
+export function forgeCheck(url: string, caFile: string): ComponentCheck {
+  return {
+    name: 'forge',
+    check: async () => {
+      const v = (await requestJson(`${url}/api/v1/version`, {
+        ca: readFileSync(caFile),
+        timeoutMs: 2000,
+      })) as {
+        version?: string;
+      };
+      return `Gitea ${v.version ?? '?'} at ${url}`;
+    },
   };
 }

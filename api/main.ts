@@ -6,7 +6,7 @@ import { createDb, migrate } from '../shared/db';
 import { logger, quietKnownWarnings } from '../shared/logger';
 import { dataConverter, payloadCodecFromEnv } from '../shared/payload-codec';
 import { createApp } from './app';
-import { databaseCheck, gitHostCheck, storageCheck, temporalCheck } from './checks';
+import { databaseCheck, forgeCheck, gitHostCheck, storageCheck, temporalCheck } from './checks';
 
 quietKnownWarnings();
 const config = loadConfig();
@@ -22,6 +22,7 @@ const app = createApp({
     storageCheck(artifacts),
     databaseCheck(db),
     gitHostCheck(`https://${config.git_host.host}:${config.git_host.port}`, gitTrustBundle(config)),
+    ...(config.services.gitea.url ? [forgeCheck(config.services.gitea.url, gitTrustBundle(config))] : []),
   ],
   log: (err) => log.error({ err }, 'unhandled error'),
   authz: config.services.authz,

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GitClient } from '../../activities/git';
 import { GiteaPullRequests } from '../../activities/gitea';
-import { requestJson } from '../../activities/http-json';
+import { requestJson } from '../../shared/http-json';
 import { createDb, type Db } from '../../shared/db';
 import { waitForTool } from '../../shared/tools.mjs';
 import { startGitea, type EmbeddedGitea } from '../../scripts/embedded/gitea';
