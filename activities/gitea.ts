@@ -2,9 +2,7 @@
 // (`Authorization: token …`), over HTTPS with the CA bundle Kumoss trusts. The same contract as
 // the GitHub client: opening adopts the pull request already open for the head branch, merging
 // answers the merge commit of one already merged, and refusals are classified by HTTP status.
-import { ApplicationFailure } from '@temporalio/common';
-import { ErrorTypes } from '../shared/errors';
-import type { OpenedPullRequest } from './github';
+import { forgeFailure, repositoryPath, type Forge, type OpenedPullRequest } from './forge';
 import { HttpJsonError, requestJson } from '../shared/http-json';
 
 export interface GiteaOptions {
@@ -18,13 +16,8 @@ export interface GiteaOptions {
 
 /** owner and repo from https://host/<owner>/<repo>(.git) */
 export function giteaRepo(repositoryUrl: string): { owner: string; repo: string } {
-  const parts = new URL(repositoryUrl).pathname
-    .replace(/^\//, '')
-    .replace(/\.git$/, '')
-    .split('/');
-  if (parts.length !== 2 || !parts[0] || !parts[1])
-    throw new Error(`not a Gitea repository URL: ${repositoryUrl}`);
-  return { owner: parts[0], repo: parts[1] };
+  const [owner = '', repo = ''] = repositoryPath(repositoryUrl, 'Gitea', 2);
+  return { owner, repo };
 }
 
 interface GiteaPull {
@@ -35,7 +28,7 @@ interface GiteaPull {
   merge_commit_sha: string | null;
 }
 
-export class GiteaPullRequests {
+export class GiteaPullRequests implements Forge {
   constructor(private readonly opts: GiteaOptions) {}
 
   private async call(
@@ -51,13 +44,7 @@ export class GiteaPullRequests {
         ...(this.opts.timeoutMs ? { timeoutMs: this.opts.timeoutMs } : {}),
       });
     } catch (err) {
-      if (err instanceof HttpJsonError && [401, 403, 404, 405, 409, 422].includes(err.status)) {
-        throw ApplicationFailure.nonRetryable(
-          `Gitea refused to ${what} (HTTP ${err.status}): ${err.message}`,
-          ErrorTypes.ForgeRequestRejected,
-        );
-      }
-      throw err; // 5xx, the network: retried
+      throw forgeFailure(err, 'Gitea', what);
     }
   }
 

@@ -5,6 +5,9 @@
 import { Octokit } from '@octokit/rest';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorTypes } from '../shared/errors';
+import { forgeFailure, repositoryPath, type Forge, type OpenedPullRequest } from './forge';
+
+export type { OpenedPullRequest };
 
 export interface GitHubOptions {
   token: string;
@@ -14,40 +17,11 @@ export interface GitHubOptions {
 
 /** owner and repo from https://github.com/<owner>/<repo>(.git) */
 export function githubRepo(repositoryUrl: string): { owner: string; repo: string } {
-  const parts = new URL(repositoryUrl).pathname
-    .replace(/^\//, '')
-    .replace(/\.git$/, '')
-    .split('/');
-  if (parts.length !== 2 || !parts[0] || !parts[1])
-    throw new Error(`not a GitHub repository URL: ${repositoryUrl}`);
-  return { owner: parts[0], repo: parts[1] };
+  const [owner = '', repo = ''] = repositoryPath(repositoryUrl, 'GitHub', 2);
+  return { owner, repo };
 }
 
-/**
- * GitHub's answer as a Temporal failure, classified by HTTP status: 401/403/404/405/409/422 are the
- * caller's (no retry changes them), anything else (5xx, rate limits, the network) is retried.
- */
-export function classifyGitHubError(err: unknown, what: string): Error {
-  const status = (err as { status?: unknown }).status;
-  const message = (err as Error).message ?? String(err);
-  if (typeof status === 'number' && [401, 403, 404, 405, 409, 422].includes(status)) {
-    return ApplicationFailure.nonRetryable(
-      `GitHub refused to ${what} (HTTP ${status}): ${message}`,
-      ErrorTypes.ForgeRequestRejected,
-    );
-  }
-  return err instanceof Error ? err : new Error(message);
-}
-
-export interface OpenedPullRequest {
-  number: number;
-  url: string;
-  state: 'open' | 'merged' | 'closed';
-  /** True when the pull request existed already (adopted, not opened). */
-  adopted: boolean;
-}
-
-export class GitHubPullRequests {
+export class GitHubPullRequests implements Forge {
   private readonly octokit: Octokit;
 
   constructor(opts: GitHubOptions) {
@@ -67,7 +41,7 @@ export class GitHubPullRequests {
     try {
       return (await this.octokit.rest.repos.get({ owner, repo })).data.default_branch;
     } catch (err) {
-      throw classifyGitHubError(err, `read ${owner}/${repo}`);
+      throw forgeFailure(err, 'GitHub', `read ${owner}/${repo}`);
     }
   }
 
@@ -108,7 +82,7 @@ export class GitHubPullRequests {
       });
       return { number: res.data.number, url: res.data.html_url, state: 'open', adopted: false };
     } catch (err) {
-      throw classifyGitHubError(err, `open a pull request from ${pr.head}`);
+      throw forgeFailure(err, 'GitHub', `open a pull request from ${pr.head}`);
     }
   }
 
@@ -138,7 +112,7 @@ export class GitHubPullRequests {
       return { commit: res.data.sha };
     } catch (err) {
       if (err instanceof ApplicationFailure) throw err;
-      throw classifyGitHubError(err, `merge pull request #${pr.number}`);
+      throw forgeFailure(err, 'GitHub', `merge pull request #${pr.number}`);
     }
   }
 }

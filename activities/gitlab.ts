@@ -3,10 +3,8 @@
 // request already open for the source branch, merging answers the merge commit of one already
 // merged, and refusals are classified by HTTP status. (@gitbeaker/rest retries 429 and 502 ten
 // times inside every call, which would multiply Temporal's own retries; these are four calls.)
-import { ApplicationFailure } from '@temporalio/common';
-import { ErrorTypes } from '../shared/errors';
-import type { OpenedPullRequest } from './github';
-import { HttpJsonError, requestJson } from '../shared/http-json';
+import { forgeFailure, repositoryPath, type Forge, type OpenedPullRequest } from './forge';
+import { requestJson } from '../shared/http-json';
 
 export interface GitLabOptions {
   /** https://gitlab.com, or a self-managed instance. */
@@ -17,9 +15,7 @@ export interface GitLabOptions {
 
 /** The project path (`group/subgroup/project`) of https://host/<path>(.git), URL-encoded as GitLab's id. */
 export function gitlabProject(repositoryUrl: string): string {
-  const path = new URL(repositoryUrl).pathname.replace(/^\//, '').replace(/\.git$/, '');
-  if (!path.includes('/')) throw new Error(`not a GitLab project URL: ${repositoryUrl}`);
-  return encodeURIComponent(path);
+  return encodeURIComponent(repositoryPath(repositoryUrl, 'GitLab').join('/'));
 }
 
 interface MergeRequest {
@@ -29,7 +25,7 @@ interface MergeRequest {
   merge_commit_sha: string | null;
 }
 
-export class GitLabMergeRequests {
+export class GitLabMergeRequests implements Forge {
   constructor(private readonly opts: GitLabOptions) {}
 
   private async call(
@@ -44,13 +40,7 @@ export class GitLabMergeRequests {
         ...(this.opts.ca ? { ca: this.opts.ca } : {}),
       });
     } catch (err) {
-      if (err instanceof HttpJsonError && [401, 403, 404, 405, 406, 409, 422].includes(err.status)) {
-        throw ApplicationFailure.nonRetryable(
-          `GitLab refused to ${what} (HTTP ${err.status}): ${err.message}`,
-          ErrorTypes.ForgeRequestRejected,
-        );
-      }
-      throw err; // 5xx, 429, the network: retried by Temporal
+      throw forgeFailure(err, 'GitLab', what);
     }
   }
 

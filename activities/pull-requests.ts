@@ -15,7 +15,8 @@ import { ErrorTypes } from '../shared/errors';
 import type { GitClient } from './git';
 import type { GiteaPullRequests } from './gitea';
 import type { GitLabMergeRequests } from './gitlab';
-import type { GitHubPullRequests, OpenedPullRequest } from './github';
+import type { Forge } from './forge';
+import type { GitHubPullRequests } from './github';
 import type { ModelProvider, PullRequestFacts, PullRequestText } from './model/port';
 
 export interface MergeInput {
@@ -36,19 +37,6 @@ export interface PullRequestDeps {
   gitea?: { url: string; client?: GiteaPullRequests };
   /** Repository hosts served by GitLab (services.gitlab) and its client (absent without GIT_TOKEN). */
   gitlab?: { hosts: string[]; client?: GitLabMergeRequests };
-}
-
-/** What a forge does for a session's pull request: the same contract on GitHub and Gitea. */
-interface Forge {
-  defaultBranch(repositoryUrl: string): Promise<string>;
-  open(pr: {
-    repositoryUrl: string;
-    head: string;
-    base: string;
-    title: string;
-    body: string;
-  }): Promise<OpenedPullRequest>;
-  merge(pr: { repositoryUrl: string; number: number; message: string }): Promise<{ commit: string }>;
 }
 
 export interface PullRequestTarget {

@@ -44,8 +44,8 @@ describe('GitHub pull requests (loopback GitHub REST API)', () => {
       adopted: false,
     });
     const created = gh.seen.find((s) => s.method === 'POST');
+    expect(created?.headers.authorization).toBe('token ghp_KUMOSS-SECRET-loopback0123456789');
     expect(created).toMatchObject({
-      auth: 'token ghp_KUMOSS-SECRET-loopback0123456789',
       body: { head: 'kumoss/s-1', base: 'trunk', title: 'Reconcile drift', body: 'Body' },
     });
     const merged = await client.merge({ repositoryUrl, number: 1, message: 'Merge' });

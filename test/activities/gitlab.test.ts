@@ -20,7 +20,7 @@ describe('GitLab merge requests (loopback GitLab REST API)', () => {
 
   it("names the project by its path, including subgroups, as GitLab's id", () => {
     expect(gitlabProject(repositoryUrl)).toBe('acme%2Fplatform%2Finfra');
-    expect(() => gitlabProject('https://gitlab.com/infra')).toThrow(/not a GitLab project URL/);
+    expect(() => gitlabProject('https://gitlab.com/infra')).toThrow(/not a GitLab repository URL/);
   });
 
   it('reads the base from the default branch, opens with the token, adopts on a retry after a lost reply, and merges once', async () => {
@@ -37,7 +37,7 @@ describe('GitLab merge requests (loopback GitLab REST API)', () => {
       adopted: true,
     });
     expect(gl.mergeRequests.get('acme/platform/infra')).toHaveLength(1);
-    expect(gl.seen.every((s) => s.token === 'glpat-KUMOSS-SECRET-loopback')).toBe(true);
+    expect(gl.seen.every((s) => s.headers['private-token'] === 'glpat-KUMOSS-SECRET-loopback')).toBe(true);
 
     gl.loseNextReply('merge');
     await expect(client.merge({ repositoryUrl, number: 1, message: 'Merge' })).rejects.toThrow();

@@ -2,8 +2,7 @@
 // branch), pull requests (list by head, create, get, merge) — with state, so that retries meet
 // what an earlier call did. `loseNextReply(route)` makes the server do the work of the next such
 // request and then drop the connection before answering (a reply lost on the way).
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { startJsonLoopback, type JsonLoopback } from './json-loopback';
 
 export interface LoopbackPull {
   number: number;
@@ -16,104 +15,81 @@ export interface LoopbackPull {
   merge_commit_sha: string | null;
 }
 
-export interface GitHubLoopback {
+export interface GitHubLoopback extends JsonLoopback<'create' | 'merge'> {
+  /** The API base URL the Octokit client is pointed at. */
   baseUrl: string;
   /** Pull requests by `owner/repo`. */
   pulls: Map<string, LoopbackPull[]>;
-  /** Every request: method, path, Authorization header and body. */
-  seen: { method: string; url: string; auth?: string; body: Record<string, unknown> }[];
-  loseNextReply(route: 'create' | 'merge'): void;
-  close(): Promise<void>;
 }
 
 export async function startGitHubLoopback(defaultBranch = 'main'): Promise<GitHubLoopback> {
   const pulls = new Map<string, LoopbackPull[]>();
-  const seen: GitHubLoopback['seen'] = [];
-  const lose = new Set<string>();
   let commits = 0;
-  const server: Server = createServer((req, res) => {
-    let text = '';
-    req.on('data', (d: Buffer) => (text += d.toString()));
-    req.on('end', () => {
-      const body = (text ? JSON.parse(text) : {}) as Record<string, unknown>;
-      const url = new URL(req.url ?? '/', 'http://loopback');
-      seen.push({ method: req.method ?? '', url: req.url ?? '', auth: req.headers.authorization, body });
-      const reply = (status: number, payload: unknown, route?: string) => {
-        if (route && lose.delete(route)) {
-          req.socket.destroy();
-          return;
-        }
-        res.writeHead(status, { 'content-type': 'application/json; charset=utf-8' });
-        res.end(JSON.stringify(payload));
-      };
-      const m = /^\/repos\/([^/]+)\/([^/]+)(\/pulls(?:\/(\d+)(\/merge)?)?)?$/.exec(url.pathname);
-      if (!m) return reply(404, { message: 'Not Found' });
-      const [, owner, repo, pullsPath, num, merge] = m;
-      const key = `${owner}/${repo}`;
-      const list = pulls.get(key) ?? [];
-      pulls.set(key, list);
-      const view = (p: LoopbackPull) => ({
-        number: p.number,
-        html_url: `https://github.com/${key}/pull/${p.number}`,
-        state: p.state,
-        title: p.title,
-        body: p.body,
-        head: { ref: p.head, label: `${owner}:${p.head}` },
-        base: { ref: p.base },
-        merged: p.merged,
-        merged_at: p.merged ? '2026-12-01T00:00:00Z' : null,
-        merge_commit_sha: p.merge_commit_sha,
-      });
-      if (!pullsPath && req.method === 'GET')
-        return reply(200, { default_branch: defaultBranch, full_name: key });
-      if (pullsPath && !num && req.method === 'GET') {
-        const head = url.searchParams.get('head');
-        return reply(200, list.filter((p) => !head || `${owner}:${p.head}` === head).map(view));
-      }
-      if (pullsPath && !num && req.method === 'POST') {
-        if (list.some((p) => p.head === body.head && p.state === 'open')) {
-          return reply(422, { message: `A pull request already exists for ${owner}:${String(body.head)}.` });
-        }
-        const p: LoopbackPull = {
-          number: list.length + 1,
-          head: String(body.head),
-          base: String(body.base),
-          title: String(body.title),
-          body: typeof body.body === 'string' ? body.body : '',
-          state: 'open',
-          merged: false,
-          merge_commit_sha: null,
-        };
-        list.push(p);
-        return reply(201, view(p), 'create');
-      }
-      const p = list.find((x) => x.number === Number(num));
-      if (!p) return reply(404, { message: 'Not Found' });
-      if (!merge && req.method === 'GET') return reply(200, view(p));
-      if (merge && req.method === 'PUT') {
-        if (p.merged) return reply(405, { message: 'Pull Request is not mergeable' });
-        p.merged = true;
-        p.state = 'closed';
-        p.merge_commit_sha = `merge${String(++commits).padStart(35, '0')}`;
-        return reply(
-          200,
-          { sha: p.merge_commit_sha, merged: true, message: 'Pull Request successfully merged' },
-          'merge',
-        );
-      }
-      return reply(404, { message: 'Not Found' });
+  const server = await startJsonLoopback<'create' | 'merge'>(({ method, url, body }) => {
+    const reply = (status: number, payload: unknown, route?: string) => ({
+      status,
+      payload,
+      ...(route ? { route } : {}),
     });
+    const m = /^\/repos\/([^/]+)\/([^/]+)(\/pulls(?:\/(\d+)(\/merge)?)?)?$/.exec(url.pathname);
+    if (!m) return reply(404, { message: 'Not Found' });
+    const [, owner, repo, pullsPath, num, merge] = m;
+    const key = `${owner}/${repo}`;
+    const list = pulls.get(key) ?? [];
+    pulls.set(key, list);
+    const view = (p: LoopbackPull) => ({
+      number: p.number,
+      html_url: `https://github.com/${key}/pull/${p.number}`,
+      state: p.state,
+      title: p.title,
+      body: p.body,
+      head: { ref: p.head, label: `${owner}:${p.head}` },
+      base: { ref: p.base },
+      merged: p.merged,
+      merged_at: p.merged ? '2026-12-01T00:00:00Z' : null,
+      merge_commit_sha: p.merge_commit_sha,
+    });
+    if (!pullsPath && method === 'GET') return reply(200, { default_branch: defaultBranch, full_name: key });
+    if (pullsPath && !num && method === 'GET') {
+      const head = url.searchParams.get('head');
+      return reply(200, list.filter((p) => !head || `${owner}:${p.head}` === head).map(view));
+    }
+    if (pullsPath && !num && method === 'POST') {
+      if (list.some((p) => p.head === body.head && p.state === 'open')) {
+        return reply(422, { message: `A pull request already exists for ${owner}:${String(body.head)}.` });
+      }
+      const p: LoopbackPull = {
+        number: list.length + 1,
+        head: String(body.head),
+        base: String(body.base),
+        title: String(body.title),
+        body: typeof body.body === 'string' ? body.body : '',
+        state: 'open',
+        merged: false,
+        merge_commit_sha: null,
+      };
+      list.push(p);
+      return reply(201, view(p), 'create');
+    }
+    const p = list.find((x) => x.number === Number(num));
+    if (!p) return reply(404, { message: 'Not Found' });
+    if (!merge && method === 'GET') return reply(200, view(p));
+    if (merge && method === 'PUT') {
+      if (p.merged) return reply(405, { message: 'Pull Request is not mergeable' });
+      p.merged = true;
+      p.state = 'closed';
+      p.merge_commit_sha = `merge${String(++commits).padStart(35, '0')}`;
+      return reply(
+        200,
+        { sha: p.merge_commit_sha, merged: true, message: 'Pull Request successfully merged' },
+        'merge',
+      );
+    }
+    return reply(404, { message: 'Not Found' });
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
   return {
-    baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    ...server,
+    baseUrl: server.url,
     pulls,
-    seen,
-    loseNextReply: (route) => lose.add(route),
-    close: () =>
-      new Promise<void>((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
   };
 }
