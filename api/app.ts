@@ -3,6 +3,7 @@ import express, { type Express } from 'express';
 import { errorHandler, notFound } from './errors';
 import { openApiDocument } from './openapi';
 import { createAdminRouter } from './routes/admin';
+import { createAuthSessionRouter } from './routes/auth-session';
 import { createAuthorizeRouter } from './routes/authorize';
 import { createCodecRouter, type CodecRouteDeps } from './routes/codec';
 import { createDriftRouter } from './routes/drift';
@@ -53,6 +54,7 @@ export function createApp(deps: AppDeps): Express {
         return Promise.resolve();
       });
     });
+    app.use(createAuthSessionRouter({ db: deps.sessions.db }));
     app.use(createDriftRouter(deps.sessions));
     app.use(createSessionsRouter(deps.sessions));
     app.use(createEventsRouter({ ...deps.sessions, ...deps.sessions.events }));

@@ -1,7 +1,12 @@
-// Authentication (Authorization: Bearer <token>, tokens stored hashed) and role checks on every
-// request: developer < devops < admin.
+// Authentication on every request — `Authorization: Bearer <token>` (tokens stored hashed), or the
+// web application's session cookie — and role checks: developer < devops < admin. A request that
+// authenticates with the cookie and changes something must also carry `X-Kumoss-CSRF: 1` and, when
+// the browser sends an Origin, come from the API's own origin: a cross-site page cannot set that
+// header without a CORS preflight this API never grants, and SameSite=Strict keeps the cookie off
+// cross-site requests in the first place.
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { Db } from '../shared/db';
+import { findUserByAuthSession } from '../shared/db/auth-sessions';
 import { findUserByToken, roleAtLeast, type Role, type User } from '../shared/db/users';
 import { HttpError } from './errors';
 
@@ -11,17 +16,64 @@ declare module 'express-serve-static-core' {
   }
 }
 
+/** The web application's session cookie (httpOnly, SameSite=Strict; routes/auth-session.ts). */
+export const SESSION_COOKIE = 'kumoss_session';
+export const CSRF_HEADER = 'x-kumoss-csrf';
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/** The value of one cookie of the request, if present. */
+export function cookieValue(req: Request, name: string): string | undefined {
+  for (const part of (req.get('cookie') ?? '').split(';')) {
+    const i = part.indexOf('=');
+    if (i > 0 && part.slice(0, i).trim() === name) return decodeURIComponent(part.slice(i + 1).trim());
+  }
+  return undefined;
+}
+
+function sameOrigin(req: Request): boolean {
+  const origin = req.get('origin');
+  if (!origin) return true; // not a browser's cross-origin request (browsers send Origin on them)
+  try {
+    return new URL(origin).host === req.get('host');
+  } catch {
+    return false;
+  }
+}
+
 export function authenticate(db: Db): RequestHandler {
   return (req: Request, _res: Response, next: NextFunction) => {
     const header = req.get('authorization') ?? '';
     const m = /^Bearer\s+(\S+)$/i.exec(header);
-    if (!m?.[1]) {
-      next(new HttpError(401, 'unauthorized', 'Send a valid token as "Authorization: Bearer <token>".'));
+    const cookie = m ? undefined : cookieValue(req, SESSION_COOKIE);
+    if (!m?.[1] && !cookie) {
+      next(
+        new HttpError(
+          401,
+          'unauthorized',
+          'Send a valid token as "Authorization: Bearer <token>", or sign in.',
+        ),
+      );
       return;
     }
-    findUserByToken(db, m[1])
+    if (cookie && !SAFE_METHODS.has(req.method) && (req.get(CSRF_HEADER) !== '1' || !sameOrigin(req))) {
+      next(
+        new HttpError(
+          403,
+          'csrf',
+          `A signed-in browser request that changes something must come from this origin with "${CSRF_HEADER}: 1".`,
+        ),
+      );
+      return;
+    }
+    (m?.[1] ? findUserByToken(db, m[1]) : findUserByAuthSession(db, cookie ?? ''))
       .then((user) => {
-        if (!user) throw new HttpError(401, 'unauthorized', 'The token is not valid.');
+        if (!user) {
+          throw new HttpError(
+            401,
+            'unauthorized',
+            m ? 'The token is not valid.' : 'The session has ended; sign in again.',
+          );
+        }
         req.user = user;
         next();
       })

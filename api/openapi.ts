@@ -109,6 +109,39 @@ export function openApiDocument(): Record<string, unknown> {
           responses: { ...accepted, ...errors(400, 401, 403, 404) },
         },
       },
+      '/api/v1/sessions': {
+        get: {
+          summary:
+            "The organization's sessions, newest first, with status and last outcome (developer); `limit` (≤ 100) and `before` (the previous page's `next`)",
+          parameters: [
+            {
+              name: 'limit',
+              in: 'query',
+              required: false,
+              schema: { type: 'integer', minimum: 1, maximum: 100 },
+            },
+            { name: 'before', in: 'query', required: false, schema: { type: 'string', format: 'date-time' } },
+          ],
+          responses: { '200': { description: '{sessions, next}' }, ...errors(400, 401, 403) },
+        },
+      },
+      '/api/v1/auth/session': {
+        post: {
+          summary:
+            'Sign in (web application): exchanges a token for an httpOnly, SameSite=Strict session cookie; needs `X-Kumoss-CSRF: 1`',
+          responses: { '201': { description: 'Signed in; the cookie is set' }, ...errors(400, 401, 403) },
+        },
+        delete: {
+          summary: 'Sign out: revokes the session and clears the cookie',
+          responses: { '204': { description: 'Signed out' }, ...errors(401, 403) },
+        },
+      },
+      '/api/v1/auth/me': {
+        get: {
+          summary: 'Who is signed in',
+          responses: { '200': { description: '{user}' }, ...errors(401) },
+        },
+      },
       '/api/v1/sessions/{id}': {
         get: {
           summary: 'Session detail (developer)',

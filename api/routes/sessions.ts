@@ -4,6 +4,8 @@
 // POST /api/v1/sessions/{id}/apply: 202; the session workflow fails it in the background when no
 // plan is pinned.
 import { Router } from 'express';
+import { z } from 'zod';
+import { parseBody } from '../validation';
 import type { ArtifactStore } from '../../shared/object-store';
 import { sessionRounds } from '../../shared/db/sessions';
 import { authenticate, currentUser, requireRole } from '../auth';
@@ -20,8 +22,53 @@ export interface SessionDetailDeps extends SessionRouteDeps {
   presignTtlSeconds: number;
 }
 
+const listQuerySchema = z
+  .object({
+    limit: z.coerce.number().int().min(1).max(100).default(25),
+    /** The `next` of the previous page: sessions created before it. */
+    before: z.iso.datetime({ offset: true }).optional(),
+  })
+  .strict();
+
 export function createSessionsRouter(deps: SessionDetailDeps): Router {
   const router = Router();
+  // The caller's organization's sessions, newest first, a page at a time, with the last outcome.
+  router.get('/api/v1/sessions', authenticate(deps.db), requireRole('developer'), async (req, res) => {
+    const q = parseBody(listQuerySchema, req.query);
+    const user = currentUser(req);
+    let query = deps.db
+      .selectFrom('sessions')
+      .select((eb) => [
+        'session_id',
+        'repository_url',
+        'cloud',
+        'scope_id',
+        'iac_path',
+        'status',
+        'in_flight',
+        'created_at',
+        eb
+          .selectFrom('session_rounds')
+          .select('outcome')
+          .whereRef('session_rounds.session_id', '=', 'sessions.session_id')
+          .where('session_rounds.kind', 'in', ['partial', 'full'])
+          .orderBy('session_rounds.position', 'desc')
+          .limit(1)
+          .as('last_outcome'),
+      ])
+      .where('organization_uuid', '=', user.organization_uuid)
+      .orderBy('created_at', 'desc')
+      .limit(q.limit + 1);
+    if (q.before) query = query.where('created_at', '<', new Date(q.before));
+    const rows = await query.execute();
+    const page = rows.slice(0, q.limit);
+    const last = page[page.length - 1];
+    res.json({
+      sessions: page,
+      next: rows.length > q.limit && last ? new Date(last.created_at).toISOString() : null,
+    });
+  });
+
   router.get('/api/v1/sessions/:id', authenticate(deps.db), requireRole('developer'), async (req, res) => {
     const row = await ownSession(deps, req, req.params.id as string);
     const [rounds, lock, pr, keys] = await Promise.all([

@@ -67,6 +67,14 @@ export interface SessionEventsTable {
   at: Generated<Date>;
 }
 
+export interface AuthSessionsTable {
+  session_sha256: string;
+  user_uuid: string;
+  created_at: Generated<Date>;
+  expires_at: Date;
+  revoked_at: Date | null;
+}
+
 export interface SessionLocksTable {
   session_id: string;
   locked_by: string;
@@ -157,6 +165,7 @@ export interface Database {
   session_rounds: SessionRoundsTable;
   session_events: SessionEventsTable;
   session_locks: SessionLocksTable;
+  auth_sessions: AuthSessionsTable;
   pull_requests: PullRequestsTable;
   cloud_connections: CloudConnectionsTable;
   runner_groups: RunnerGroupsTable;

@@ -181,4 +181,18 @@ export const migrations: Migration[] = [
         alter column url drop not null`.execute(db);
     },
   },
+  {
+    // Browser sign-in: a user's token exchanged for a session held in an httpOnly cookie; only the
+    // session id's hash is stored, and signing out revokes it.
+    id: '0006_auth_sessions',
+    async up(db) {
+      await sql`create table auth_sessions (
+        session_sha256 text primary key,
+        user_uuid uuid not null references users(user_uuid),
+        created_at timestamptz not null default now(),
+        expires_at timestamptz not null,
+        revoked_at timestamptz
+      )`.execute(db);
+    },
+  },
 ];

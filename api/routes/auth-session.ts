@@ -1,0 +1,53 @@
+// The web application's sign-in: POST /api/v1/auth/session exchanges the token `npx kumoss user add`
+// printed for a session cookie (httpOnly — script cannot read it; SameSite=Strict — no cross-site
+// request carries it; Secure behind HTTPS); DELETE signs out and revokes the session;
+// GET /api/v1/auth/me says who is signed in. The token itself never travels again.
+import { Router } from 'express';
+import { z } from 'zod';
+import type { Db } from '../../shared/db';
+import { AUTH_SESSION_HOURS, createAuthSession, revokeAuthSession } from '../../shared/db/auth-sessions';
+import { findUserByToken } from '../../shared/db/users';
+import { authenticate, cookieValue, CSRF_HEADER, currentUser, SESSION_COOKIE } from '../auth';
+import { HttpError } from '../errors';
+import { parseBody } from '../validation';
+
+const signInSchema = z.object({ token: z.string().trim().min(1, 'is required').max(200) }).strict();
+
+export function createAuthSessionRouter(deps: { db: Db }): Router {
+  const router = Router();
+
+  router.post('/api/v1/auth/session', async (req, res) => {
+    // Signing in changes state too: the same header rule, so no other site can sign a browser in.
+    if (req.get(CSRF_HEADER) !== '1') {
+      throw new HttpError(403, 'csrf', `Sign in from the web application (it sends "${CSRF_HEADER}: 1").`);
+    }
+    const { token } = parseBody(signInSchema, req.body);
+    const user = await findUserByToken(deps.db, token);
+    if (!user) throw new HttpError(401, 'unauthorized', 'The token is not valid.');
+    const session = await createAuthSession(deps.db, user);
+    res.cookie(SESSION_COOKIE, session.id, {
+      httpOnly: true,
+      sameSite: 'strict',
+      secure: req.secure,
+      path: '/',
+      maxAge: AUTH_SESSION_HOURS * 3600_000,
+    });
+    res.status(201).json({
+      user: { name: user.name, role: user.role, organization_uuid: user.organization_uuid },
+      expires_at: session.expiresAt.toISOString(),
+    });
+  });
+
+  router.delete('/api/v1/auth/session', authenticate(deps.db), async (req, res) => {
+    const id = cookieValue(req, SESSION_COOKIE);
+    if (id) await revokeAuthSession(deps.db, id);
+    res.clearCookie(SESSION_COOKIE, { httpOnly: true, sameSite: 'strict', secure: req.secure, path: '/' });
+    res.status(204).end();
+  });
+
+  router.get('/api/v1/auth/me', authenticate(deps.db), (req, res) => {
+    const user = currentUser(req);
+    res.json({ user: { name: user.name, role: user.role, organization_uuid: user.organization_uuid } });
+  });
+  return router;
+}
