@@ -6,7 +6,7 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', '.kumoss/**', 'coverage/**'] },
+  { ignores: ['node_modules/**', '.kumoss/**', 'coverage/**', 'web/dist/**', 'web/src/api/schema.d.ts'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

@@ -1,4 +1,6 @@
 // createApp(deps): the Express application without listen(), so tests mount it on their own socket.
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import express, { type Express } from 'express';
 import { errorHandler, notFound } from './errors';
 import { openApiDocument } from './openapi';
@@ -28,6 +30,27 @@ export interface AppDeps {
   mapping?: { enabled: boolean; url: string };
   /** The codec endpoint the Web UI decodes payloads through (absent codec: payloads pass through). */
   codec?: CodecRouteDeps;
+  /** The built web application (web/dist), served at this origin; absent: API only. */
+  webDist?: string;
+}
+
+/** The web application may load its own scripts and styles and talk to this origin only. */
+const WEB_CSP =
+  "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'";
+
+function serveWeb(app: Express, dist: string): void {
+  const index = join(dist, 'index.html');
+  app.use(
+    express.static(dist, {
+      index: false,
+      setHeaders: (res) => res.setHeader('content-security-policy', WEB_CSP),
+    }),
+  );
+  // Every other page of the application is the same document; the router reads the path.
+  app.get(/^\/(?!api\/|health$|codec\/).*/, (_req, res) => {
+    res.setHeader('content-security-policy', WEB_CSP);
+    res.sendFile(index);
+  });
 }
 
 export const TEMPORAL_CALL_DEADLINE_MS = 10_000;
@@ -69,6 +92,7 @@ export function createApp(deps: AppDeps): Express {
       createMappingRouter({ db: deps.sessions.db, mapping: deps.mapping ?? { enabled: false, url: '' } }),
     );
   }
+  if (deps.webDist && existsSync(join(deps.webDist, 'index.html'))) serveWeb(app, deps.webDist);
   app.use(notFound);
   app.use(errorHandler(deps.log));
   return app;

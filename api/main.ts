@@ -1,7 +1,8 @@
 // The API process.
 import { Client, Connection } from '@temporalio/client';
 import { ArtifactStore, createS3Client } from '../shared/object-store';
-import { databaseUrl, gitTrustBundle, loadConfig } from '../shared/config';
+import { join } from 'node:path';
+import { databaseUrl, gitTrustBundle, loadConfig, projectRoot } from '../shared/config';
 import { createDb, migrate } from '../shared/db';
 import { logger, quietKnownWarnings } from '../shared/logger';
 import { dataConverter, payloadCodecFromEnv } from '../shared/payload-codec';
@@ -25,6 +26,8 @@ const app = createApp({
     ...(config.services.gitea.url ? [forgeCheck(config.services.gitea.url, gitTrustBundle(config))] : []),
   ],
   log: (err) => log.error({ err }, 'unhandled error'),
+  // Built by the launcher when missing or stale (scripts/web-build.ts).
+  webDist: join(projectRoot, 'web', 'dist'),
   authz: config.services.authz,
   mapping: config.services.mapping,
   codec: {

@@ -373,6 +373,36 @@ function ensureSystemTools() {
 }
 
 /**
+ * Debian's Chromium for the browser tests (Playwright cannot download its own browsers here):
+ * installed with apt-get when missing and setup runs as root; otherwise the command is printed and
+ * the browser tests say why they cannot run.
+ */
+async function ensureChromium() {
+  const has = () =>
+    spawnSync('sh', ['-c', 'command -v chromium || command -v chromium-browser'], { stdio: 'ignore' })
+      .status === 0;
+  if (process.env.KUMOSS_CHROMIUM_BIN || has()) return;
+  if (process.getuid?.() !== 0) {
+    log(
+      'Chromium is missing (the browser tests need it): run `sudo apt-get update && sudo apt-get install -y chromium`',
+    );
+    return;
+  }
+  const t0 = Date.now();
+  log("installing Debian's chromium package for the browser tests (first time only)");
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  let r = await run('apt-get', ['update', '-qq'], { env });
+  if (r.status === 0)
+    r = await run('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'chromium'], { env });
+  if (r.status !== 0 || !has()) {
+    process.stderr.write(r.stderr ?? '');
+    log('apt-get could not install chromium; the browser tests will say so');
+    return;
+  }
+  log(`chromium installed in ${seconds(t0)}`);
+}
+
+/**
  * Runs `jobs` with at most `limit` at a time.
  * @param {(() => Promise<void>)[]} jobs @param {number} limit
  */
@@ -411,10 +441,7 @@ if (background) {
         GO_TOOLS.filter((t) => !t.background).map((tool) => () => ensureGoTool(tool)),
         2,
       ),
-      pool(
-        PY_TOOLS.map((tool) => () => ensurePyTool(tool)),
-        1,
-      ),
+      pool([...PY_TOOLS.map((tool) => () => ensurePyTool(tool)), ensureChromium], 1),
     ]);
     ensureProviderMirror();
   });

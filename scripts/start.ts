@@ -20,6 +20,7 @@ import {
 import { startAwsEmulator } from './embedded/aws-emulator';
 import { startEmbeddedDatabase } from './embedded/database';
 import { startGitea } from './embedded/gitea';
+import { ensureWebBuild } from './web-build';
 import { startGitHost } from './embedded/git-host';
 import { toolReady } from '../shared/tools.mjs';
 import { startObjectStore } from './embedded/object-store';
@@ -254,6 +255,7 @@ async function main(config: KumossConfig): Promise<void> {
     if (!config.engine.aws_endpoint_url) env.KUMOSS_ENGINE_AWS_ENDPOINT_URL = aws.endpoint;
     say(`AWS emulator (moto_server) on ${aws.endpoint} for the runner DAG and the engine's AWS provider`);
   }
+  await ensureWebBuild({ log: say });
   spawnService('worker', 'worker/main.ts', env, { logs: logDir, run: runDir });
   spawnService('api', 'api/main.ts', env, { logs: logDir, run: runDir });
   const apiUrl = `http://${config.api.host}:${config.api.port}`;
@@ -264,6 +266,7 @@ async function main(config: KumossConfig): Promise<void> {
     say(`  ${c.name.padEnd(12)} ${c.detail}`);
   }
   say(`Temporal Web UI  ${uiUrl}`);
+  say(`web application  ${apiUrl}/  (sign in with a token from \`npx kumoss user add\`)`);
   say(`API              ${apiUrl}  (health: ${apiUrl}/health)`);
   say(`git host         ${gitHost.url}  (CA: ${gitHost.caPath})`);
   if (forgeUrl) say(`forge (Gitea)    ${forgeUrl}  (pull requests with a page and a diff)`);

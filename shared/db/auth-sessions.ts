@@ -14,7 +14,12 @@ export async function createAuthSession(db: Db, user: User): Promise<{ id: strin
   const expiresAt = new Date(Date.now() + AUTH_SESSION_HOURS * 3600_000);
   await db
     .insertInto('auth_sessions')
-    .values({ session_sha256: hashToken(id), user_uuid: user.user_uuid, expires_at: expiresAt, revoked_at: null })
+    .values({
+      session_sha256: hashToken(id),
+      user_uuid: user.user_uuid,
+      expires_at: expiresAt,
+      revoked_at: null,
+    })
     .execute();
   return { id, expiresAt };
 }

@@ -1,5 +1,9 @@
 import { describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { openApiDocument } from '../../api/openapi';
+import { projectRoot } from '../../shared/config';
+import { renderWebTypes } from '../../scripts/web-types';
 
 describe('OpenAPI document', () => {
   it('describes the routes and takes its request schemas from the zod contracts', () => {
@@ -27,5 +31,10 @@ describe('OpenAPI document', () => {
     ]);
     expect(first?.required?.sort()).toEqual(['cloud', 'repository_url', 'scope_id', 'text']);
     expect(doc.components.schemas.FollowUpRequest?.required?.sort()).toEqual(['session_id', 'text']);
+  });
+
+  it("is what the web application's API types were generated from (npm run web:types)", async () => {
+    const committed = readFileSync(join(projectRoot, 'web', 'src', 'api', 'schema.d.ts'), 'utf8');
+    expect(committed).toBe(await renderWebTypes());
   });
 });

@@ -27,8 +27,10 @@ export async function startTestApi(
   authz: { enabled: boolean; url: string } = { enabled: false, url: '' },
   mapping: { enabled: boolean; url: string } = { enabled: false, url: '' },
   codec?: CodecRouteDeps,
+  webDist?: string,
 ): Promise<TestApi> {
   const app = createApp({
+    ...(webDist ? { webDist } : {}),
     checks: [],
     authz,
     mapping,

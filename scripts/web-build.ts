@@ -1,0 +1,46 @@
+// Builds the web application (web/ → web/dist) when the build is missing or older than its
+// sources: the API types from the OpenAPI document first, then `vite build`. `npm start` and the
+// browser tests call it; `npm run web:build` forces it.
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { writeFileSync } from 'node:fs';
+import { build } from 'vite';
+import { projectRoot } from '../shared/config';
+import { renderWebTypes } from './web-types';
+
+export const webDir = join(projectRoot, 'web');
+export const webDist = join(webDir, 'dist');
+
+function newest(path: string): number {
+  const st = statSync(path);
+  if (!st.isDirectory()) return st.mtimeMs;
+  return Math.max(st.mtimeMs, ...readdirSync(path).map((n) => newest(join(path, n))));
+}
+
+/** True when web/dist is missing or a source (or the API's OpenAPI document) is newer. */
+export function webBuildStale(): boolean {
+  const built = join(webDist, 'index.html');
+  if (!existsSync(built)) return true;
+  const sources = [
+    join(webDir, 'src'),
+    join(webDir, 'index.html'),
+    join(webDir, 'vite.config.ts'),
+    join(projectRoot, 'api', 'openapi.ts'),
+  ];
+  return Math.max(...sources.map(newest)) > statSync(built).mtimeMs;
+}
+
+export async function ensureWebBuild(
+  opts: { force?: boolean; log?: (m: string) => void } = {},
+): Promise<string> {
+  if (!opts.force && !webBuildStale()) return webDist;
+  const t0 = Date.now();
+  writeFileSync(join(webDir, 'src', 'api', 'schema.d.ts'), await renderWebTypes());
+  await build({ configFile: join(webDir, 'vite.config.ts'), logLevel: 'warn' });
+  opts.log?.(`web application built in ${((Date.now() - t0) / 1000).toFixed(1)}s -> ${webDist}`);
+  return webDist;
+}
+
+if (process.argv[1]?.endsWith('web-build.ts')) {
+  await ensureWebBuild({ force: true, log: console.log });
+}

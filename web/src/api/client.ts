@@ -1,0 +1,43 @@
+// The API client, typed from the OpenAPI document the API serves (schema.d.ts is generated from it
+// by `npm run web:types`): a route that changes its path, method or parameters breaks this build.
+// Requests go to the same origin with the session cookie; every one carries the CSRF header the API
+// asks of cookie-authenticated writes.
+import createClient, { type Middleware } from 'openapi-fetch';
+import type { paths } from './schema';
+
+const csrf: Middleware = {
+  onRequest({ request }) {
+    request.headers.set('x-kumoss-csrf', '1');
+    return request;
+  },
+};
+
+export const api = createClient<paths>({ baseUrl: '', credentials: 'same-origin' });
+api.use(csrf);
+
+/** The API's error body `{error: {code, message}}`, or a message for anything else. */
+export function errorMessage(error: unknown, fallback = 'Something went wrong.'): string {
+  if (typeof error === 'object' && error && 'error' in error) {
+    const e = (error as { error?: { message?: unknown } }).error;
+    if (typeof e?.message === 'string') return e.message;
+  }
+  return fallback;
+}
+
+export interface Me {
+  name: string;
+  role: 'developer' | 'devops' | 'admin';
+  organization_uuid: string;
+}
+
+export interface SessionSummary {
+  session_id: string;
+  repository_url: string;
+  cloud: string;
+  scope_id: string;
+  iac_path: string;
+  status: 'ACTIVE' | 'FAILED' | 'MERGED';
+  in_flight: { round_id: string; kind: string } | null;
+  created_at: string;
+  last_outcome: string | null;
+}
