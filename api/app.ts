@@ -30,6 +30,8 @@ export interface AppDeps {
   mapping?: { enabled: boolean; url: string };
   /** The codec endpoint the Web UI decodes payloads through (absent codec: payloads pass through). */
   codec?: CodecRouteDeps;
+  /** The Temporal Web UI the web application links runs to. */
+  temporalUiUrl?: string;
   /** The built web application (web/dist), served at this origin; absent: API only. */
   webDist?: string;
 }
@@ -77,7 +79,12 @@ export function createApp(deps: AppDeps): Express {
         return Promise.resolve();
       });
     });
-    app.use(createAuthSessionRouter({ db: deps.sessions.db }));
+    app.use(
+      createAuthSessionRouter({
+        db: deps.sessions.db,
+        ...(deps.temporalUiUrl ? { temporalUiUrl: deps.temporalUiUrl } : {}),
+      }),
+    );
     app.use(createDriftRouter(deps.sessions));
     app.use(createSessionsRouter(deps.sessions));
     app.use(createEventsRouter({ ...deps.sessions, ...deps.sessions.events }));

@@ -13,7 +13,7 @@ import { parseBody } from '../validation';
 
 const signInSchema = z.object({ token: z.string().trim().min(1, 'is required').max(200) }).strict();
 
-export function createAuthSessionRouter(deps: { db: Db }): Router {
+export function createAuthSessionRouter(deps: { db: Db; temporalUiUrl?: string }): Router {
   const router = Router();
 
   router.post('/api/v1/auth/session', async (req, res) => {
@@ -47,7 +47,11 @@ export function createAuthSessionRouter(deps: { db: Db }): Router {
 
   router.get('/api/v1/auth/me', authenticate(deps.db), (req, res) => {
     const user = currentUser(req);
-    res.json({ user: { name: user.name, role: user.role, organization_uuid: user.organization_uuid } });
+    res.json({
+      user: { name: user.name, role: user.role, organization_uuid: user.organization_uuid },
+      // Where the web application links each run.
+      temporal_ui_url: deps.temporalUiUrl ?? '',
+    });
   });
   return router;
 }

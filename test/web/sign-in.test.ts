@@ -1,14 +1,17 @@
 // The web application in a real browser (Debian's Chromium) on the real API: sign in with a token,
 // the organization's sessions listed, the session cookie out of reach of script, sign-out revokes
-// it; a wrong token is refused in words.
+// it; a wrong token is refused in words; the request wizard (drift modes disabled below devops, the
+// URL checked as it is typed) and a session whose round's statuses arrive live; markup planted in
+// the request stays text.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser } from 'playwright-core';
 import { createDb, type Db } from '../../shared/db';
 import { createUser } from '../../shared/db/users';
 import { ensureWebBuild } from '../../scripts/web-build';
-import { startTestApi, type TestApi } from '../support/api';
+import { roleTokens, startTestApi, type TestApi } from '../support/api';
+import type { DriftTestBed } from '../support/drift-test-bed';
 import { launchBrowser } from '../support/browser';
-import { stack, temporalHarness, type TemporalHarness } from '../support/stack';
+import { newTestBed, stack, temporalHarness, type TemporalHarness } from '../support/stack';
 
 describe('web application: sign-in and my sessions (Chromium)', () => {
   let h: TemporalHarness;
@@ -84,6 +87,101 @@ describe('web application: sign-in and my sessions (Chromium)', () => {
       headers: { cookie: `kumoss_session=${cookie?.value ?? ''}` },
     });
     expect(reused.status).toBe(401);
+    expect(pageErrors).toEqual([]);
+    await context.close();
+  });
+});
+
+describe('web application: the request wizard and a live session (Chromium)', () => {
+  let h: TemporalHarness;
+  let db: Db;
+  let api: TestApi;
+  let browser: Browser;
+  let bed: DriftTestBed;
+  const tokens: Record<string, string> = {};
+
+  beforeAll(async () => {
+    const webDist = await ensureWebBuild();
+    h = await temporalHarness('web-wizard');
+    db = createDb(stack().databaseUrl);
+    Object.assign(tokens, await roleTokens(db, `web-wizard-${Date.now()}`));
+    api = await startTestApi(h, db, undefined, undefined, undefined, undefined, webDist);
+    browser = await launchBrowser();
+    bed = await newTestBed();
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await bed?.destroy();
+    api?.close();
+    await db?.destroy();
+    await h?.close();
+  });
+
+  const signedIn = async (token: string) => {
+    const context = await browser.newContext();
+    // Every text the first round's status shows, in order, as the page changes it.
+    await context.addInitScript(`
+      window.__seen = [];
+      new MutationObserver(() => {
+        const el = document.querySelector('[data-testid=round-status]');
+        const text = el ? el.textContent : null;
+        if (text && window.__seen[window.__seen.length - 1] !== text) window.__seen.push(text);
+      }).observe(document, { subtree: true, childList: true, characterData: true });
+    `);
+    const page = await context.newPage();
+    await page.goto(`${api.url}/new`);
+    await page.getByLabel('Access token').fill(token);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'New drift request' }).waitFor();
+    return { context, page };
+  };
+
+  it('shows both drift modes disabled to a developer, with the seed’s hint', async () => {
+    const { context, page } = await signedIn(tokens.developer ?? '');
+    for (const name of ['Partial Drift Remediation', 'Full Drift Remediation']) {
+      expect(await page.getByRole('radio', { name }).isDisabled()).toBe(true);
+    }
+    expect(await page.locator('#mode-hint').textContent()).toBe('Requires the devops operation role.');
+    expect(await page.getByRole('button', { name: 'Send request' }).isDisabled()).toBe(true);
+    await context.close();
+  });
+
+  it('checks the URL as it is typed, sends a partial request, and shows the round’s statuses live to completion; planted markup stays text', async () => {
+    await bed.inject('ingress');
+    const { context, page } = await signedIn(tokens.devops ?? '');
+    const pageErrors: string[] = [];
+    page.on('pageerror', (e) => pageErrors.push(e.message));
+    await page.getByLabel('Repository URL').fill('http://insecure.example/infra.git');
+    expect(await page.locator('#repository_url-problem').textContent()).toBe(
+      'Repository URL must use https://.',
+    );
+    await page.getByLabel('Repository URL').fill(bed.repoUrl);
+    expect(await page.locator('#repository_url-problem').textContent()).toBe('');
+    await page.getByLabel('Scope id').fill('scope-web');
+    const planted =
+      'Resolve the drift on security group sg-web-demo. <img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>';
+    await page.getByLabel('Request', { exact: true }).fill(planted);
+    await page.getByRole('button', { name: 'Send request' }).click();
+    await page.getByRole('heading', { name: /^Session s-/ }).waitFor();
+
+    // Statuses arrive over the event stream while the round runs (recorded by an observer the page
+    // got before it loaded), then it completes.
+    await page.waitForFunction(
+      () => ((globalThis as unknown as { __seen?: string[] }).__seen ?? []).includes('completed'),
+      null,
+      { timeout: 120_000 },
+    );
+    const seen = await page.evaluate<string[]>('window.__seen');
+    expect(seen[seen.length - 1]).toBe('completed');
+    expect(seen.some((s) => ['started', 'filtering', 'generating', 'validating', 'report'].includes(s))).toBe(
+      true,
+    );
+    await expect.poll(() => page.locator('.rounds li').first().textContent()).toContain('Succeeded');
+
+    // The planted markup is shown as the text it is, and none of it ran.
+    expect(await page.locator('.request').first().textContent()).toBe(planted);
+    expect(await page.evaluate<unknown>('window.__pwned')).toBeUndefined();
+    expect(await page.locator('.rounds img').count()).toBe(0);
     expect(pageErrors).toEqual([]);
     await context.close();
   });

@@ -1,6 +1,7 @@
 // My sessions: the organization's sessions, newest first, a page at a time, with status and outcome.
 import { useInfiniteQuery } from '@tanstack/react-query';
 import { api, errorMessage, type SessionSummary } from '../api/client';
+import { navigate } from '../router';
 
 export function SessionsPage() {
   const sessions = useInfiniteQuery({
@@ -44,7 +45,17 @@ export function SessionsPage() {
           <tbody>
             {rows.map((s) => (
               <tr key={s.session_id} data-session={s.session_id}>
-                <td>{s.repository_url}</td>
+                <td>
+                  <a
+                    href={`/sessions/${s.session_id}`}
+                    onClick={(e) => {
+                      e.preventDefault();
+                      navigate(`/sessions/${s.session_id}`);
+                    }}
+                  >
+                    {s.repository_url}
+                  </a>
+                </td>
                 <td>{s.iac_path || '—'}</td>
                 <td>{s.cloud}</td>
                 <td>

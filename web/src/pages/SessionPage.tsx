@@ -1,0 +1,135 @@
+// A session: scope id, state project id, repository, path, status, lock, and its rounds with their
+// live status, streamed from the session's event log over server-sent events (the browser resumes
+// after a dropped connection with Last-Event-ID by itself), with a link to each run in the Temporal
+// Web UI. Everything shown is text: nothing from a repository, a model or a report is ever markup.
+import { useQuery, useQueryClient } from '@tanstack/react-query';
+import { useEffect, useState } from 'react';
+import { api, errorMessage } from '../api/client';
+
+interface Round {
+  round_id: string;
+  kind: string;
+  text?: string;
+  status: string;
+  workflow_id?: string;
+  outcome?: string;
+  summary?: string;
+  failure_reason?: string;
+  reason?: string;
+}
+
+interface Detail {
+  session_id: string;
+  repository_url: string;
+  cloud: string;
+  scope_id: string;
+  iac_path: string;
+  state_project_id: string;
+  status: string;
+  locked: boolean;
+  branch: string;
+  in_flight: { round_id: string; kind: string } | null;
+  rounds: Round[];
+}
+
+/** Live statuses by round, from the event stream. */
+function useLiveStatuses(sessionId: string, onRoundEnd: () => void): Record<string, string> {
+  const [statuses, setStatuses] = useState<Record<string, string>>({});
+  useEffect(() => {
+    const source = new EventSource(`/api/v1/events/subscribe/${encodeURIComponent(sessionId)}`);
+    const onStatus = (e: MessageEvent<string>) => {
+      const data = JSON.parse(e.data) as { round_id: string; status: string };
+      setStatuses((s) => ({ ...s, [data.round_id]: data.status }));
+    };
+    const onEnd = (e: MessageEvent<string>) => {
+      onStatus(e);
+      onRoundEnd();
+    };
+    source.addEventListener('status', onStatus);
+    source.addEventListener('round_end', onEnd);
+    source.addEventListener('round', onRoundEnd);
+    source.addEventListener('close', () => source.close());
+    return () => source.close();
+  }, [sessionId, onRoundEnd]);
+  return statuses;
+}
+
+export function SessionPage({ sessionId, uiUrl }: { sessionId: string; uiUrl: string }) {
+  const queryClient = useQueryClient();
+  const detail = useQuery({
+    queryKey: ['session', sessionId],
+    queryFn: async (): Promise<Detail> => {
+      const { data, error } = await api.GET('/api/v1/sessions/{id}', { params: { path: { id: sessionId } } });
+      if (error) throw new Error(errorMessage(error));
+      return data as unknown as Detail;
+    },
+  });
+  const [refresh] = useState(
+    () => () => void queryClient.invalidateQueries({ queryKey: ['session', sessionId] }),
+  );
+  const live = useLiveStatuses(sessionId, refresh);
+
+  if (detail.isPending) return <p role="status">Loading the session…</p>;
+  if (detail.isError)
+    return (
+      <p role="alert" className="error">
+        {detail.error.message}
+      </p>
+    );
+  const d = detail.data;
+  return (
+    <section aria-labelledby="session-title">
+      <h1 id="session-title">Session {d.session_id}</h1>
+      <dl className="facts">
+        <dt>Repository</dt>
+        <dd>{d.repository_url}</dd>
+        <dt>IaC path</dt>
+        <dd>{d.iac_path || '—'}</dd>
+        <dt>Cloud</dt>
+        <dd>{d.cloud}</dd>
+        <dt>Scope id</dt>
+        <dd>{d.scope_id}</dd>
+        <dt>State project id</dt>
+        <dd>{d.state_project_id}</dd>
+        <dt>Status</dt>
+        <dd data-testid="session-status">{d.status}</dd>
+        <dt>Lock</dt>
+        <dd>{d.locked ? 'Locked' : 'Not locked'}</dd>
+        <dt>Branch</dt>
+        <dd>{d.branch}</dd>
+      </dl>
+      {d.status === 'FAILED' && (
+        <p className="error" role="alert">
+          This session failed and cannot be continued: start a new session for this repository.
+        </p>
+      )}
+      <h2>Rounds</h2>
+      <ol className="rounds">
+        {d.rounds.map((r) => (
+          <li key={r.round_id} data-round={r.round_id}>
+            <p>
+              <strong>{r.kind}</strong> ·{' '}
+              <span data-testid="round-status">{live[r.round_id] ?? r.status}</span>
+              {r.outcome ? ` · ${r.outcome}` : ''}
+              {r.workflow_id && (
+                <>
+                  {' · '}
+                  <a
+                    href={`${uiUrl}/namespaces/default/workflows/${encodeURIComponent(r.workflow_id)}`}
+                    target="_blank"
+                    rel="noreferrer noopener"
+                  >
+                    run in the Temporal Web UI
+                  </a>
+                </>
+              )}
+            </p>
+            {r.text && <p className="request">{r.text}</p>}
+            {r.summary && <p>{r.summary}</p>}
+            {(r.failure_reason ?? r.reason) && <p className="hint">{r.failure_reason ?? r.reason}</p>}
+          </li>
+        ))}
+      </ol>
+    </section>
+  );
+}
