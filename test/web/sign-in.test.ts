@@ -1,8 +1,8 @@
 // The web application in a real browser (Debian's Chromium) on the real API: sign in with a token,
 // the organization's sessions listed, the session cookie out of reach of script, sign-out revokes
 // it; a wrong token is refused in words; the request wizard (drift modes disabled below devops, the
-// URL checked as it is typed) and a session whose round's statuses arrive live; markup planted in
-// the request stays text.
+// URL checked as it is typed) and a session whose round's statuses arrive live, then its pull
+// request created and merged from the results view; markup planted in the request stays text.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser } from 'playwright-core';
 import { createDb, type Db } from '../../shared/db';
@@ -87,6 +87,7 @@ describe('web application: sign-in and my sessions (Chromium)', () => {
       headers: { cookie: `kumoss_session=${cookie?.value ?? ''}` },
     });
     expect(reused.status).toBe(401);
+
     expect(pageErrors).toEqual([]);
     await context.close();
   });
@@ -146,7 +147,7 @@ describe('web application: the request wizard and a live session (Chromium)', ()
     await context.close();
   });
 
-  it('checks the URL as it is typed, sends a partial request, and shows the round’s statuses live to completion; planted markup stays text', async () => {
+  it('checks the URL as it is typed, sends a partial request, shows the round’s statuses live to completion, creates and merges the pull request; planted markup stays text', async () => {
     await bed.inject('ingress');
     const { context, page } = await signedIn(tokens.devops ?? '');
     const pageErrors: string[] = [];
@@ -182,6 +183,15 @@ describe('web application: the request wizard and a live session (Chromium)', ()
     expect(await page.locator('.request').first().textContent()).toBe(planted);
     expect(await page.evaluate<unknown>('window.__pwned')).toBeUndefined();
     expect(await page.locator('.rounds img').count()).toBe(0);
+
+    // The results view: create the pull request, merge it (merge only, no apply), the session ends.
+    await page.getByRole('button', { name: 'Create Pull Request' }).click();
+    await expect
+      .poll(() => page.getByTestId('pull-request').textContent({ timeout: 60_000 }))
+      .toBe('Branch merge into main · open');
+    await page.getByRole('button', { name: 'Merge pull request (merge only, no apply)' }).click();
+    await page.getByText('Merged: this drift session has ended.').waitFor({ timeout: 60_000 });
+    expect(await page.getByTestId('session-status').textContent()).toBe('MERGED');
     expect(pageErrors).toEqual([]);
     await context.close();
   });

@@ -30,6 +30,16 @@ interface Detail {
   branch: string;
   in_flight: { round_id: string; kind: string } | null;
   rounds: Round[];
+  pull_request: PullRequest | null;
+}
+
+interface PullRequest {
+  provider: string;
+  number: number | null;
+  url: string | null;
+  status: 'open' | 'merged';
+  base: string;
+  merge_commit: string | null;
 }
 
 /** Live statuses by round, from the event stream. */
@@ -103,6 +113,7 @@ export function SessionPage({ sessionId, uiUrl }: { sessionId: string; uiUrl: st
           This session failed and cannot be continued: start a new session for this repository.
         </p>
       )}
+      <Results detail={d} onChange={refresh} />
       <h2>Rounds</h2>
       <ol className="rounds">
         {d.rounds.map((r) => (
@@ -130,6 +141,84 @@ export function SessionPage({ sessionId, uiUrl }: { sessionId: string; uiUrl: st
           </li>
         ))}
       </ol>
+    </section>
+  );
+}
+
+/**
+ * The results view: "Create Pull Request" once a round changed the code, then the pull request
+ * (its link when the forge has a page) and a button for merging only — a drift session ends at the
+ * merge, no apply follows. Merging is disabled while the session is locked.
+ */
+function Results({ detail: d, onChange }: { detail: Detail; onChange: () => void }) {
+  const [error, setError] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+  const changed = d.rounds.some(
+    (r) => (r.kind === 'partial' || r.kind === 'full') && r.status === 'completed',
+  );
+  const running = d.in_flight !== null;
+  const act = async (what: 'pull-request' | 'merge') => {
+    setBusy(true);
+    setError(null);
+    const res =
+      what === 'pull-request'
+        ? await api.POST('/api/v1/sessions/{id}/pull-request', { params: { path: { id: d.session_id } } })
+        : await api.POST('/api/v1/sessions/{id}/merge', { params: { path: { id: d.session_id } } });
+    setBusy(false);
+    if (res.response.status >= 400) setError(errorMessage(res.error, `HTTP ${res.response.status}`));
+    onChange();
+  };
+  if (!changed && !d.pull_request) return null;
+  const pr = d.pull_request;
+  return (
+    <section aria-labelledby="results-title" className="results">
+      <h2 id="results-title">Pull request</h2>
+      {!pr ? (
+        <button
+          type="button"
+          disabled={busy || running || d.status !== 'ACTIVE'}
+          onClick={() => void act('pull-request')}
+        >
+          Create Pull Request
+        </button>
+      ) : (
+        <>
+          <p data-testid="pull-request">
+            {pr.number !== null ? `#${pr.number}` : 'Branch merge'} into {pr.base} · {pr.status}
+            {pr.url && (
+              <>
+                {' · '}
+                <a href={pr.url} target="_blank" rel="noreferrer noopener">
+                  open on the forge
+                </a>
+              </>
+            )}
+          </p>
+          {pr.status === 'open' && (
+            <>
+              <button
+                type="button"
+                disabled={busy || running || d.locked}
+                aria-describedby={d.locked ? 'merge-locked' : undefined}
+                onClick={() => void act('merge')}
+              >
+                Merge pull request (merge only, no apply)
+              </button>
+              {d.locked && (
+                <p id="merge-locked" className="hint">
+                  Merging is blocked while an admin holds the session's lock.
+                </p>
+              )}
+            </>
+          )}
+        </>
+      )}
+      {d.status === 'MERGED' && <p role="status">Merged: this drift session has ended.</p>}
+      {error && (
+        <p className="error" role="alert">
+          {error}
+        </p>
+      )}
     </section>
   );
 }
