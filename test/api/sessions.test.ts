@@ -226,15 +226,20 @@ describe('session API', () => {
         workflowExecution: { workflowId },
       });
     }
-    for (let i = 0; i < 100; i++) {
-      const gone = await h.client.workflow
-        .getHandle(`session:${sessionId}`)
-        .describe()
-        .then(() => false)
-        .catch(() => true);
-      if (gone) break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await expect
+      .poll(
+        () =>
+          h.client.workflow
+            .getHandle(`session:${sessionId}`)
+            .describe()
+            .then(
+              () => 'still there',
+              () => 'gone',
+            ),
+        // The server deletes asynchronously.
+        { timeout: 90_000, interval: 250 },
+      )
+      .toBe('gone');
     // The same detail (presigned URLs are signed anew on every read).
     const keysOf = (d: Detail) => d.artifacts.map((x) => x.key);
     const gone = await settled(sessionId, 2);

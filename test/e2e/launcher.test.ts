@@ -123,32 +123,32 @@ describe('npm start supervises its processes', () => {
     connection = await Connection.connect({ address: `127.0.0.1:${ports.temporal}` });
     const client = new Client({ connection });
     const round = client.workflow.getHandle(`drift-round:${sessionId}:${roundId}`);
-    for (let i = 0; i < 300; i++) {
-      if (
-        await round.describe().then(
-          () => true,
-          () => false,
-        )
+    await expect
+      .poll(
+        () =>
+          round.describe().then(
+            () => 'started',
+            () => 'not yet',
+          ),
+        { timeout: 30_000 },
       )
-        break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
+      .toBe('started');
     await untilActivityRunning(round, 'planIteration', 120_000);
     const pidFile = join(dataDir, 'run', 'worker.pid');
     const killed = Number(readFileSync(pidFile, 'utf8'));
     process.kill(killed, 'SIGKILL');
     await untilOutput(launcher, out, /worker exited unexpectedly \(SIGKILL\); restarting in 1s/);
 
-    let rounds: SessionRound[] = [];
-    for (
-      let i = 0;
-      i < 600 && !(rounds[0] && ['completed', 'uncompleted', 'failed'].includes(rounds[0].status));
-      i++
-    ) {
-      rounds = (await call('GET', `/api/v1/sessions/${sessionId}`)).body.rounds as SessionRound[];
-      await new Promise((r) => setTimeout(r, 200));
-    }
-    expect(rounds[0]).toMatchObject({ round_id: roundId, status: 'completed', outcome: 'Succeeded' });
+    const firstRound = async () =>
+      ((await call('GET', `/api/v1/sessions/${sessionId}`)).body.rounds as SessionRound[])[0];
+    await expect
+      .poll(async () => (await firstRound())?.status, { timeout: 180_000, interval: 200 })
+      .toMatch(/^(completed|uncompleted|failed)$/);
+    expect(await firstRound()).toMatchObject({
+      round_id: roundId,
+      status: 'completed',
+      outcome: 'Succeeded',
+    });
     const restarted = Number(readFileSync(pidFile, 'utf8'));
     expect(restarted).not.toBe(killed);
     expect(() => process.kill(restarted, 0)).not.toThrow(); // the new worker is alive
