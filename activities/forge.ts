@@ -2,6 +2,7 @@
 // repository path of an https URL, and one classification of their refusals by HTTP status.
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorTypes } from '../shared/errors';
+import { HttpJsonError, requestJson } from '../shared/http-json';
 
 export interface OpenedPullRequest {
   number: number;
@@ -55,4 +56,37 @@ export function forgeFailure(err: unknown, forge: string, what: string): Error {
     );
   }
   return err instanceof Error ? err : new Error(message);
+}
+
+/**
+ * A JSON caller for a forge's REST API at `base` (…/api/v1, …/api/v4), with its auth header and
+ * CA; failures come back classified by forgeFailure. `missing: 'undefined'` answers a 404 as
+ * undefined (a lookup), instead of a refusal.
+ */
+export function forgeApi(o: {
+  forge: string;
+  base: string;
+  headers: Record<string, string>;
+  ca?: string | Buffer;
+  timeoutMs?: number;
+}) {
+  return async (
+    path: string,
+    what: string,
+    init: { method?: string; body?: unknown; missing?: 'undefined' } = {},
+  ): Promise<unknown> => {
+    try {
+      return await requestJson(`${o.base.replace(/\/$/, '')}${path}`, {
+        ...(init.method ? { method: init.method } : {}),
+        ...(init.body !== undefined ? { body: init.body } : {}),
+        headers: o.headers,
+        ...(o.ca ? { ca: o.ca } : {}),
+        ...(o.timeoutMs ? { timeoutMs: o.timeoutMs } : {}),
+      });
+    } catch (err) {
+      if (init.missing === 'undefined' && err instanceof HttpJsonError && err.status === 404)
+        return undefined;
+      throw forgeFailure(err, o.forge, what);
+    }
+  };
 }

@@ -2,8 +2,7 @@
 // (`Authorization: token …`), over HTTPS with the CA bundle Kumoss trusts. The same contract as
 // the GitHub client: opening adopts the pull request already open for the head branch, merging
 // answers the merge commit of one already merged, and refusals are classified by HTTP status.
-import { forgeFailure, repositoryPath, type Forge, type OpenedPullRequest } from './forge';
-import { HttpJsonError, requestJson } from '../shared/http-json';
+import { forgeApi, repositoryPath, type Forge, type OpenedPullRequest } from './forge';
 
 export interface GiteaOptions {
   /** https://host[:port] of the Gitea server. */
@@ -29,23 +28,16 @@ interface GiteaPull {
 }
 
 export class GiteaPullRequests implements Forge {
-  constructor(private readonly opts: GiteaOptions) {}
+  private readonly call: ReturnType<typeof forgeApi>;
 
-  private async call(
-    path: string,
-    what: string,
-    init: { method?: string; body?: unknown } = {},
-  ): Promise<unknown> {
-    try {
-      return await requestJson(`${this.opts.url.replace(/\/$/, '')}/api/v1${path}`, {
-        ...init,
-        headers: { authorization: `token ${this.opts.token}` },
-        ...(this.opts.ca ? { ca: this.opts.ca } : {}),
-        ...(this.opts.timeoutMs ? { timeoutMs: this.opts.timeoutMs } : {}),
-      });
-    } catch (err) {
-      throw forgeFailure(err, 'Gitea', what);
-    }
+  constructor(opts: GiteaOptions) {
+    this.call = forgeApi({
+      forge: 'Gitea',
+      base: `${opts.url.replace(/\/$/, '')}/api/v1`,
+      headers: { authorization: `token ${opts.token}` },
+      ...(opts.ca ? { ca: opts.ca } : {}),
+      ...(opts.timeoutMs ? { timeoutMs: opts.timeoutMs } : {}),
+    });
   }
 
   async defaultBranch(repositoryUrl: string): Promise<string> {
@@ -63,18 +55,11 @@ export class GiteaPullRequests implements Forge {
     base: string,
     head: string,
   ): Promise<GiteaPull | undefined> {
-    try {
-      return (await requestJson(
-        `${this.opts.url.replace(/\/$/, '')}/api/v1/repos/${owner}/${repo}/pulls/${encodeURIComponent(base)}/${encodeURIComponent(head)}`,
-        {
-          headers: { authorization: `token ${this.opts.token}` },
-          ...(this.opts.ca ? { ca: this.opts.ca } : {}),
-        },
-      )) as GiteaPull;
-    } catch (err) {
-      if (err instanceof HttpJsonError && err.status === 404) return undefined;
-      throw err;
-    }
+    return (await this.call(
+      `/repos/${owner}/${repo}/pulls/${encodeURIComponent(base)}/${encodeURIComponent(head)}`,
+      `look up the pull request from ${head}`,
+      { missing: 'undefined' },
+    )) as GiteaPull | undefined;
   }
 
   async open(pr: {

@@ -3,8 +3,7 @@
 // request already open for the source branch, merging answers the merge commit of one already
 // merged, and refusals are classified by HTTP status. (@gitbeaker/rest retries 429 and 502 ten
 // times inside every call, which would multiply Temporal's own retries; these are four calls.)
-import { forgeFailure, repositoryPath, type Forge, type OpenedPullRequest } from './forge';
-import { requestJson } from '../shared/http-json';
+import { forgeApi, repositoryPath, type Forge, type OpenedPullRequest } from './forge';
 
 export interface GitLabOptions {
   /** https://gitlab.com, or a self-managed instance. */
@@ -26,22 +25,15 @@ interface MergeRequest {
 }
 
 export class GitLabMergeRequests implements Forge {
-  constructor(private readonly opts: GitLabOptions) {}
+  private readonly call: ReturnType<typeof forgeApi>;
 
-  private async call(
-    path: string,
-    what: string,
-    init: { method?: string; body?: unknown } = {},
-  ): Promise<unknown> {
-    try {
-      return await requestJson(`${this.opts.url.replace(/\/$/, '')}/api/v4${path}`, {
-        ...init,
-        headers: { 'private-token': this.opts.token },
-        ...(this.opts.ca ? { ca: this.opts.ca } : {}),
-      });
-    } catch (err) {
-      throw forgeFailure(err, 'GitLab', what);
-    }
+  constructor(opts: GitLabOptions) {
+    this.call = forgeApi({
+      forge: 'GitLab',
+      base: `${opts.url.replace(/\/$/, '')}/api/v4`,
+      headers: { 'private-token': opts.token },
+      ...(opts.ca ? { ca: opts.ca } : {}),
+    });
   }
 
   async defaultBranch(repositoryUrl: string): Promise<string> {

@@ -2,7 +2,7 @@
 // branch), pull requests (list by head, create, get, merge) — with state, so that retries meet
 // what an earlier call did. `loseNextReply(route)` makes the server do the work of the next such
 // request and then drop the connection before answering (a reply lost on the way).
-import { startJsonLoopback, type JsonLoopback } from './json-loopback';
+import { reply, startJsonLoopback, type JsonLoopback } from './json-loopback';
 
 export interface LoopbackPull {
   number: number;
@@ -26,11 +26,6 @@ export async function startGitHubLoopback(defaultBranch = 'main'): Promise<GitHu
   const pulls = new Map<string, LoopbackPull[]>();
   let commits = 0;
   const server = await startJsonLoopback<'create' | 'merge'>(({ method, url, body }) => {
-    const reply = (status: number, payload: unknown, route?: string) => ({
-      status,
-      payload,
-      ...(route ? { route } : {}),
-    });
     const m = /^\/repos\/([^/]+)\/([^/]+)(\/pulls(?:\/(\d+)(\/merge)?)?)?$/.exec(url.pathname);
     if (!m) return reply(404, { message: 'Not Found' });
     const [, owner, repo, pullsPath, num, merge] = m;

@@ -2,7 +2,7 @@
 // (default branch), merge requests (list by source branch, create, show, merge) — with state,
 // so that retries meet what an earlier call did. `loseNextReply(route)` makes it do the work of the
 // next such request and then drop the connection before answering (a reply lost on the way).
-import { startJsonLoopback, type JsonLoopback } from './json-loopback';
+import { reply, startJsonLoopback, type JsonLoopback } from './json-loopback';
 
 export interface LoopbackMergeRequest {
   iid: number;
@@ -23,11 +23,6 @@ export async function startGitLabLoopback(defaultBranch = 'main'): Promise<GitLa
   const mergeRequests = new Map<string, LoopbackMergeRequest[]>();
   let commits = 0;
   const server = await startJsonLoopback<'create' | 'merge'>(({ method, url, body }) => {
-    const reply = (status: number, payload: unknown, route?: string) => ({
-      status,
-      payload,
-      ...(route ? { route } : {}),
-    });
     // GitLab's project id here is the URL-encoded path: one path segment after /projects/.
     const m = /^\/api\/v4\/projects\/([^/]+)(\/merge_requests(?:\/(\d+)(\/merge)?)?)?$/.exec(url.pathname);
     if (!m) return reply(404, { message: '404 Not Found' });

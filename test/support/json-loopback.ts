@@ -18,6 +18,11 @@ export interface LoopbackReply {
   route?: string;
 }
 
+/** A reply; with `route`, loseNextReply(route) can make it the one that is lost. */
+export function reply(status: number, payload: unknown, route?: string): LoopbackReply {
+  return { status, payload, ...(route ? { route } : {}) };
+}
+
 export interface JsonLoopback<Route extends string> {
   url: string;
   seen: { method: string; url: string; headers: IncomingHttpHeaders; body: Record<string, unknown> }[];
