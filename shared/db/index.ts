@@ -185,7 +185,7 @@ export function createDb(url: string, opts: { max?: number } = {}): Db {
 }
 
 /** Another process applying the same migration at the same moment (API and worker start together). */
-const RACED = new Set(['42P07', '42710', '23505']); // duplicate table, duplicate object, unique violation
+const RACED = new Set(['42P07', '42710', '42701', '23505']); // duplicate table, object, column; unique violation
 
 /**
  * Applies the migrations not applied yet, in order, each in its own transaction. Several processes
