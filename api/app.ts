@@ -34,13 +34,21 @@ export interface AppDeps {
   temporalUiUrl?: string;
   /** The built web application (web/dist), served at this origin; absent: API only. */
   webDist?: string;
+  /** The object store's origin: the web application fetches artifacts from their presigned URLs. */
+  artifactOrigin?: string;
 }
 
-/** The web application may load its own scripts and styles and talk to this origin only. */
-const WEB_CSP =
-  "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'";
+/**
+ * The web application may load its own scripts and styles, and talk to this origin and to the
+ * object store's (presigned artifact URLs) only.
+ */
+export function webCsp(artifactOrigin?: string): string {
+  const connect = ["'self'", ...(artifactOrigin ? [new URL(artifactOrigin).origin] : [])].join(' ');
+  return `default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src ${connect}; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'`;
+}
 
-function serveWeb(app: Express, dist: string): void {
+function serveWeb(app: Express, dist: string, artifactOrigin?: string): void {
+  const WEB_CSP = webCsp(artifactOrigin);
   const index = join(dist, 'index.html');
   app.use(
     express.static(dist, {
@@ -99,7 +107,8 @@ export function createApp(deps: AppDeps): Express {
       createMappingRouter({ db: deps.sessions.db, mapping: deps.mapping ?? { enabled: false, url: '' } }),
     );
   }
-  if (deps.webDist && existsSync(join(deps.webDist, 'index.html'))) serveWeb(app, deps.webDist);
+  if (deps.webDist && existsSync(join(deps.webDist, 'index.html')))
+    serveWeb(app, deps.webDist, deps.artifactOrigin);
   app.use(notFound);
   app.use(errorHandler(deps.log));
   return app;

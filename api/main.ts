@@ -28,6 +28,7 @@ const app = createApp({
   log: (err) => log.error({ err }, 'unhandled error'),
   // Built by the launcher when missing or stale (scripts/web-build.ts).
   webDist: join(projectRoot, 'web', 'dist'),
+  artifactOrigin: config.storage.endpoint,
   temporalUiUrl: config.temporal.ui_url,
   authz: config.services.authz,
   mapping: config.services.mapping,

@@ -9,6 +9,7 @@ import {
   runnerGroupSchema,
   RUNNER_WORKFLOW_TYPES,
 } from '../shared/runner-contracts';
+import { lockRequestSchema, newUserSchema, roleChangeSchema } from './routes/admin';
 import { authorizeRequestSchema } from './routes/authorize';
 
 const schema = (s: z.ZodType) =>
@@ -60,6 +61,7 @@ export function openApiDocument(): Record<string, unknown> {
     },
   };
   const sessionId = { name: 'id', in: 'path', required: true, schema: { type: 'string' } };
+  const userId = { name: 'id', in: 'path', required: true, schema: { type: 'string', format: 'uuid' } };
   return {
     openapi: '3.0.3',
     info: { title: 'Kumoss API', version: '1' },
@@ -70,11 +72,15 @@ export function openApiDocument(): Record<string, unknown> {
         FollowUpRequest: schema(followUpRequestSchema),
         Accepted: schema(acceptedSchema),
         AuthorizeRequest: schema(authorizeRequestSchema),
+        NewUser: schema(newUserSchema),
+        RoleChange: schema(roleChangeSchema),
+        LockRequest: schema(lockRequestSchema),
         DriftReport: schema(driftReportSchema),
         CloudConnection: schema(cloudConnectionSchema),
         RunnerGroup: schema(runnerGroupSchema),
-        DetectInput: schema(detectInputSchema),
-        RepairInput: schema(repairInputSchema),
+        // organization_uuid comes from the caller's credentials; naming another one is refused.
+        DetectInput: schema(detectInputSchema.partial({ organization_uuid: true })),
+        RepairInput: schema(repairInputSchema.partial({ organization_uuid: true })),
         WorkflowStart: {
           type: 'object',
           required: ['workflow_type'],
@@ -208,8 +214,40 @@ export function openApiDocument(): Record<string, unknown> {
       },
       '/api/v1/admin/users': {
         get: {
-          summary: 'Users of the organization (admin)',
-          responses: { '200': { description: 'Users' }, ...errors(401, 403) },
+          summary: 'Users of the organization with their role and whether their token is revoked (admin)',
+          responses: { '200': { description: '{users}' }, ...errors(401, 403) },
+        },
+        post: {
+          summary:
+            'Create a user of the organization with a role (admin); the token is in this response only',
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: { $ref: '#/components/schemas/NewUser' } } },
+          },
+          responses: { '201': { description: '{user, token}' }, ...errors(400, 401, 403, 409) },
+        },
+      },
+      '/api/v1/admin/users/{id}': {
+        patch: {
+          summary: "Change a user's role (admin; not your own)",
+          parameters: [userId],
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: { $ref: '#/components/schemas/RoleChange' } } },
+          },
+          responses: { '200': { description: 'The user' }, ...errors(400, 401, 403, 404, 409) },
+        },
+      },
+      '/api/v1/admin/users/{id}/token': {
+        delete: {
+          summary: "Revoke a user's token and their browser sessions (admin; not your own)",
+          parameters: [userId],
+          responses: { '200': { description: 'Revoked' }, ...errors(401, 403, 404, 409) },
+        },
+        post: {
+          summary: 'Issue a new token for a user, replacing the old one (admin; not your own); shown once',
+          parameters: [userId],
+          responses: { '201': { description: '{user_uuid, name, token}' }, ...errors(401, 403, 404, 409) },
         },
       },
       '/api/v1/admin/locks': {
@@ -222,6 +260,10 @@ export function openApiDocument(): Record<string, unknown> {
         put: {
           summary: 'Lock a session (admin): merging is blocked',
           parameters: [sessionId],
+          requestBody: {
+            required: false,
+            content: { 'application/json': { schema: { $ref: '#/components/schemas/LockRequest' } } },
+          },
           responses: { '200': { description: 'Locked' }, ...errors(401, 403, 404) },
         },
         delete: {

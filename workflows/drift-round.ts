@@ -11,7 +11,9 @@ import {
   setCurrentDetails,
   setHandler,
   upsertSearchAttributes,
+  type RetryPolicy,
 } from '@temporalio/workflow';
+import type { Duration } from '@temporalio/common';
 import { roundProgressQuery } from '../shared/messages';
 import type { Activities } from '../activities';
 import {
@@ -30,7 +32,7 @@ import { detectAndRemediate } from './detect-and-remediate';
 
 export { roundProgressQuery };
 
-const retry = {
+const retry: RetryPolicy = {
   initialInterval: '2s',
   backoffCoefficient: 2,
   maximumInterval: '1 minute',
@@ -42,7 +44,7 @@ const retry = {
  * is noticed after `heartbeatSeconds` and the activity retried elsewhere, not after its timeout.
  */
 function activities(heartbeatSeconds: number) {
-  const heartbeatTimeout = `${heartbeatSeconds}s`;
+  const heartbeatTimeout: Duration = `${heartbeatSeconds}s`;
   return {
     light: proxyActivities<Activities>({ startToCloseTimeout: '10 minutes', heartbeatTimeout, retry }),
     engine: proxyActivities<Activities>({ startToCloseTimeout: '45 minutes', heartbeatTimeout, retry }),

@@ -1,14 +1,30 @@
 // The admin panel's routes (admin role, own organization): the sessions with their status and
-// workflow, the users, and the session locks that block merging.
-import { Router } from 'express';
+// workflow, the users (create with a role — the token shown once —, change a role, revoke or reissue
+// a token), and the session locks that block merging.
+import { Router, type Request } from 'express';
 import { z } from 'zod';
 import { authenticate, currentUser, requireRole } from '../auth';
 import { ownSession, type SessionRouteDeps } from '../session-operations';
 import { sessionWorkflowId } from '../../shared/ids';
 import { parseBody } from '../validation';
+import { HttpError } from '../errors';
+import { createUserInOrganization, issueUserToken, revokeUserToken, ROLES } from '../../shared/db/users';
 
 /** Why an admin locks a session: shown to whoever is refused the merge. */
-const lockRequestSchema = z.object({ reason: z.string().trim().max(500).default('') }).strict();
+export const newUserSchema = z
+  .object({
+    name: z
+      .string()
+      .trim()
+      .min(1)
+      .max(100)
+      .regex(/^[A-Za-z0-9._@-]+$/, 'letters, digits, ".", "_", "@" and "-" only'),
+    role: z.enum(ROLES),
+  })
+  .strict();
+export const roleChangeSchema = z.object({ role: z.enum(ROLES) }).strict();
+
+export const lockRequestSchema = z.object({ reason: z.string().trim().max(500).default('') }).strict();
 
 export function createAdminRouter(deps: SessionRouteDeps): Router {
   const router = Router();
@@ -39,11 +55,74 @@ export function createAdminRouter(deps: SessionRouteDeps): Router {
     const user = currentUser(req);
     const users = await deps.db
       .selectFrom('users')
-      .select(['user_uuid', 'name', 'role', 'created_at'])
+      .select(['user_uuid', 'name', 'role', 'created_at', 'revoked_at'])
       .where('organization_uuid', '=', user.organization_uuid)
       .orderBy('name')
       .execute();
     res.json({ users });
+  });
+
+  /** A user of the caller's organization, other than the caller (nobody locks themselves out). */
+  async function otherUser(req: Request, id: string): Promise<{ user_uuid: string; name: string }> {
+    const me = currentUser(req);
+    const found = z.uuid().safeParse(id).success
+      ? await deps.db
+          .selectFrom('users')
+          .select(['user_uuid', 'name'])
+          .where('user_uuid', '=', id)
+          .where('organization_uuid', '=', me.organization_uuid)
+          .executeTakeFirst()
+      : undefined;
+    if (!found) throw new HttpError(404, 'not_found', `No user ${id} in this organization.`);
+    if (found.user_uuid === me.user_uuid)
+      throw new HttpError(409, 'own_account', 'You cannot change your own role or token; ask another admin.');
+    return found;
+  }
+
+  router.post('/api/v1/admin/users', auth, requireRole('admin'), async (req, res) => {
+    const me = currentUser(req);
+    const body = parseBody(newUserSchema, req.body);
+    const taken = await deps.db
+      .selectFrom('users')
+      .select('user_uuid')
+      .where('name', '=', body.name)
+      .executeTakeFirst();
+    if (taken) throw new HttpError(409, 'name_taken', `A user named ${body.name} already exists.`);
+    const { user, token } = await createUserInOrganization(deps.db, {
+      name: body.name,
+      role: body.role,
+      organization_uuid: me.organization_uuid,
+    }).catch((err: unknown) => {
+      // Two admins creating the same name at once: the unique index decides.
+      if ((err as { code?: string }).code === '23505')
+        throw new HttpError(409, 'name_taken', `A user named ${body.name} already exists.`);
+      throw err;
+    });
+    // The token is in this response only; the store keeps its hash.
+    res.status(201).json({ user: { user_uuid: user.user_uuid, name: user.name, role: user.role }, token });
+  });
+
+  router.patch('/api/v1/admin/users/:id', auth, requireRole('admin'), async (req, res) => {
+    const body = parseBody(roleChangeSchema, req.body);
+    const target = await otherUser(req, req.params.id as string);
+    await deps.db
+      .updateTable('users')
+      .set({ role: body.role })
+      .where('user_uuid', '=', target.user_uuid)
+      .execute();
+    res.json({ user_uuid: target.user_uuid, name: target.name, role: body.role });
+  });
+
+  router.delete('/api/v1/admin/users/:id/token', auth, requireRole('admin'), async (req, res) => {
+    const target = await otherUser(req, req.params.id as string);
+    await revokeUserToken(deps.db, target.user_uuid);
+    res.json({ user_uuid: target.user_uuid, name: target.name, revoked: true });
+  });
+
+  router.post('/api/v1/admin/users/:id/token', auth, requireRole('admin'), async (req, res) => {
+    const target = await otherUser(req, req.params.id as string);
+    const token = await issueUserToken(deps.db, target.user_uuid);
+    res.status(201).json({ user_uuid: target.user_uuid, name: target.name, token });
   });
 
   router.get('/api/v1/admin/locks', auth, requireRole('admin'), async (req, res) => {

@@ -98,6 +98,7 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
       created_at: row.created_at,
       status: row.status,
       locked: lock !== undefined,
+      lock_reason: lock ? lock.reason : null,
       branch: row.branch,
       in_flight: row.in_flight,
       rounds,

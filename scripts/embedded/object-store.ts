@@ -3,6 +3,15 @@
 import { mkdirSync } from 'node:fs';
 import S3rver from 's3rver';
 
+const ARTIFACT_CORS = `<CORSConfiguration>
+  <CORSRule>
+    <AllowedOrigin>*</AllowedOrigin>
+    <AllowedMethod>GET</AllowedMethod>
+    <AllowedMethod>HEAD</AllowedMethod>
+    <MaxAgeSeconds>3000</MaxAgeSeconds>
+  </CORSRule>
+</CORSConfiguration>`;
+
 export interface ObjectStore {
   endpoint: string;
   port: number;
@@ -21,7 +30,9 @@ export async function startObjectStore(opts: {
     port: opts.port ?? 0,
     directory: opts.directory,
     silent: true,
-    configureBuckets: [{ name: opts.bucket }],
+    // The web application reads artifacts from their presigned URLs: GET from any origin (the
+    // signature in the URL is the authorization; a real bucket gets the same rule, see README).
+    configureBuckets: [{ name: opts.bucket, configs: [ARTIFACT_CORS] }],
   });
   const address = await server.run();
   return {

@@ -32,6 +32,7 @@ export async function findUserByAuthSession(db: Db, id: string): Promise<User | 
     .select(['users.user_uuid', 'users.name', 'users.role', 'users.organization_uuid'])
     .where('auth_sessions.session_sha256', '=', hashToken(id))
     .where('auth_sessions.revoked_at', 'is', null)
+    .where('users.revoked_at', 'is', null)
     .where('auth_sessions.expires_at', '>', sql<Date>`now()`)
     .executeTakeFirst();
 }

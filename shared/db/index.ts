@@ -1,6 +1,6 @@
 // The metadata store: PostgreSQL through `pg` + Kysely. DATABASE_URL selects a real server; by
 // default the embedded PGlite engine that the launcher serves on loopback.
-import { Kysely, PostgresDialect, sql, type Generated } from 'kysely';
+import { Kysely, PostgresDialect, sql, type ColumnType, type Generated } from 'kysely';
 import pg from 'pg';
 import { migrations } from './migrations';
 
@@ -17,6 +17,8 @@ export interface UsersTable {
   organization_uuid: string;
   token_sha256: string;
   created_at: Generated<Date>;
+  /** Set when an admin revoked the token; cleared when a new one is issued. */
+  revoked_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
 }
 
 export interface SessionsTable {

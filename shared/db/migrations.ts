@@ -195,4 +195,12 @@ export const migrations: Migration[] = [
       )`.execute(db);
     },
   },
+  {
+    // Admins revoke a user's token from the admin panel (the row stays: sessions name their
+    // creator); a revoked user signs in again only with a newly issued token.
+    id: '0007_user_revocation',
+    async up(db) {
+      await sql`alter table users add column revoked_at timestamptz`.execute(db);
+    },
+  },
 ];

@@ -1,6 +1,7 @@
 // Users, roles and organizations. Tokens are stored as SHA-256 hashes only; the token itself is
 // shown once, when the user is created.
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
 import type { Db, UsersTable } from './index';
 
 export const ROLES = ['developer', 'devops', 'admin'] as const;
@@ -43,8 +44,15 @@ export async function createUser(
   opts: { name: string; role: Role; organization: string },
 ): Promise<{ user: User; token: string }> {
   const organization_uuid = await ensureOrganization(db, opts.organization);
-  const token = `kms_${randomBytes(24).toString('base64url')}`;
-  const user: User = { user_uuid: randomUUID(), name: opts.name, role: opts.role, organization_uuid };
+  return createUserInOrganization(db, { name: opts.name, role: opts.role, organization_uuid });
+}
+
+export async function createUserInOrganization(
+  db: Db,
+  opts: { name: string; role: Role; organization_uuid: string },
+): Promise<{ user: User; token: string }> {
+  const token = newToken();
+  const user: User = { user_uuid: randomUUID(), ...opts };
   await db
     .insertInto('users')
     .values({ ...user, token_sha256: hashToken(token) })
@@ -57,5 +65,47 @@ export async function findUserByToken(db: Db, token: string): Promise<User | und
     .selectFrom('users')
     .select(['user_uuid', 'name', 'role', 'organization_uuid'])
     .where('token_sha256', '=', hashToken(token))
+    .where('revoked_at', 'is', null)
     .executeTakeFirst();
+}
+
+function newToken(): string {
+  return `kms_${randomBytes(24).toString('base64url')}`;
+}
+
+/** Revokes a user's token and every browser session signed in with it. */
+export async function revokeUserToken(db: Db, userUuid: string): Promise<void> {
+  await db.transaction().execute(async (tx) => {
+    // The old hash is replaced too, so the revoked token can never match again.
+    await tx
+      .updateTable('users')
+      .set({ revoked_at: sql`now()`, token_sha256: hashToken(newToken()) })
+      .where('user_uuid', '=', userUuid)
+      .execute();
+    await tx
+      .updateTable('auth_sessions')
+      .set({ revoked_at: sql`now()` })
+      .where('user_uuid', '=', userUuid)
+      .where('revoked_at', 'is', null)
+      .execute();
+  });
+}
+
+/** Issues a new token for a user (the old one and its browser sessions stop working); shown once. */
+export async function issueUserToken(db: Db, userUuid: string): Promise<string> {
+  const token = newToken();
+  await db.transaction().execute(async (tx) => {
+    await tx
+      .updateTable('users')
+      .set({ revoked_at: null, token_sha256: hashToken(token) })
+      .where('user_uuid', '=', userUuid)
+      .execute();
+    await tx
+      .updateTable('auth_sessions')
+      .set({ revoked_at: sql`now()` })
+      .where('user_uuid', '=', userUuid)
+      .where('revoked_at', 'is', null)
+      .execute();
+  });
+  return token;
 }

@@ -6,7 +6,7 @@ import type { CodecRouteDeps } from '../../api/routes/codec';
 import type { SessionRound } from '../../shared/contracts';
 import type { Db } from '../../shared/db';
 import { createUser, ROLES, type Role } from '../../shared/db/users';
-import { artifactStore, type TemporalHarness } from './stack';
+import { artifactStore, stack, type TemporalHarness } from './stack';
 
 export interface TestApi {
   url: string;
@@ -30,7 +30,7 @@ export async function startTestApi(
   webDist?: string,
 ): Promise<TestApi> {
   const app = createApp({
-    ...(webDist ? { webDist } : {}),
+    ...(webDist ? { webDist, artifactOrigin: stack().s3Endpoint } : {}),
     checks: [],
     authz,
     mapping,

@@ -1,7 +1,11 @@
 // Debian's Chromium driven by playwright-core (Playwright cannot download its own browsers here):
 // launched by executablePath; root needs --no-sandbox. Setup installs the `chromium` package.
 import { execFileSync } from 'node:child_process';
-import { chromium, type Browser } from 'playwright-core';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import AxeBuilder from '@axe-core/playwright';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { expect } from 'vitest';
 
 export function chromiumPath(): string {
   const fromEnv = process.env.KUMOSS_CHROMIUM_BIN;
@@ -22,4 +26,21 @@ export function launchBrowser(): Promise<Browser> {
     executablePath: chromiumPath(),
     args: process.getuid?.() === 0 ? ['--no-sandbox'] : [],
   });
+}
+
+/** With KUMOSS_SCREENSHOTS=<dir> (`npm run screenshots`), saves the page as <dir>/<name>.png. */
+export async function screenshot(page: Page, name: string): Promise<void> {
+  const dir = process.env.KUMOSS_SCREENSHOTS;
+  if (!dir) return;
+  mkdirSync(dir, { recursive: true });
+  await page.screenshot({ path: join(dir, `${name}.png`), fullPage: true });
+}
+
+/** axe-core on the page as it stands: no serious or critical violation. */
+export async function expectAccessible(page: Page, view: string): Promise<void> {
+  const result = await new AxeBuilder({ page }).analyze();
+  const bad = result.violations
+    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+    .map((v) => `${view}: ${v.id} (${v.impact}) ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
+  expect(bad).toEqual([]);
 }

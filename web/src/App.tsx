@@ -1,7 +1,11 @@
 // The application shell: who is signed in (GET /api/v1/auth/me), sign-in when nobody is, the views.
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { api, type Me } from './api/client';
+import { ErrorBoundary } from './components/ErrorBoundary';
+import { Link } from './components/Link';
+import { AdminPage } from './pages/AdminPage';
 import { RequestPage } from './pages/RequestPage';
+import { RunnersPage } from './pages/RunnersPage';
 import { SessionPage } from './pages/SessionPage';
 import { SessionsPage } from './pages/SessionsPage';
 import { SignInPage } from './pages/SignInPage';
@@ -52,6 +56,8 @@ export function App() {
         <nav aria-label="Main">
           <Link to="/">Sessions</Link>
           <Link to="/new">New request</Link>
+          <Link to="/runners">Runner groups</Link>
+          {me.data.role === 'admin' && <Link to="/admin">Admin</Link>}
         </nav>
         <span className="who" aria-label="Signed in as">
           {me.data.name} · {me.data.role}
@@ -60,29 +66,22 @@ export function App() {
           Sign out
         </button>
       </header>
-      <main>{view(path, me.data)}</main>
+      <main>
+        <ErrorBoundary key={path} what="page">
+          {view(path, me.data)}
+        </ErrorBoundary>
+      </main>
     </div>
   );
 }
 
-function Link({ to, children }: { to: string; children: string }) {
-  return (
-    <a
-      href={to}
-      onClick={(e) => {
-        e.preventDefault();
-        navigate(to);
-      }}
-    >
-      {children}
-    </a>
-  );
-}
-
-function view(path: string, me: Me & { uiUrl: string }) {
+function view(location: string, me: Me & { uiUrl: string }) {
+  const [path = '/', search = ''] = location.split('?');
   const session = /^\/sessions\/([A-Za-z0-9._-]+)$/.exec(path);
-  if (session?.[1]) return <SessionPage key={session[1]} sessionId={session[1]} uiUrl={me.uiUrl} />;
-  if (path === '/new') return <RequestPage me={me} />;
+  if (session?.[1]) return <SessionPage key={session[1]} sessionId={session[1]} uiUrl={me.uiUrl} me={me} />;
+  if (path === '/new') return <RequestPage key={search} me={me} />;
+  if (path === '/admin') return <AdminPage me={me} />;
+  if (path === '/runners' || path.startsWith('/runners/')) return <RunnersPage me={me} path={path} />;
   if (path === '/' || path === '/sessions') return <SessionsPage />;
   return (
     <p>

@@ -9,12 +9,13 @@ export function navigate(path: string): void {
   listeners.forEach((l) => l());
 }
 
+/** The path and query of the current view (`/new?cloud=aws`). */
 export function usePath(): string {
   return useSyncExternalStore(
     (l) => {
       listeners.add(l);
       return () => listeners.delete(l);
     },
-    () => window.location.pathname,
+    () => window.location.pathname + window.location.search,
   );
 }

@@ -3,8 +3,14 @@
 // after a dropped connection with Last-Event-ID by itself), with a link to each run in the Temporal
 // Web UI. Everything shown is text: nothing from a repository, a model or a report is ever markup.
 import { useQuery, useQueryClient } from '@tanstack/react-query';
-import { useEffect, useState } from 'react';
-import { api, errorMessage } from '../api/client';
+import { lazy, Suspense, useEffect, useState, type FormEvent } from 'react';
+import { api, errorMessage, type Me } from '../api/client';
+import type { Artifact } from '../artifacts/Artifacts';
+import { ModeChoice, type DriftMode } from '../components/ModeChoice';
+import { navigate } from '../router';
+
+// diff2html, highlight.js and the Markdown renderer load only with a session's artifacts.
+const RoundArtifacts = lazy(() => import('../artifacts/Artifacts'));
 
 interface Round {
   round_id: string;
@@ -27,10 +33,12 @@ interface Detail {
   state_project_id: string;
   status: string;
   locked: boolean;
+  lock_reason: string | null;
   branch: string;
   in_flight: { round_id: string; kind: string } | null;
   rounds: Round[];
   pull_request: PullRequest | null;
+  artifacts: Artifact[];
 }
 
 interface PullRequest {
@@ -64,7 +72,7 @@ function useLiveStatuses(sessionId: string, onRoundEnd: () => void): Record<stri
   return statuses;
 }
 
-export function SessionPage({ sessionId, uiUrl }: { sessionId: string; uiUrl: string }) {
+export function SessionPage({ sessionId, uiUrl, me }: { sessionId: string; uiUrl: string; me: Me }) {
   const queryClient = useQueryClient();
   const detail = useQuery({
     queryKey: ['session', sessionId],
@@ -104,14 +112,25 @@ export function SessionPage({ sessionId, uiUrl }: { sessionId: string; uiUrl: st
         <dt>Status</dt>
         <dd data-testid="session-status">{d.status}</dd>
         <dt>Lock</dt>
-        <dd>{d.locked ? 'Locked' : 'Not locked'}</dd>
+        <dd data-testid="session-lock">
+          {d.locked ? `Locked${d.lock_reason ? `: ${d.lock_reason}` : ''}` : 'Not locked'}
+        </dd>
         <dt>Branch</dt>
         <dd>{d.branch}</dd>
       </dl>
       {d.status === 'FAILED' && (
-        <p className="error" role="alert">
-          This session failed and cannot be continued: start a new session for this repository.
-        </p>
+        <div className="error" role="alert">
+          <p>This session failed and cannot be continued: it must be replaced by a new session.</p>
+          <a
+            href={replacement(d)}
+            onClick={(e) => {
+              e.preventDefault();
+              navigate(replacement(d));
+            }}
+          >
+            Start a new session for this repository
+          </a>
+        </div>
       )}
       <Results detail={d} onChange={refresh} />
       <h2>Rounds</h2>
@@ -138,9 +157,82 @@ export function SessionPage({ sessionId, uiUrl }: { sessionId: string; uiUrl: st
             {r.text && <p className="request">{r.text}</p>}
             {r.summary && <p>{r.summary}</p>}
             {(r.failure_reason ?? r.reason) && <p className="hint">{r.failure_reason ?? r.reason}</p>}
+            <Suspense fallback={<p role="status">Loading the artifacts…</p>}>
+              <RoundArtifacts
+                prefix={`sessions/${d.session_id}/rounds/${r.round_id}/`}
+                artifacts={d.artifacts.filter((a) =>
+                  a.key.startsWith(`sessions/${d.session_id}/rounds/${r.round_id}/`),
+                )}
+              />
+            </Suspense>
           </li>
         ))}
       </ol>
+      {d.status === 'ACTIVE' && <FollowUp detail={d} me={me} onSent={refresh} />}
+    </section>
+  );
+}
+
+/** The wizard's link to a new session with this one's repository, cloud, scope and path. */
+function replacement(d: Detail): string {
+  const q = new URLSearchParams({
+    repository_url: d.repository_url,
+    cloud: d.cloud,
+    scope_id: d.scope_id,
+    ...(d.iac_path ? { iac_path: d.iac_path } : {}),
+  });
+  return `/new?${q.toString()}`;
+}
+
+/** A follow-up request: only the text (and the mode); the session knows the rest. */
+function FollowUp({ detail: d, me, onSent }: { detail: Detail; me: Me; onSent: () => void }) {
+  const canDrift = me.role === 'devops' || me.role === 'admin';
+  const [mode, setMode] = useState<DriftMode>('partial');
+  const [text, setText] = useState('');
+  const [error, setError] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+  const running = d.in_flight !== null;
+  const submit = async (e: FormEvent) => {
+    e.preventDefault();
+    setBusy(true);
+    setError(null);
+    const body = { session_id: d.session_id, text };
+    const res =
+      mode === 'partial'
+        ? await api.POST('/api/v1/drift/partial', { body })
+        : await api.POST('/api/v1/drift/full', { body });
+    setBusy(false);
+    const accepted = res.data as { accepted?: boolean; reason?: string } | undefined;
+    if (res.response.status !== 202) setError(errorMessage(res.error, `HTTP ${res.response.status}`));
+    else if (accepted?.accepted === false) setError(accepted.reason ?? 'The session refused the request.');
+    else setText('');
+    onSent();
+  };
+  return (
+    <section aria-labelledby="follow-up-title">
+      <h2 id="follow-up-title">Follow-up request</h2>
+      <form className="wizard" onSubmit={(e) => void submit(e)}>
+        <ModeChoice name="follow-up-mode" mode={mode} onChange={setMode} enabled={canDrift} />
+        <label htmlFor="follow-up-text">Request</label>
+        <textarea id="follow-up-text" rows={2} value={text} onChange={(e) => setText(e.target.value)} />
+        <button
+          type="submit"
+          disabled={!canDrift || busy || running || text.trim() === ''}
+          aria-describedby={running ? 'follow-up-running' : undefined}
+        >
+          Send follow-up
+        </button>
+        {running && (
+          <p id="follow-up-running" className="hint">
+            A round is running; send the next request when it ends.
+          </p>
+        )}
+        {error && (
+          <p className="error" role="alert">
+            {error}
+          </p>
+        )}
+      </form>
     </section>
   );
 }
@@ -206,7 +298,8 @@ function Results({ detail: d, onChange }: { detail: Detail; onChange: () => void
               </button>
               {d.locked && (
                 <p id="merge-locked" className="hint">
-                  Merging is blocked while an admin holds the session's lock.
+                  Merging is blocked while the session is locked
+                  {d.lock_reason ? `: ${d.lock_reason}` : ' by an admin.'}
                 </p>
               )}
             </>

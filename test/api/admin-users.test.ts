@@ -1,0 +1,147 @@
+// The admin panel's user routes: an admin creates a user of their organization with a role (the
+// token shown once, only its hash stored), changes a role, revokes a token (the token and its
+// browser sessions stop working at once) and issues a new one. Bad input is a 4xx that changes
+// nothing; nobody changes their own account; other organizations' users are out of reach.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDb, migrate, type Db } from '../../shared/db';
+import { hashToken } from '../../shared/db/users';
+import { roleTokens, startTestApi, type TestApi } from '../support/api';
+import { stack, temporalHarness, type TemporalHarness } from '../support/stack';
+
+describe('admin: users of the organization', () => {
+  let h: TemporalHarness;
+  let db: Db;
+  let api: TestApi;
+  let tokens: Record<'developer' | 'devops' | 'admin', string>;
+  let other: Record<'developer' | 'devops' | 'admin', string>;
+
+  beforeAll(async () => {
+    h = await temporalHarness('admin-users');
+    db = createDb(stack().databaseUrl);
+    await migrate(db);
+    tokens = await roleTokens(db, 'admin-users');
+    other = await roleTokens(db, 'admin-users-other');
+    api = await startTestApi(h, db);
+  });
+  afterAll(async () => {
+    api?.close();
+    await db?.destroy();
+    await h?.close();
+  });
+
+  it('creates a user with a role, shows the token once, and the token works for that role', async () => {
+    const name = `new-dev-${Date.now()}`;
+    expect(
+      (await api.call('POST', '/api/v1/admin/users', tokens.devops, { name, role: 'developer' })).status,
+    ).toBe(403);
+    const created = await api.call('POST', '/api/v1/admin/users', tokens.admin, { name, role: 'developer' });
+    expect(created.status).toBe(201);
+    const token = created.body.token as string;
+    expect(token).toMatch(/^kms_/);
+    const row = await db.selectFrom('users').selectAll().where('name', '=', name).executeTakeFirstOrThrow();
+    expect(row.token_sha256).toBe(hashToken(token));
+    expect(JSON.stringify(row)).not.toContain(token);
+
+    const me = await api.call('GET', '/api/v1/auth/me', token);
+    expect(me.body.user).toMatchObject({ name, role: 'developer' });
+    // Listing shows the user, never a token or its hash.
+    const list = await api.call('GET', '/api/v1/admin/users', tokens.admin);
+    expect((list.body.users as { name: string }[]).map((u) => u.name)).toContain(name);
+    expect(JSON.stringify(list.body)).not.toMatch(/token_sha256|kms_/);
+
+    // The same name again is a conflict; bad bodies are 400s; none adds a row.
+    const count = async () =>
+      (await db.selectFrom('users').select(db.fn.countAll<string>().as('n')).executeTakeFirstOrThrow()).n;
+    const before = await count();
+    expect(
+      (await api.call('POST', '/api/v1/admin/users', tokens.admin, { name, role: 'developer' })).status,
+    ).toBe(409);
+    for (const body of [
+      { name: '', role: 'developer' },
+      { name: 'x y', role: 'developer' },
+      { name: 'ok-name', role: 'root' },
+      { name: 'ok-name', role: 'developer', organization: 'elsewhere' },
+      { name: 'a'.repeat(101), role: 'developer' },
+    ]) {
+      const r = await api.call('POST', '/api/v1/admin/users', tokens.admin, body);
+      expect(r.status, JSON.stringify(body)).toBe(400);
+      expect(typeof (r.body.error as { message: string }).message).toBe('string');
+    }
+    expect(await count()).toBe(before);
+  });
+
+  it('changes a role, revokes a token with its browser sessions, and issues a new one', async () => {
+    const name = `rotating-${Date.now()}`;
+    const created = await api.call('POST', '/api/v1/admin/users', tokens.admin, { name, role: 'developer' });
+    const id = (created.body.user as { user_uuid: string }).user_uuid;
+    const token = created.body.token as string;
+
+    const promoted = await api.call('PATCH', `/api/v1/admin/users/${id}`, tokens.admin, { role: 'devops' });
+    expect(promoted.status).toBe(200);
+    expect(((await api.call('GET', '/api/v1/auth/me', token)).body.user as { role: string }).role).toBe(
+      'devops',
+    );
+    expect(
+      (await api.call('PATCH', `/api/v1/admin/users/${id}`, tokens.admin, { role: 'owner' })).status,
+    ).toBe(400);
+
+    // A browser session signed in with the token.
+    const signIn = await fetch(`${api.url}/api/v1/auth/session`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-kumoss-csrf': '1' },
+      body: JSON.stringify({ token }),
+    });
+    expect(signIn.status).toBe(201);
+    const cookie = (signIn.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
+    const viaCookie = () => fetch(`${api.url}/api/v1/auth/me`, { headers: { cookie } }).then((r) => r.status);
+    expect(await viaCookie()).toBe(200);
+
+    const revoked = await api.call('DELETE', `/api/v1/admin/users/${id}/token`, tokens.admin);
+    expect(revoked.status).toBe(200);
+    expect((await api.call('GET', '/api/v1/auth/me', token)).status).toBe(401);
+    expect(await viaCookie()).toBe(401);
+    const listed = (await api.call('GET', '/api/v1/admin/users', tokens.admin)).body.users as {
+      user_uuid: string;
+      revoked_at: string | null;
+    }[];
+    expect(listed.find((u) => u.user_uuid === id)?.revoked_at).not.toBeNull();
+
+    const reissued = await api.call('POST', `/api/v1/admin/users/${id}/token`, tokens.admin);
+    expect(reissued.status).toBe(201);
+    const fresh = reissued.body.token as string;
+    expect(fresh).not.toBe(token);
+    expect((await api.call('GET', '/api/v1/auth/me', fresh)).status).toBe(200);
+    expect((await api.call('GET', '/api/v1/auth/me', token)).status).toBe(401);
+  });
+
+  it('keeps admins off their own account and out of other organizations', async () => {
+    const self = await db
+      .selectFrom('users')
+      .select('user_uuid')
+      .where('token_sha256', '=', hashToken(tokens.admin))
+      .executeTakeFirstOrThrow();
+    const own = await api.call('PATCH', `/api/v1/admin/users/${self.user_uuid}`, tokens.admin, {
+      role: 'developer',
+    });
+    expect(own.status).toBe(409);
+    expect(
+      (await api.call('DELETE', `/api/v1/admin/users/${self.user_uuid}/token`, tokens.admin)).status,
+    ).toBe(409);
+    expect(
+      ((await api.call('GET', '/api/v1/auth/me', tokens.admin)).body.user as { role: string }).role,
+    ).toBe('admin');
+
+    const foreign = await db
+      .selectFrom('users')
+      .select('user_uuid')
+      .where('token_sha256', '=', hashToken(other.developer))
+      .executeTakeFirstOrThrow();
+    expect(
+      (await api.call('DELETE', `/api/v1/admin/users/${foreign.user_uuid}/token`, tokens.admin)).status,
+    ).toBe(404);
+    expect(
+      (await api.call('PATCH', '/api/v1/admin/users/not-a-uuid', tokens.admin, { role: 'devops' })).status,
+    ).toBe(404);
+    expect((await api.call('GET', '/api/v1/auth/me', other.developer)).status).toBe(200);
+  });
+});
