@@ -232,7 +232,6 @@ describe('web application: artifacts, admin panel, runner groups (Chromium)', ()
     expect(await page.evaluate<unknown>('window.__pwned')).toBeUndefined();
     expect(await page.locator('main img, main iframe, main script').count()).toBe(0);
     expect(problems).toEqual([]);
-    await screenshot(page, 'report-and-diff');
     await expectAccessible(page, 'session with artifacts');
     await context.close();
   });

@@ -10,7 +10,7 @@ import { createUser } from '../../shared/db/users';
 import { ensureWebBuild } from '../../scripts/web-build';
 import { roleTokens, startTestApi, type TestApi } from '../support/api';
 import type { DriftTestBed } from '../support/drift-test-bed';
-import { launchBrowser } from '../support/browser';
+import { expectAccessible, launchBrowser, screenshot } from '../support/browser';
 import { newTestBed, stack, temporalHarness, type TemporalHarness } from '../support/stack';
 
 describe('web application: sign-in and my sessions (Chromium)', () => {
@@ -168,6 +168,12 @@ describe('web application: the request wizard and a live session (Chromium)', ()
     // Statuses arrive over the event stream while the round runs (recorded by an observer the page
     // got before it loaded), then it completes.
     await page.waitForFunction(
+      () => ((globalThis as unknown as { __seen?: string[] }).__seen ?? []).length > 0,
+      null,
+      { timeout: 60_000 },
+    );
+    await screenshot(page, 'live-session');
+    await page.waitForFunction(
       () => ((globalThis as unknown as { __seen?: string[] }).__seen ?? []).includes('completed'),
       null,
       { timeout: 120_000 },
@@ -178,6 +184,16 @@ describe('web application: the request wizard and a live session (Chromium)', ()
       true,
     );
     await expect.poll(() => page.locator('.rounds li').first().textContent()).toContain('Succeeded');
+
+    // The round's report as tables and its code change as a diff, inline.
+    const remediated = page.getByRole('table', { name: 'Remediated resources' });
+    await remediated.waitFor();
+    expect(await remediated.locator('tbody tr').count()).toBeGreaterThan(0);
+    expect(await remediated.textContent()).toContain('rest_object.sg_web_demo');
+    await page.locator('.d2h-file-wrapper').first().waitFor();
+    expect(await page.locator('.d2h-ins .d2h-code-line-ctn').count()).toBeGreaterThan(0);
+    await screenshot(page, 'report-and-diff');
+    await expectAccessible(page, 'live session with its report');
 
     // The planted markup is shown as the text it is, and none of it ran.
     expect(await page.locator('.request').first().textContent()).toBe(planted);

@@ -57,6 +57,7 @@ function title(name: string): string {
     'whitelisted.json': 'Whitelisted drift',
     'remediation.json': 'Remediation',
     'changes.diff': 'Code changes',
+    'drift-report.json': 'Drift found',
   };
   const rest = m[3] ?? '';
   if (rest.startsWith('changes/')) return `File ${rest.slice('changes/'.length)} (${where})`;
