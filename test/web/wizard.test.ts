@@ -69,6 +69,12 @@ describe('web application: wizard, failed and follow-up sessions, keyboard (Chro
     return { context, page, errors };
   };
 
+  /** The focused element: `input#<id>` or `a <text>`. */
+  const focused = (page: Page) =>
+    page.evaluate<string>(
+      "(() => { const e = document.activeElement; return e ? (e.tagName === 'A' ? 'a ' + e.textContent : e.tagName.toLowerCase() + '#' + e.id) : ''; })()",
+    );
+
   const fitsWidth = (page: Page) =>
     page.evaluate<boolean>('document.documentElement.scrollWidth <= document.documentElement.clientWidth');
 
@@ -173,21 +179,16 @@ describe('web application: wizard, failed and follow-up sessions, keyboard (Chro
     await page.goto(`${api.url}/`);
     await page.getByLabel('Access token').waitFor();
     // Tab to the token field, type it, Enter signs in.
-    for (
-      let i = 0;
-      i < 5 &&
-      !(await page.getByLabel('Access token').evaluate((el) => el === el.ownerDocument.activeElement));
-      i++
-    )
-      await page.keyboard.press('Tab');
+    for (let i = 0; i < 5 && (await focused(page)) !== 'input#token'; i++) await page.keyboard.press('Tab');
+    expect(await focused(page)).toBe('input#token');
     await page.keyboard.type(tokens.developer);
     await page.keyboard.press('Enter');
     await page.getByRole('heading', { name: 'Sessions' }).waitFor();
     expect(await fitsWidth(page)).toBe(true);
     // Tab to "New request" and open it with Enter.
-    const link = page.getByRole('link', { name: 'New request' });
-    for (let i = 0; i < 10 && !(await link.evaluate((el) => el === el.ownerDocument.activeElement)); i++)
+    for (let i = 0; i < 10 && (await focused(page)) !== 'a New request'; i++)
       await page.keyboard.press('Tab');
+    expect(await focused(page)).toBe('a New request');
     await page.keyboard.press('Enter');
     await page.getByRole('heading', { name: 'New drift request' }).waitFor();
     expect(await fitsWidth(page)).toBe(true);
