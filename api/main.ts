@@ -7,12 +7,15 @@ import { createDb, migrate } from '../shared/db';
 import { logger, quietKnownWarnings } from '../shared/logger';
 import { dataConverter, payloadCodecFromEnv } from '../shared/payload-codec';
 import { createApp } from './app';
+import { startEventsHub } from './events-hub';
 import { databaseCheck, forgeCheck, gitHostCheck, storageCheck, temporalCheck } from './checks';
 
 quietKnownWarnings();
 const config = loadConfig();
 const log = logger.child({ component: 'api' });
 const db = createDb(databaseUrl(config));
+// One LISTEN connection for every event stream of this process.
+const hub = startEventsHub(databaseUrl(config), (err) => log.warn({ err }, 'events hub reconnecting'));
 await migrate(db);
 const connection = await Connection.connect({ address: config.temporal.address });
 const codec = payloadCodecFromEnv();
@@ -54,6 +57,7 @@ const app = createApp({
     events: {
       pollMs: config.orchestration.session_events_poll_ms,
       maxPolls: config.orchestration.max_session_events_iteration,
+      hub,
     },
   },
 });
@@ -67,7 +71,7 @@ server.on('error', (err) => {
 const stop = () => {
   server.close();
   server.closeAllConnections();
-  void Promise.all([connection.close(), db.destroy()]).then(() => process.exit(0));
+  void Promise.all([connection.close(), db.destroy(), hub.close()]).then(() => process.exit(0));
 };
 process.once('SIGINT', stop);
 process.once('SIGTERM', stop);

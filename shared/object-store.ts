@@ -42,11 +42,22 @@ export interface ArtifactRef {
   contentType: string;
 }
 
+/** Told of every object written (the metadata store's artifact index: shared/db/artifacts.ts). */
+export interface ArtifactIndex {
+  recorded(ref: ArtifactRef): Promise<void>;
+}
+
 export class ArtifactStore {
   constructor(
     readonly s3: S3Client,
     readonly bucket: string,
+    private readonly index?: ArtifactIndex,
   ) {}
+
+  private async written(ref: ArtifactRef): Promise<ArtifactRef> {
+    await this.index?.recorded(ref);
+    return ref;
+  }
 
   async ensureBucket(): Promise<void> {
     try {
@@ -60,7 +71,7 @@ export class ArtifactStore {
     await this.s3.send(
       new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body, ContentType: contentType }),
     );
-    return { key, bytes: Buffer.byteLength(body), contentType };
+    return this.written({ key, bytes: Buffer.byteLength(body), contentType });
   }
 
   async putJson(key: string, value: unknown): Promise<ArtifactRef> {
@@ -79,7 +90,7 @@ export class ArtifactStore {
         ContentType: contentType,
       }),
     );
-    return { key, bytes, contentType };
+    return this.written({ key, bytes, contentType });
   }
 
   async getText(key: string): Promise<string> {
@@ -106,6 +117,28 @@ export class ArtifactStore {
       token = res.IsTruncated ? res.NextContinuationToken : undefined;
     } while (token);
     return keys;
+  }
+
+  private readonly presigned = new Map<string, { url: string; expiresAt: number; ttl: number }>();
+
+  /**
+   * A GET URL for the key, reused while it has at least a fifth of its lifetime (and a minute)
+   * left: signing is the costly part of a session read. Returns when it expires (epoch ms).
+   */
+  async presignReused(key: string, ttlSeconds: number): Promise<{ url: string; expiresAt: number }> {
+    const now = Date.now();
+    const hit = this.presigned.get(key);
+    if (hit && hit.ttl === ttlSeconds && hit.expiresAt - now > Math.max(60_000, ttlSeconds * 200)) return hit;
+    const url = await this.presignGet(key, ttlSeconds);
+    const fresh = { url, expiresAt: now + ttlSeconds * 1000, ttl: ttlSeconds };
+    this.presigned.delete(key);
+    this.presigned.set(key, fresh);
+    // Bounded: the oldest entries go first (a Map iterates in insertion order).
+    for (const old of this.presigned.keys()) {
+      if (this.presigned.size <= 20_000) break;
+      this.presigned.delete(old);
+    }
+    return fresh;
   }
 
   /** A GET URL that works without credentials until it expires. */

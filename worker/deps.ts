@@ -1,6 +1,7 @@
 // The real clients the activities get, built from configuration.
 import { join } from 'node:path';
 import { createActivities, type Activities } from '../activities';
+import { artifactIndex } from '../shared/db/artifacts';
 import { ArtifactStore, createS3Client } from '../shared/object-store';
 import type { EngineDeps } from '../activities/drift-detection';
 import { GitClient } from '../activities/git';
@@ -78,7 +79,11 @@ export function buildActivities(
   config: KumossConfig,
   db: Db,
 ): { activities: Activities; artifacts: ArtifactStore } {
-  const artifacts = new ArtifactStore(createS3Client(config.storage), config.storage.bucket);
+  const artifacts = new ArtifactStore(
+    createS3Client(config.storage),
+    config.storage.bucket,
+    artifactIndex(db),
+  );
   const giteaToken = process.env.GITEA_TOKEN;
   const giteaUrl = config.services.gitea.url;
   const git = new GitClient({

@@ -3,17 +3,22 @@
 // session's event log in the metadata store (shared/db/sessions.ts), never from Temporal: a
 // finished session's events outlive its workflow. Event ids are the log's sequence numbers, the
 // same on every connection, so a client that reconnects with Last-Event-ID gets exactly what it
-// missed. The stream looks for new events every orchestration.session_events_poll_ms and closes
-// after orchestration.max_session_events_iteration looks.
+// missed. With the events hub (api/events-hub.ts) a stream reads the store only when the session
+// changed — a NOTIFY from the transaction that wrote it —, otherwise every
+// orchestration.session_events_poll_ms; it closes after orchestration.max_session_events_iteration
+// of those intervals.
 import { Router, type Response } from 'express';
 import { eventsAfter, type SessionEventRow } from '../../shared/db/sessions';
 import { authenticate, requireRole } from '../auth';
 import { ownSession } from '../session-operations';
+import type { EventsHub } from '../events-hub';
 import type { SessionDetailDeps } from './sessions';
 
 export interface EventsDeps extends SessionDetailDeps {
   pollMs: number;
   maxPolls: number;
+  /** This process's LISTEN connection; absent: every stream polls. */
+  hub?: EventsHub;
 }
 
 /** The sequence number a client saw last (Last-Event-ID); 0 for none or anything unreadable. */
@@ -44,39 +49,56 @@ export function createEventsRouter(deps: EventsDeps): Router {
       });
       res.flushHeaders();
       let closed = false;
-      req.on('close', () => (closed = true));
+      const watch = deps.hub?.watch(sessionId);
+      req.on('close', () => {
+        closed = true;
+        watch?.close();
+      });
       let lastBeat = Date.now();
 
       const send = async (e: SessionEventRow): Promise<void> => {
         const data: Record<string, unknown> = { ...e.data };
         const key = data.key;
         if (typeof key === 'string' && (e.type === 'artifact' || e.type === 'report')) {
-          data.url = await deps.artifacts.presignGet(key, deps.presignTtlSeconds);
+          data.url = (await deps.artifacts.presignReused(key, deps.presignTtlSeconds)).url;
         }
         write(res, e.seq, e.type, data);
       };
 
-      for (let poll = 0; poll < deps.maxPolls && !closed; poll++) {
-        try {
-          // A long backlog drains in pages before the stream waits again.
-          for (let page = await eventsAfter(deps.db, sessionId, cursor); page.length > 0 && !closed;) {
-            for (const e of page) {
-              await send(e);
-              cursor = e.seq;
+      let look = true;
+      // maxPolls counts the intervals that ended without a change: it bounds how long a stream
+      // stays open (max_session_events_iteration × session_events_poll_ms), whatever it delivers.
+      for (let poll = 0; poll < deps.maxPolls && !closed; ) {
+        let failed = false;
+        if (look) {
+          try {
+            // A long backlog drains in pages before the stream waits again.
+            for (let page = await eventsAfter(deps.db, sessionId, cursor); page.length > 0 && !closed;) {
+              for (const e of page) {
+                await send(e);
+                cursor = e.seq;
+              }
+              page = page.length < 500 ? [] : await eventsAfter(deps.db, sessionId, cursor);
             }
-            page = page.length < 500 ? [] : await eventsAfter(deps.db, sessionId, cursor);
+          } catch (err) {
+            failed = true;
+            res.write(
+              `event: error\ndata: ${JSON.stringify({ message: `session events unavailable: ${(err as Error).message}` })}\n\n`,
+            );
           }
-        } catch (err) {
-          res.write(
-            `event: error\ndata: ${JSON.stringify({ message: `session events unavailable: ${(err as Error).message}` })}\n\n`,
-          );
         }
         if (Date.now() - lastBeat > 15_000) {
           res.write(': keep-alive\n\n');
           lastBeat = Date.now();
         }
-        await new Promise((r) => setTimeout(r, deps.pollMs));
+        // Sleep until the session changes or the interval ends; while the hub has no connection
+        // (it wakes every stream when it connects again) each interval looks, as a poll.
+        const woke = watch ? await watch.next(deps.pollMs) : false;
+        if (!watch) await new Promise((r) => setTimeout(r, deps.pollMs));
+        if (!woke) poll++;
+        look = !watch || woke || failed || !deps.hub?.connected;
       }
+      watch?.close();
       if (!closed) {
         res.write(
           `event: close\ndata: ${JSON.stringify({ reason: 'orchestration.max_session_events_iteration reached; reconnect with Last-Event-ID to continue' })}\n\n`,

@@ -7,6 +7,7 @@ import { Router } from 'express';
 import { z } from 'zod';
 import { parseBody } from '../validation';
 import type { ArtifactStore } from '../../shared/object-store';
+import { sessionArtifacts } from '../../shared/db/artifacts';
 import { sessionRounds } from '../../shared/db/sessions';
 import { authenticate, currentUser, requireRole } from '../auth';
 import {
@@ -83,10 +84,24 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
         .select(['provider', 'number', 'url', 'status', 'base', 'merge_commit'])
         .where('session_id', '=', row.session_id)
         .executeTakeFirst(),
-      deps.artifacts.list(`sessions/${row.session_id}/`),
+      sessionArtifacts(deps.db, row.session_id),
     ]);
-    const artifacts = await Promise.all(
-      keys.map(async (key) => ({ key, url: await deps.artifacts.presignGet(key, deps.presignTtlSeconds) })),
+    // Sessions from before the artifact index (migration 0008) list the object store once more.
+    const listed =
+      keys.length === 0 && rounds.length > 0
+        ? await deps.artifacts.list(`sessions/${row.session_id}/`)
+        : keys;
+    const signed = await Promise.all(
+      listed.map(async (key) => ({
+        key,
+        ...(await deps.artifacts.presignReused(key, deps.presignTtlSeconds)),
+      })),
+    );
+    const now = Date.now();
+    const artifacts = signed.map(({ key, url }) => ({ key, url }));
+    const expiresIn = signed.reduce(
+      (min, a) => Math.min(min, Math.floor((a.expiresAt - now) / 1000)),
+      deps.presignTtlSeconds,
     );
     res.json({
       session_id: row.session_id,
@@ -104,7 +119,7 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
       rounds,
       pull_request: pr ?? null,
       artifacts,
-      artifacts_expire_in_seconds: deps.presignTtlSeconds,
+      artifacts_expire_in_seconds: expiresIn,
     });
   });
 

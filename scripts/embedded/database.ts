@@ -8,6 +8,11 @@
 // instead, so two clients' extended-protocol batches (Parse, Bind, Execute, Sync) interleave in the
 // one backend and fail with `portal "" does not exist` or `bind message supplies 1 parameters,
 // but prepared statement "" requires 11` as soon as the API and the worker write at once.
+//
+// LISTEN/NOTIFY: the one backend hears every NOTIFY and PGlite writes the notification into the
+// output of whichever client committed it. The server takes those messages out of that client's
+// stream and sends them to the clients that said LISTEN on the channel (simple-protocol
+// `LISTEN name` / `UNLISTEN name|*`, as the pg driver sends them).
 import { mkdirSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import { PGlite } from '@electric-sql/pglite';
@@ -77,6 +82,23 @@ function frames(
   return { messages, rest: buffer.subarray(at), started };
 }
 
+/** `LISTEN chan` / `UNLISTEN chan` / `UNLISTEN *` in a simple Query message, if it is one. */
+function listenCommand(message: Buffer): { listen: boolean; channel: string } | null {
+  if (message[0] !== 0x51) return null; // 'Q'
+  const text = message.subarray(5, message.length - 1).toString('utf8');
+  const m = /^\s*(UN)?LISTEN\s+(\*|"[^"]+"|[A-Za-z_][\w$]*)\s*;?\s*$/i.exec(text);
+  if (!m?.[2]) return null;
+  const name = m[2].startsWith('"') ? m[2].slice(1, -1) : m[2].toLowerCase();
+  return { listen: !m[1], channel: name };
+}
+
+/** The channel of a NotificationResponse message ('A': pid, channel, payload). */
+function notificationChannel(message: Buffer): string {
+  const start = 9;
+  const end = message.indexOf(0, start);
+  return message.subarray(start, end < 0 ? message.length : end).toString('utf8');
+}
+
 export async function startEmbeddedDatabase(opts: {
   /** Data directory; undefined keeps the database in memory (tests). */
   dataDir?: string;
@@ -89,6 +111,14 @@ export async function startEmbeddedDatabase(opts: {
   const port = opts.port ?? (await freePort(host));
   const turns = new Turns();
   const sockets = new Set<Socket>();
+  /** Who listens on which channel. */
+  const listeners = new Map<Socket, Set<string>>();
+  const deliver = (notification: Buffer): void => {
+    const channel = notificationChannel(notification);
+    for (const [socket, channels] of listeners) {
+      if (channels.has(channel) && socket.writable) socket.write(notification);
+    }
+  };
   let nextId = 1;
   let stopped = false;
 
@@ -111,13 +141,41 @@ export async function startEmbeddedDatabase(opts: {
       if (type === 'X') return; // Terminate: the socket closes next
       await turns.take(id);
       if (!open || stopped) return turns.leave(id);
+      const command = typed ? listenCommand(message) : null;
+      if (command) {
+        const mine = listeners.get(socket) ?? new Set<string>();
+        if (!command.listen) {
+          if (command.channel === '*') mine.clear();
+          else mine.delete(command.channel);
+        } else mine.add(command.channel);
+        listeners.set(socket, mine);
+      }
+      // The backend's output, message by message: notifications go to their listeners.
+      let carry: Buffer = Buffer.alloc(0) as Buffer;
       await db.runExclusive(() =>
         db.execProtocolRawStream(new Uint8Array(message), {
           onRawData: (data) => {
-            if (data.length > 0 && socket.writable) socket.write(Buffer.from(data));
+            if (data.length === 0) return;
+            const buf: Buffer = carry.length > 0 ? Buffer.concat([carry, Buffer.from(data)]) : Buffer.from(data);
+            let at = 0;
+            let plainFrom = 0;
+            while (buf.length - at >= 5) {
+              const len = 1 + buf.readInt32BE(at + 1);
+              if (buf.length - at < len) break;
+              if (buf[at] === 0x41) {
+                // 'A': flush what came before it to this client, route the notification.
+                if (at > plainFrom && socket.writable) socket.write(buf.subarray(plainFrom, at));
+                deliver(Buffer.from(buf.subarray(at, at + len)));
+                plainFrom = at + len;
+              }
+              at += len;
+            }
+            if (at > plainFrom && socket.writable) socket.write(buf.subarray(plainFrom, at));
+            carry = Buffer.from(buf.subarray(at));
           },
         }),
       );
+      if (carry.length > 0 && socket.writable) socket.write(carry);
       // The end of a batch gives the turn away, unless a transaction is still open.
       if ((!typed || type === 'S' || type === 'Q') && !db.isInTransaction()) turns.give(id);
     };
@@ -138,6 +196,7 @@ export async function startEmbeddedDatabase(opts: {
       if (!open) return;
       open = false;
       sockets.delete(socket);
+      listeners.delete(socket);
       chain = chain
         .then(async () => {
           // A client gone in the middle of a transaction leaves nothing half done behind it.

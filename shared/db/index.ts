@@ -69,6 +69,15 @@ export interface SessionEventsTable {
   at: Generated<Date>;
 }
 
+export interface SessionArtifactsTable {
+  key: string;
+  session_id: string;
+  round_id: string;
+  bytes: number;
+  content_type: string;
+  updated_at: Generated<Date>;
+}
+
 export interface AuthSessionsTable {
   session_sha256: string;
   user_uuid: string;
@@ -168,6 +177,7 @@ export interface Database {
   session_events: SessionEventsTable;
   session_locks: SessionLocksTable;
   auth_sessions: AuthSessionsTable;
+  session_artifacts: SessionArtifactsTable;
   pull_requests: PullRequestsTable;
   cloud_connections: CloudConnectionsTable;
   runner_groups: RunnerGroupsTable;

@@ -203,4 +203,20 @@ export const migrations: Migration[] = [
       await sql`alter table users add column revoked_at timestamptz`.execute(db);
     },
   },
+  {
+    // The artifacts of a session's rounds, recorded as they are written (the object store's
+    // listing is a network call per read): what the session detail lists and presigns.
+    id: '0008_session_artifacts',
+    async up(db) {
+      await sql`create table session_artifacts (
+        key text primary key,
+        session_id text not null,
+        round_id text not null,
+        bytes bigint not null,
+        content_type text not null,
+        updated_at timestamptz not null default now()
+      )`.execute(db);
+      await sql`create index session_artifacts_by_session on session_artifacts (session_id, key)`.execute(db);
+    },
+  },
 ];

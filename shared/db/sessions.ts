@@ -81,6 +81,9 @@ async function upsertRound(trx: Executor, sessionId: string, r: SessionRound): P
     .execute();
 }
 
+/** The LISTEN/NOTIFY channel that says "this session's store changed" (payload: the session id). */
+export const SESSION_EVENTS_CHANNEL = 'kumoss_session_events';
+
 /** Writes what the session workflow says in one transaction; idempotent (a retry writes nothing new). */
 export async function recordSession(db: Db, rec: SessionRecord): Promise<void> {
   for (let attempt = 1; ; attempt++) {
@@ -101,6 +104,8 @@ export async function recordSession(db: Db, rec: SessionRecord): Promise<void> {
             .execute();
         }
         await appendEvents(trx, rec.sessionId, rec.events ?? []);
+        // Wakes the event streams of this session in every API process (delivered at commit).
+        await sql`select pg_notify(${SESSION_EVENTS_CHANNEL}, ${rec.sessionId})`.execute(trx);
       });
       return;
     } catch (err) {

@@ -133,6 +133,32 @@ describe('session events (SSE)', () => {
     expect(rest.map((e) => e.id)).toEqual(all.slice(4).map((e) => e.id));
   });
 
+  it('pushes each event as the round records it: with a 10-minute poll interval the whole round still arrives', async () => {
+    // Only a notification from the store (LISTEN/NOTIFY, one connection per API process) can wake
+    // these streams before their interval ends.
+    const slow = await startTestApi(h, db, { pollMs: 600_000, maxPolls: 3 });
+    try {
+      const accepted = await slow.call('POST', '/api/v1/drift/full', token, {
+        repository_url: bed.repoUrl,
+        cloud: 'aws',
+        scope_id: 'scope-events-push',
+        text: 'Reconcile everything.',
+      });
+      const sessionId = accepted.body.session_id as string;
+      const url = `${slow.url}/api/v1/events/subscribe/${sessionId}`;
+      // Two subscribers of the same session, woken by the same notifications.
+      const [a, b] = await Promise.all([
+        subscribe(url, token, { stop: (e) => e.event === 'round_end' }),
+        subscribe(url, token, { stop: (e) => e.event === 'round_end' }),
+      ]);
+      expect(a.at(-1)?.event).toBe('round_end');
+      expect(a.filter((e) => e.event === 'status').map((e) => e.data.status)).toContain('report');
+      expect(b.map((e) => e.id)).toEqual(a.map((e) => e.id));
+    } finally {
+      slow.close();
+    }
+  });
+
   it('closes the subscription after max_session_events_iteration polls', async () => {
     const short = await startTestApi(h, db, { pollMs: 50, maxPolls: 5 });
     try {

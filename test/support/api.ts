@@ -2,6 +2,7 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp } from '../../api/app';
+import { startEventsHub } from '../../api/events-hub';
 import type { CodecRouteDeps } from '../../api/routes/codec';
 import type { SessionRound } from '../../shared/contracts';
 import type { Db } from '../../shared/db';
@@ -29,6 +30,8 @@ export async function startTestApi(
   codec?: CodecRouteDeps,
   webDist?: string,
 ): Promise<TestApi> {
+  // Every test API listens for the store's notifications, as the API process does.
+  const hub = startEventsHub(stack().databaseUrl);
   const app = createApp({
     ...(webDist ? { webDist, artifactOrigin: stack().s3Endpoint } : {}),
     checks: [],
@@ -43,7 +46,7 @@ export async function startTestApi(
       orchestration: { max_drift_reports: 3, drift_group_operations: 8 },
       artifacts: artifactStore(),
       presignTtlSeconds: 60,
-      events,
+      events: { ...events, hub },
     },
   });
   const server: Server = app.listen(0, '127.0.0.1');
@@ -71,6 +74,7 @@ export async function startTestApi(
     close: () => {
       server.closeAllConnections();
       server.close();
+      void hub.close();
     },
   };
 }

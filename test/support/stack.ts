@@ -7,6 +7,8 @@ import { DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporal
 import { inject } from 'vitest';
 import type { Activities } from '../../activities';
 import { ArtifactStore, createS3Client } from '../../shared/object-store';
+import { createDb, type Db } from '../../shared/db';
+import { artifactIndex } from '../../shared/db/artifacts';
 import { GitClient } from '../../activities/git';
 import { createWorker } from '../../worker/worker';
 import { quietKnownWarnings } from '../../shared/logger';
@@ -30,11 +32,16 @@ export function stack(): TestStack {
   return inject('stack');
 }
 
+let indexDb: Db | undefined;
+
+/** The run's object store, recording what it writes in the artifact index as the worker's does. */
 export function artifactStore(): ArtifactStore {
   const s = stack();
+  indexDb ??= createDb(s.databaseUrl, { max: 2 });
   return new ArtifactStore(
     createS3Client({ endpoint: s.s3Endpoint, bucket: s.bucket, region: 'us-east-1' }),
     s.bucket,
+    artifactIndex(indexDb),
   );
 }
 

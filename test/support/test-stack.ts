@@ -19,6 +19,7 @@ import { RoundWorkspaces } from '../../activities/workspace';
 import { cliConfigPath, toolPath } from '../../shared/tools.mjs';
 import { projectRoot } from '../../shared/config';
 import { createDb, migrate, type Db } from '../../shared/db';
+import { artifactIndex } from '../../shared/db/artifacts';
 import { startAwsEmulator } from '../../scripts/embedded/aws-emulator';
 import { startEmbeddedDatabase } from '../../scripts/embedded/database';
 import { startGitHost } from '../../scripts/embedded/git-host';
@@ -148,11 +149,13 @@ export interface TestActivityOptions {
 export function stackActivities(stack: TestStack, o: TestActivityOptions = {}) {
   const kind = o.engine ?? 'terraform';
   const git = o.git ?? new GitClient({ caFile: stack.gitCaFile });
+  const db = o.db ?? createDb(stack.databaseUrl);
   const artifacts =
     o.artifacts ??
     new ArtifactStore(
       createS3Client({ endpoint: stack.s3Endpoint, bucket: stack.bucket, region: 'us-east-1' }),
       stack.bucket,
+      artifactIndex(db),
     );
   const deps = (k: EngineKind): EngineDeps => ({
     ...stackEngineDeps(k, stack.awsEndpoint),
@@ -173,7 +176,7 @@ export function stackActivities(stack: TestStack, o: TestActivityOptions = {}) {
       kind,
     ),
     ...(o.runners ? { runners: o.runners } : {}),
-    db: o.db ?? createDb(stack.databaseUrl),
+    db,
     ...(o.github ? { github: o.github.client, githubHosts: o.github.hosts } : {}),
     ...(o.gitea ? { gitea: o.gitea } : {}),
   });
