@@ -151,7 +151,7 @@ export async function startEmbeddedDatabase(opts: {
         listeners.set(socket, mine);
       }
       // The backend's output, message by message: notifications go to their listeners.
-      let carry: Buffer = Buffer.alloc(0) as Buffer;
+      let carry: Buffer = Buffer.alloc(0);
       await db.runExclusive(() =>
         db.execProtocolRawStream(new Uint8Array(message), {
           onRawData: (data) => {
