@@ -68,7 +68,7 @@ export function createEventsRouter(deps: EventsDeps): Router {
       let look = true;
       // maxPolls counts the intervals that ended without a change: it bounds how long a stream
       // stays open (max_session_events_iteration × session_events_poll_ms), whatever it delivers.
-      for (let poll = 0; poll < deps.maxPolls && !closed; ) {
+      for (let poll = 0; poll < deps.maxPolls && !closed;) {
         let failed = false;
         if (look) {
           try {

@@ -156,7 +156,8 @@ export async function startEmbeddedDatabase(opts: {
         db.execProtocolRawStream(new Uint8Array(message), {
           onRawData: (data) => {
             if (data.length === 0) return;
-            const buf: Buffer = carry.length > 0 ? Buffer.concat([carry, Buffer.from(data)]) : Buffer.from(data);
+            const buf: Buffer =
+              carry.length > 0 ? Buffer.concat([carry, Buffer.from(data)]) : Buffer.from(data);
             let at = 0;
             let plainFrom = 0;
             while (buf.length - at >= 5) {
