@@ -5,7 +5,16 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import autocannon from 'autocannon';
 import express from 'express';
-import { DefaultLogger, Runtime } from '@temporalio/worker';
+import { randomUUID } from 'node:crypto';
+import { WithStartWorkflowOperation, type Client } from '@temporalio/client';
+import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import { startEventsHub } from '../api/events-hub';
+import { createSessionStoreActivities } from '../activities/session-store';
+import type { SessionSettings } from '../shared/contracts';
+import { sessionBranch, sessionWorkflowId } from '../shared/ids';
+import { operationUpdate, SESSION_WORKFLOW_TYPE } from '../shared/messages';
+import { createWorker } from '../worker/worker';
+import type { Activities } from '../activities';
 import { createApp } from '../api/app';
 import { createDb, migrate } from '../shared/db';
 import { createUser } from '../shared/db/users';
@@ -23,12 +32,61 @@ async function listen(app: express.Express): Promise<{ server: Server; url: stri
   return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
 }
 
-async function cannon(title: string, opts: autocannon.Options) {
+async function cannon(title: string, opts: autocannon.Options): Promise<autocannon.Result> {
   const r = await autocannon({ connections: 10, duration: SECONDS, ...opts });
   const bad = r.non2xx + r.errors + r.timeouts;
   console.log(
     `${title.padEnd(34)} p50 ${String(r.latency.p50).padStart(4)} ms  p99 ${String(r.latency.p99).padStart(4)} ms  ${r.requests.average.toFixed(0).padStart(6)} req/s${bad ? `  (${bad} not 2xx)` : ''}`,
   );
+  return r;
+}
+
+/** update-with-start of new sessions, `concurrency` at a time for `seconds`: latency percentiles. */
+async function bareUpdateWithStart(client: Client, taskQueue: string, seconds: number, concurrency = 10) {
+  const latencies: number[] = [];
+  const until = Date.now() + seconds * 1000;
+  const one = async (): Promise<void> => {
+    while (Date.now() < until) {
+      const id = `s-bare-${randomUUID()}`;
+      const settings: SessionSettings = {
+        session_id: id,
+        organization_uuid: randomUUID(),
+        repository_url: 'https://git.example.com/bench/bare.git',
+        cloud: 'aws',
+        scope_id: 'bench',
+        iac_path: '',
+        state_project_id: 'bench',
+        branch: sessionBranch(id),
+        max_drift_reports: 3,
+        drift_group_operations: 8,
+      };
+      const t0 = performance.now();
+      await client.workflow.executeUpdateWithStart(operationUpdate, {
+        args: [
+          {
+            round_id: `r-${randomUUID().slice(0, 8)}`,
+            kind: 'full',
+            text: 'Reconcile everything.',
+            actor_uuid: randomUUID(),
+          },
+        ],
+        updateId: `u-${id}`,
+        startWorkflowOperation: new WithStartWorkflowOperation(SESSION_WORKFLOW_TYPE, {
+          workflowId: sessionWorkflowId(id),
+          taskQueue,
+          args: [{ settings }],
+          workflowIdConflictPolicy: 'FAIL',
+        }),
+      });
+      latencies.push(performance.now() - t0);
+    }
+  };
+  const started = Date.now();
+  await Promise.all(Array.from({ length: concurrency }, one));
+  const sorted = latencies.sort((a, b) => a - b);
+  const pct = (p: number) =>
+    Math.round(sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN);
+  return { p50: pct(50), p99: pct(99), rps: latencies.length / ((Date.now() - started) / 1000) };
 }
 
 const { stack, stop } = await startTestStack();
@@ -42,8 +100,20 @@ try {
   });
   const sw = await startStackWorker(stack, 'bench-api');
   const { client, git, artifacts, engine } = sw;
-  // The load on the 202 route starts its sessions on a queue no worker polls: the route is what
-  // is measured, not hundreds of real rounds competing for the two cores.
+  // The load on the 202 route starts its sessions on a queue whose worker runs the workflows and
+  // the session store, nothing else: the session accepts each first request (the update completes
+  // in its first workflow task), and its round's activities are never carried out — the route is
+  // what is measured, not hundreds of real rounds competing for the two cores.
+  const loadNative = await NativeConnection.connect({ address: stack.temporalAddress });
+  const loadWorker = await createWorker({
+    connection: loadNative,
+    namespace: stack.namespace,
+    taskQueue: 'bench-load',
+    activities: createSessionStoreActivities({ db }) as unknown as Activities,
+    workflowBundlePath: stack.workflowBundlePath,
+  });
+  const loadRunning = loadWorker.run();
+  const hub = startEventsHub(stack.databaseUrl);
   const makeApp = (taskQueue: string) =>
     createApp({
       checks: [],
@@ -55,7 +125,7 @@ try {
         orchestration: { max_drift_reports: 3, drift_group_operations: 8 },
         artifacts,
         presignTtlSeconds: 60,
-        events: { pollMs: 500, maxPolls: 100_000 },
+        events: { pollMs: 500, maxPolls: 100_000, hub },
       },
     });
   const api = await listen(makeApp('bench-api'));
@@ -79,12 +149,20 @@ try {
     `HTTP API, ${SECONDS} s per row, 10 connections, server and load generator in one process on 2 cores`,
   );
   await cannon('bare Express 202 handler', { url: `${bareApi.url}/bare`, method: 'POST', headers, body });
-  await cannon('POST /api/v1/drift/full (202)', {
+  const route = await cannon('POST /api/v1/drift/full (202)', {
     url: `${loadApi.url}/api/v1/drift/full`,
     method: 'POST',
     headers,
     body,
   });
+  // Its floor: the same update-with-start of a session workflow, straight from this process's
+  // Temporal client (no HTTP, no authentication, no database row), 10 at a time.
+  const floor = await bareUpdateWithStart(client, 'bench-load', SECONDS);
+  console.log(
+    `${'bare Temporal update-with-start'.padEnd(34)} p50 ${String(floor.p50).padStart(4)} ms  p99 ${String(floor.p99).padStart(4)} ms  ${floor.rps.toFixed(0).padStart(6)} req/s`,
+  );
+  const startRatio = route.latency.p99 / floor.p99;
+  console.log(`202 route p99 / bare update-with-start p99: ${startRatio.toFixed(2)} (target ≤ 1.5)`);
   const first = (await (
     await fetch(`${api.url}/api/v1/drift/full`, { method: 'POST', headers, body })
   ).json()) as { session_id: string };
@@ -147,6 +225,10 @@ try {
   loadApi.server.closeAllConnections();
   loadApi.server.close();
   await bed.destroy();
+  loadWorker.shutdown();
+  await loadRunning;
+  await loadNative.close();
+  await hub.close();
   await sw.stop();
   await db.destroy();
 } finally {

@@ -131,13 +131,15 @@ export async function startEmbeddedDatabase(opts: {
     let chain: Promise<void> = Promise.resolve();
     let open = true;
 
-    const run = async (message: Buffer, typed: boolean): Promise<void> => {
+    const run = async (message: Buffer, typed: boolean, last = ''): Promise<void> => {
       if (!typed && message.readInt32BE(4) === SSL_REQUEST) {
         socket.write('N'); // no TLS on loopback
         return;
       }
       if (!typed && message.readInt32BE(4) === CANCEL_REQUEST) return; // not supported
-      const type = typed ? String.fromCharCode(message[0] ?? 0) : '';
+      // A typed run is a client's batch (Parse, Bind, Describe, Execute, Sync, or a Query), passed
+      // to the backend in one call; `last` is the type of its last message.
+      const type = typed ? last || String.fromCharCode(message[0] ?? 0) : '';
       if (type === 'X') return; // Terminate: the socket closes next
       await turns.take(id);
       if (!open || stopped) return turns.leave(id);
@@ -185,13 +187,37 @@ export async function startEmbeddedDatabase(opts: {
       const split = frames(Buffer.concat([pending, data]), started);
       pending = split.rest;
       started = split.started;
-      for (const { message, typed } of split.messages) {
+      // Consecutive messages up to a Sync or a Query go to the backend together.
+      let batch: Buffer[] = [];
+      const flush = (last: string): void => {
+        if (batch.length === 0) return;
+        const message = batch.length === 1 ? (batch[0] as Buffer) : Buffer.concat(batch);
+        batch = [];
         chain = chain
-          .then(() => run(message, typed))
+          .then(() => run(message, true, last))
           .catch(() => {
             socket.destroy();
           });
+      };
+      for (const { message, typed } of split.messages) {
+        if (!typed) {
+          chain = chain
+            .then(() => run(message, false))
+            .catch(() => {
+              socket.destroy();
+            });
+          continue;
+        }
+        const t = String.fromCharCode(message[0] ?? 0);
+        if (t === 'X') {
+          flush('');
+          continue;
+        }
+        batch.push(message);
+        if (t === 'S' || t === 'Q') flush(t);
       }
+      const unfinished = batch.at(-1);
+      if (unfinished) flush(String.fromCharCode(unfinished[0] ?? 0));
     });
     const close = (): void => {
       if (!open) return;
