@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import type { PullRequestProvider, PullRequestRecord } from '../shared/contracts';
 import type { Db } from '../shared/db';
-import { sessionRounds } from '../shared/db/sessions';
+import { notifySessionChanged, sessionRounds } from '../shared/db/sessions';
 import { ErrorTypes } from '../shared/errors';
 import type { GitClient } from './git';
 import type { GiteaPullRequests } from './gitea';
@@ -188,6 +188,7 @@ export function createPullRequestActivities(deps: PullRequestDeps) {
         .values({ ...pr, merged_at: null })
         .onConflict((oc) => oc.column('session_id').doNothing())
         .execute();
+      await notifySessionChanged(db, input.sessionId);
       return (await recorded(db, input.sessionId)) ?? pr;
     },
 
@@ -208,6 +209,7 @@ export function createPullRequestActivities(deps: PullRequestDeps) {
         .set({ status: 'merged', merge_commit: input.commit, merged_at: new Date() })
         .where('session_id', '=', input.sessionId)
         .execute();
+      await notifySessionChanged(db, input.sessionId);
     },
 
     /** Merges the pull request on its forge; one already merged answers its merge commit. */

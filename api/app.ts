@@ -9,7 +9,6 @@ import { createAuthSessionRouter } from './routes/auth-session';
 import { createAuthorizeRouter } from './routes/authorize';
 import { createCodecRouter, type CodecRouteDeps } from './routes/codec';
 import { createDriftRouter } from './routes/drift';
-import type { EventsHub } from './events-hub';
 import { createEventsRouter } from './routes/events';
 import { createHealthRouter, type ComponentCheck } from './routes/health';
 import { createMappingRouter } from './routes/mapping';
@@ -23,7 +22,7 @@ export interface AppDeps {
   log: (err: unknown) => void;
   /** The session routes (drift, apply, detail); absent in a health-only app. */
   sessions?: SessionDetailDeps & {
-    events: { pollMs: number; maxPolls: number; hub?: EventsHub };
+    events: { pollMs: number; maxPolls: number };
   };
   /** services.authz; default disabled. */
   authz?: { enabled: boolean; url: string };

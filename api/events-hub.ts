@@ -15,6 +15,10 @@ export interface SessionWatch {
 
 export interface EventsHub {
   watch(sessionId: string): SessionWatch;
+  /** Says at once in this process that a session changed (its own write; others hear the NOTIFY). */
+  changed(sessionId: string): void;
+  /** Calls `listener` with each changed session id, or null when anything may have changed. */
+  onChange(listener: (sessionId: string | null) => void): void;
   /** Whether notifications are arriving (else the streams poll). */
   readonly connected: boolean;
   close(): Promise<void>;
@@ -35,14 +39,17 @@ export function startEventsHub(
   let closed = false;
   let backoff = 250;
 
+  const changeListeners: ((sessionId: string | null) => void)[] = [];
   const mark = (w: Watcher): void => {
     w.dirty = true;
     w.go?.();
   };
   const wake = (sessionId: string): void => {
+    for (const l of changeListeners) l(sessionId);
     for (const w of watchers.get(sessionId) ?? []) mark(w);
   };
   const wakeAll = (): void => {
+    for (const l of changeListeners) l(null);
     for (const set of watchers.values()) for (const w of set) mark(w);
   };
 
@@ -81,6 +88,12 @@ export function startEventsHub(
   return {
     get connected() {
       return connected;
+    },
+    changed(sessionId) {
+      wake(sessionId);
+    },
+    onChange(listener) {
+      changeListeners.push(listener);
     },
     watch(sessionId) {
       const w: Watcher = { dirty: true }; // the first look reads the backlog

@@ -57,8 +57,8 @@ const app = createApp({
     events: {
       pollMs: config.orchestration.session_events_poll_ms,
       maxPolls: config.orchestration.max_session_events_iteration,
-      hub,
     },
+    hub,
   },
 });
 const server = app.listen(config.api.port, config.api.host, () => {

@@ -13,6 +13,7 @@ import {
   type SessionOperation,
   type SessionSettings,
 } from '../shared/contracts';
+import type { EventsHub } from './events-hub';
 import type { Db } from '../shared/db';
 import { recordEvents } from '../shared/db/sessions';
 import { sessionWorkflowId } from '../shared/ids';
@@ -31,6 +32,8 @@ export interface SessionRouteDeps {
     drift_group_operations: number;
     activity_heartbeat_seconds?: number;
   };
+  /** This process's LISTEN connection (api/events-hub.ts): streams wake, cached details drop. */
+  hub?: EventsHub;
 }
 
 const log = logger.child({ component: 'api' });

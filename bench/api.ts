@@ -125,7 +125,8 @@ try {
         orchestration: { max_drift_reports: 3, drift_group_operations: 8 },
         artifacts,
         presignTtlSeconds: 60,
-        events: { pollMs: 500, maxPolls: 100_000, hub },
+        events: { pollMs: 500, maxPolls: 100_000 },
+        hub,
       },
     });
   const api = await listen(makeApp('bench-api'));

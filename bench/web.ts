@@ -13,6 +13,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { createApp } from '../api/app';
+import { startEventsHub } from '../api/events-hub';
 import { ensureWebBuild } from '../scripts/web-build';
 import { loadConfig } from '../shared/config';
 import { createDb, migrate } from '../shared/db';
@@ -44,6 +45,7 @@ try {
     organization: 'bench-web',
   });
   const sw = await startStackWorker(stack, 'bench-web');
+  const hub = startEventsHub(stack.databaseUrl);
   const app = createApp({
     checks: [],
     log: () => undefined,
@@ -57,6 +59,7 @@ try {
       artifacts: sw.artifacts,
       presignTtlSeconds: 300,
       events: { pollMs: POLL_MS, maxPolls: 100_000 },
+      hub,
     },
   });
   const server: Server = app.listen(0, '127.0.0.1');
@@ -175,6 +178,7 @@ try {
   server.closeAllConnections();
   server.close();
   await bed.destroy();
+  await hub.close();
   await sw.stop();
   await db.destroy();
 } finally {

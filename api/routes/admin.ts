@@ -8,6 +8,7 @@ import { ownSession, type SessionRouteDeps } from '../session-operations';
 import { sessionWorkflowId } from '../../shared/ids';
 import { parseBody } from '../validation';
 import { HttpError } from '../errors';
+import { notifySessionChanged } from '../../shared/db/sessions';
 import { createUserInOrganization, issueUserToken, revokeUserToken, ROLES } from '../../shared/db/users';
 
 /** Why an admin locks a session: shown to whoever is refused the merge. */
@@ -149,12 +150,16 @@ export function createAdminRouter(deps: SessionRouteDeps): Router {
       .values({ session_id: row.session_id, locked_by: currentUser(req).user_uuid, reason })
       .onConflict((oc) => oc.column('session_id').doUpdateSet({ reason }))
       .execute();
+    await notifySessionChanged(deps.db, row.session_id);
+    deps.hub?.changed(row.session_id);
     res.json({ session_id: row.session_id, locked: true, reason });
   });
 
   router.delete('/api/v1/admin/sessions/:id/lock', auth, requireRole('admin'), async (req, res) => {
     const row = await ownSession(deps, req, req.params.id as string);
     await deps.db.deleteFrom('session_locks').where('session_id', '=', row.session_id).execute();
+    await notifySessionChanged(deps.db, row.session_id);
+    deps.hub?.changed(row.session_id);
     res.json({ session_id: row.session_id, locked: false });
   });
   return router;

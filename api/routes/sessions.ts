@@ -23,6 +23,61 @@ export interface SessionDetailDeps extends SessionRouteDeps {
   presignTtlSeconds: number;
 }
 
+interface CachedDetail {
+  organization_uuid: string;
+  /** When the first of its presigned URLs expires (epoch ms). */
+  expiresAt: number;
+  body: Record<string, unknown>;
+}
+
+function served(d: CachedDetail): Record<string, unknown> {
+  return { ...d.body, artifacts_expire_in_seconds: Math.floor((d.expiresAt - Date.now()) / 1000) };
+}
+
+/**
+ * Session details read from the store, dropped when a notification says the session changed (its
+ * rounds, status, events, lock, pull request or artifacts) and all at once when notifications may
+ * have been missed. A read that a change overtook is not kept (generations).
+ */
+class DetailCache {
+  private readonly entries = new Map<string, CachedDetail>();
+  private readonly generations = new Map<string, number>();
+  private epoch = 0;
+
+  generation(id: string): string {
+    return `${this.epoch}:${this.generations.get(id) ?? 0}`;
+  }
+
+  get(id: string): CachedDetail | undefined {
+    return this.entries.get(id);
+  }
+
+  set(id: string, d: CachedDetail, generation: string): void {
+    if (generation !== this.generation(id)) return;
+    this.entries.delete(id);
+    this.entries.set(id, d);
+    for (const old of this.entries.keys()) {
+      if (this.entries.size <= 5_000) break;
+      this.entries.delete(old);
+    }
+  }
+
+  changed(id: string | null): void {
+    if (id === null) {
+      this.epoch += 1;
+      this.entries.clear();
+      this.generations.clear();
+      return;
+    }
+    this.entries.delete(id);
+    this.generations.set(id, (this.generations.get(id) ?? 0) + 1);
+    if (this.generations.size > 50_000) {
+      this.epoch += 1;
+      this.generations.clear();
+    }
+  }
+}
+
 const listQuerySchema = z
   .object({
     limit: z.coerce.number().int().min(1).max(100).default(25),
@@ -31,8 +86,11 @@ const listQuerySchema = z
   })
   .strict();
 
+/** With a hub, a session's detail is kept in memory until the store says the session changed. */
 export function createSessionsRouter(deps: SessionDetailDeps): Router {
   const router = Router();
+  const details = new DetailCache();
+  deps.hub?.onChange((sessionId) => details.changed(sessionId));
   // The caller's organization's sessions, newest first, a page at a time, with the last outcome.
   router.get('/api/v1/sessions', authenticate(deps.db), requireRole('developer'), async (req, res) => {
     const q = parseBody(listQuerySchema, req.query);
@@ -71,7 +129,15 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
   });
 
   router.get('/api/v1/sessions/:id', authenticate(deps.db), requireRole('developer'), async (req, res) => {
-    const row = await ownSession(deps, req, req.params.id as string);
+    const id = req.params.id as string;
+    const user = currentUser(req);
+    const hit = deps.hub?.connected ? details.get(id) : undefined;
+    if (hit && hit.organization_uuid === user.organization_uuid && hit.expiresAt - Date.now() > 60_000) {
+      res.json(served(hit));
+      return;
+    }
+    const generation = details.generation(id);
+    const row = await ownSession(deps, req, id);
     const [rounds, lock, pr, keys] = await Promise.all([
       sessionRounds(deps.db, row.session_id),
       deps.db
@@ -97,30 +163,32 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
         ...(await deps.artifacts.presignReused(key, deps.presignTtlSeconds)),
       })),
     );
-    const now = Date.now();
-    const artifacts = signed.map(({ key, url }) => ({ key, url }));
-    const expiresIn = signed.reduce(
-      (min, a) => Math.min(min, Math.floor((a.expiresAt - now) / 1000)),
-      deps.presignTtlSeconds,
-    );
-    res.json({
-      session_id: row.session_id,
-      repository_url: row.repository_url,
-      cloud: row.cloud,
-      scope_id: row.scope_id,
-      iac_path: row.iac_path,
-      state_project_id: row.state_project_id,
-      created_at: row.created_at,
-      status: row.status,
-      locked: lock !== undefined,
-      lock_reason: lock ? lock.reason : null,
-      branch: row.branch,
-      in_flight: row.in_flight,
-      rounds,
-      pull_request: pr ?? null,
-      artifacts,
-      artifacts_expire_in_seconds: expiresIn,
-    });
+    const detail: CachedDetail = {
+      organization_uuid: row.organization_uuid,
+      expiresAt: signed.reduce(
+        (min, a) => Math.min(min, a.expiresAt),
+        Date.now() + deps.presignTtlSeconds * 1000,
+      ),
+      body: {
+        session_id: row.session_id,
+        repository_url: row.repository_url,
+        cloud: row.cloud,
+        scope_id: row.scope_id,
+        iac_path: row.iac_path,
+        state_project_id: row.state_project_id,
+        created_at: row.created_at,
+        status: row.status,
+        locked: lock !== undefined,
+        lock_reason: lock ? lock.reason : null,
+        branch: row.branch,
+        in_flight: row.in_flight,
+        rounds,
+        pull_request: pr ?? null,
+        artifacts: signed.map(({ key, url }) => ({ key, url })),
+      },
+    };
+    if (deps.hub?.connected) details.set(id, detail, generation);
+    res.json(served(detail));
   });
 
   router.post(

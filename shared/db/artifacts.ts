@@ -4,6 +4,7 @@
 import { sql } from 'kysely';
 import type { ArtifactIndex, ArtifactRef } from '../object-store';
 import type { Db } from './index';
+import { notifySessionChanged } from './sessions';
 
 const ROUND_KEY = /^sessions\/([^/]+)\/rounds\/([^/]+)\/./;
 
@@ -18,6 +19,7 @@ export function artifactIndex(db: Db): ArtifactIndex {
         .values({ key: ref.key, ...values })
         .onConflict((oc) => oc.column('key').doUpdateSet({ ...values, updated_at: sql`now()` }))
         .execute();
+      await notifySessionChanged(db, m[1]);
     },
   };
 }

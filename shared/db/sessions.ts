@@ -84,6 +84,11 @@ async function upsertRound(trx: Executor, sessionId: string, r: SessionRound): P
 /** The LISTEN/NOTIFY channel that says "this session's store changed" (payload: the session id). */
 export const SESSION_EVENTS_CHANNEL = 'kumoss_session_events';
 
+/** Tells every API process that a session's detail changed (a lock, a pull request, an artifact). */
+export async function notifySessionChanged(db: Executor, sessionId: string): Promise<void> {
+  await sql`select pg_notify(${SESSION_EVENTS_CHANNEL}, ${sessionId})`.execute(db);
+}
+
 /** Writes what the session workflow says in one transaction; idempotent (a retry writes nothing new). */
 export async function recordSession(db: Db, rec: SessionRecord): Promise<void> {
   for (let attempt = 1; ; attempt++) {

@@ -46,7 +46,8 @@ export async function startTestApi(
       orchestration: { max_drift_reports: 3, drift_group_operations: 8 },
       artifacts: artifactStore(),
       presignTtlSeconds: 60,
-      events: { ...events, hub },
+      events,
+      hub,
     },
   });
   const server: Server = app.listen(0, '127.0.0.1');

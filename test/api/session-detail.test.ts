@@ -1,0 +1,84 @@
+// The session detail is served from memory between changes (issue 13) and stays current: every
+// write that changes what it shows — the session workflow's record, a lock, a pull request, an
+// artifact — notifies the store's channel, and the next read shows it. Reading a session of another
+// organization is still a 404, cached or not.
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDb, migrate, type Db } from '../../shared/db';
+import { recordSession } from '../../shared/db/sessions';
+import { findUserByToken } from '../../shared/db/users';
+import { roundArtifactKey, sessionBranch } from '../../shared/ids';
+import { roleTokens, startTestApi, type TestApi } from '../support/api';
+import { artifactStore, stack, temporalHarness, type TemporalHarness } from '../support/stack';
+
+describe('session detail between changes', () => {
+  let h: TemporalHarness;
+  let db: Db;
+  let api: TestApi;
+  let tokens: Record<'developer' | 'devops' | 'admin', string>;
+  let other: Record<'developer' | 'devops' | 'admin', string>;
+
+  beforeAll(async () => {
+    h = await temporalHarness('session-detail');
+    db = createDb(stack().databaseUrl);
+    await migrate(db);
+    tokens = await roleTokens(db, 'session-detail');
+    other = await roleTokens(db, 'session-detail-other');
+    api = await startTestApi(h, db);
+  });
+  afterAll(async () => {
+    api?.close();
+    await db?.destroy();
+    await h?.close();
+  });
+
+  it('shows each change in the next read: a round, a lock, an artifact, a pull request', async () => {
+    const devops = await findUserByToken(db, tokens.devops);
+    if (!devops) throw new Error('no user');
+    const sessionId = `s-detail-${randomUUID().slice(0, 8)}`;
+    await db
+      .insertInto('sessions')
+      .values({
+        session_id: sessionId,
+        organization_uuid: devops.organization_uuid,
+        created_by: devops.user_uuid,
+        repository_url: 'https://git.example.com/a/b.git',
+        cloud: 'aws',
+        scope_id: 's',
+        iac_path: '',
+        state_project_id: 'sp',
+        branch: sessionBranch(sessionId),
+        in_flight: null,
+      })
+      .execute();
+    const read = async () => (await api.call('GET', `/api/v1/sessions/${sessionId}`, tokens.developer)).body;
+    expect((await read()).rounds).toEqual([]);
+    expect(await read()).toMatchObject({ rounds: [], locked: false, artifacts: [], pull_request: null });
+
+    await recordSession(db, {
+      sessionId,
+      rounds: [{ round_id: 'r-1', kind: 'partial', status: 'started', text: 'Fix it.' }],
+    });
+    await expect.poll(async () => ((await read()).rounds as unknown[]).length).toBe(1);
+
+    expect(
+      (await api.call('PUT', `/api/v1/admin/sessions/${sessionId}/lock`, tokens.admin, { reason: 'freeze' }))
+        .status,
+    ).toBe(200);
+    expect(await read()).toMatchObject({ locked: true, lock_reason: 'freeze' });
+
+    const key = roundArtifactKey(sessionId, 'r-1', 'prompt.md');
+    await artifactStore().putText(key, '# prompt');
+    await expect
+      .poll(async () => ((await read()).artifacts as { key: string }[]).map((a) => a.key))
+      .toEqual([key]);
+
+    // Another organization never sees it, before or after it is cached.
+    expect((await api.call('GET', `/api/v1/sessions/${sessionId}`, other.admin)).status).toBe(404);
+    expect((await api.call('DELETE', `/api/v1/admin/sessions/${sessionId}/lock`, tokens.admin)).status).toBe(
+      200,
+    );
+    expect(await read()).toMatchObject({ locked: false, lock_reason: null });
+    expect((await api.call('GET', `/api/v1/sessions/${sessionId}`, other.developer)).status).toBe(404);
+  });
+});
