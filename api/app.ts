@@ -2,6 +2,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import express, { type Express } from 'express';
+import { cacheTokens } from './auth';
 import { errorHandler, notFound } from './errors';
 import { openApiDocument } from './openapi';
 import { createAdminRouter } from './routes/admin';
@@ -75,6 +76,7 @@ export function createApp(deps: AppDeps): Express {
   app.get('/api/v1/openapi.json', (_req, res) => {
     res.json(openapi);
   });
+  if (deps.sessions?.hub) cacheTokens(deps.sessions.db, deps.sessions.hub);
   if (deps.sessions) {
     // Every Temporal call a request makes must finish within TEMPORAL_CALL_DEADLINE_MS: with
     // Temporal unreachable the request gets its 503 then, not after the client's own long retries.

@@ -9,6 +9,7 @@ import type { Db } from '../shared/db';
 import { findUserByAuthSession } from '../shared/db/auth-sessions';
 import { findUserByToken, roleAtLeast, type Role, type User } from '../shared/db/users';
 import { HttpError } from './errors';
+import type { EventsHub } from './events-hub';
 
 declare module 'express-serve-static-core' {
   interface Request {
@@ -40,6 +41,42 @@ function sameOrigin(req: Request): boolean {
   }
 }
 
+/** The payload on the store's channel that says users changed (a role, a revoked or new token). */
+export const USERS_CHANGED = 'users:changed';
+const TOKEN_CACHE_MS = 30_000;
+
+interface TokenCache {
+  hub: EventsHub;
+  users: Map<string, { user: User; at: number }>;
+}
+const tokenCaches = new WeakMap<Db, TokenCache>();
+
+/**
+ * Remembers which user a bearer token is, for at most 30 s and only while the store's
+ * notifications arrive: a role change or a revoked token (USERS_CHANGED) empties it at once.
+ */
+export function cacheTokens(db: Db, hub: EventsHub): void {
+  const users = new Map<string, { user: User; at: number }>();
+  tokenCaches.set(db, { hub, users });
+  hub.onChange((id) => {
+    if (id === null || id === USERS_CHANGED) users.clear();
+  });
+}
+
+function userByToken(db: Db, token: string): Promise<User | undefined> {
+  const cache = tokenCaches.get(db);
+  if (!cache?.hub.connected) return findUserByToken(db, token);
+  const hit = cache.users.get(token);
+  if (hit && Date.now() - hit.at < TOKEN_CACHE_MS) return Promise.resolve(hit.user);
+  return findUserByToken(db, token).then((user) => {
+    if (user) {
+      if (cache.users.size >= 10_000) cache.users.clear();
+      cache.users.set(token, { user, at: Date.now() });
+    }
+    return user;
+  });
+}
+
 export function authenticate(db: Db): RequestHandler {
   return (req: Request, _res: Response, next: NextFunction) => {
     const header = req.get('authorization') ?? '';
@@ -65,7 +102,7 @@ export function authenticate(db: Db): RequestHandler {
       );
       return;
     }
-    (m?.[1] ? findUserByToken(db, m[1]) : findUserByAuthSession(db, cookie ?? ''))
+    (m?.[1] ? userByToken(db, m[1]) : findUserByAuthSession(db, cookie ?? ''))
       .then((user) => {
         if (!user) {
           throw new HttpError(

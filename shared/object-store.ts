@@ -47,6 +47,11 @@ export interface ArtifactIndex {
   recorded(ref: ArtifactRef): Promise<void>;
 }
 
+/** A presigned URL is handed out while more than this is left of it: a fifth of its lifetime, at most a minute. */
+export function reuseMargin(ttlSeconds: number): number {
+  return Math.min(60_000, ttlSeconds * 200);
+}
+
 export class ArtifactStore {
   constructor(
     readonly s3: S3Client,
@@ -122,13 +127,13 @@ export class ArtifactStore {
   private readonly presigned = new Map<string, { url: string; expiresAt: number; ttl: number }>();
 
   /**
-   * A GET URL for the key, reused while it has at least a fifth of its lifetime (and a minute)
-   * left: signing is the costly part of a session read. Returns when it expires (epoch ms).
+   * A GET URL for the key, reused while more than reuseMargin of its lifetime is left: signing is
+   * the costly part of a session read. Returns when it expires (epoch ms).
    */
   async presignReused(key: string, ttlSeconds: number): Promise<{ url: string; expiresAt: number }> {
     const now = Date.now();
     const hit = this.presigned.get(key);
-    if (hit && hit.ttl === ttlSeconds && hit.expiresAt - now > Math.max(60_000, ttlSeconds * 200)) return hit;
+    if (hit && hit.ttl === ttlSeconds && hit.expiresAt - now > reuseMargin(ttlSeconds)) return hit;
     const url = await this.presignGet(key, ttlSeconds);
     const fresh = { url, expiresAt: now + ttlSeconds * 1000, ttl: ttlSeconds };
     this.presigned.delete(key);

@@ -3,7 +3,7 @@
 // a token), and the session locks that block merging.
 import { Router, type Request } from 'express';
 import { z } from 'zod';
-import { authenticate, currentUser, requireRole } from '../auth';
+import { authenticate, currentUser, requireRole, USERS_CHANGED } from '../auth';
 import { ownSession, type SessionRouteDeps } from '../session-operations';
 import { sessionWorkflowId } from '../../shared/ids';
 import { parseBody } from '../validation';
@@ -63,6 +63,12 @@ export function createAdminRouter(deps: SessionRouteDeps): Router {
     res.json({ users });
   });
 
+  /** Every API process forgets the tokens it remembered (this one at once). */
+  async function usersChanged(): Promise<void> {
+    await notifySessionChanged(deps.db, USERS_CHANGED);
+    deps.hub?.changed(USERS_CHANGED);
+  }
+
   /** A user of the caller's organization, other than the caller (nobody locks themselves out). */
   async function otherUser(req: Request, id: string): Promise<{ user_uuid: string; name: string }> {
     const me = currentUser(req);
@@ -111,18 +117,21 @@ export function createAdminRouter(deps: SessionRouteDeps): Router {
       .set({ role: body.role })
       .where('user_uuid', '=', target.user_uuid)
       .execute();
+    await usersChanged();
     res.json({ user_uuid: target.user_uuid, name: target.name, role: body.role });
   });
 
   router.delete('/api/v1/admin/users/:id/token', auth, requireRole('admin'), async (req, res) => {
     const target = await otherUser(req, req.params.id as string);
     await revokeUserToken(deps.db, target.user_uuid);
+    await usersChanged();
     res.json({ user_uuid: target.user_uuid, name: target.name, revoked: true });
   });
 
   router.post('/api/v1/admin/users/:id/token', auth, requireRole('admin'), async (req, res) => {
     const target = await otherUser(req, req.params.id as string);
     const token = await issueUserToken(deps.db, target.user_uuid);
+    await usersChanged();
     res.status(201).json({ user_uuid: target.user_uuid, name: target.name, token });
   });
 

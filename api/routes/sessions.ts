@@ -6,7 +6,7 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import { parseBody } from '../validation';
-import type { ArtifactStore } from '../../shared/object-store';
+import { reuseMargin, type ArtifactStore } from '../../shared/object-store';
 import { sessionArtifacts } from '../../shared/db/artifacts';
 import { sessionRounds } from '../../shared/db/sessions';
 import { authenticate, currentUser, requireRole } from '../auth';
@@ -132,7 +132,11 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
     const id = req.params.id as string;
     const user = currentUser(req);
     const hit = deps.hub?.connected ? details.get(id) : undefined;
-    if (hit && hit.organization_uuid === user.organization_uuid && hit.expiresAt - Date.now() > 60_000) {
+    if (
+      hit &&
+      hit.organization_uuid === user.organization_uuid &&
+      hit.expiresAt - Date.now() > reuseMargin(deps.presignTtlSeconds)
+    ) {
       res.json(served(hit));
       return;
     }
