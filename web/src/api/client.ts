@@ -41,3 +41,10 @@ export interface SessionSummary {
   created_at: string;
   last_outcome: string | null;
 }
+
+/** The data of an API answer, or an Error carrying the API's message. */
+export async function ok<T>(p: Promise<{ data?: unknown; error?: unknown; response: Response }>): Promise<T> {
+  const r = await p;
+  if (r.response.status >= 400) throw new Error(errorMessage(r.error, `HTTP ${r.response.status}`));
+  return r.data as T;
+}

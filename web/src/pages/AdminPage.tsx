@@ -3,8 +3,9 @@
 // and every session of the organization, each opening its page with its artifacts.
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState, type FormEvent } from 'react';
-import { api, errorMessage, type Me } from '../api/client';
+import { api, ok, type Me } from '../api/client';
 import { Link } from '../components/Link';
+import { QueryState } from '../components/QueryState';
 
 type Role = Me['role'];
 const ROLES: Role[] = ['developer', 'devops', 'admin'];
@@ -31,12 +32,6 @@ interface SessionRow {
   in_flight: { round_id: string; kind: string } | null;
   created_at: string;
   workflow_id: string;
-}
-
-async function ok<T>(p: Promise<{ data?: unknown; error?: unknown; response: Response }>): Promise<T> {
-  const r = await p;
-  if (r.response.status >= 400) throw new Error(errorMessage(r.error, `HTTP ${r.response.status}`));
-  return r.data as T;
 }
 
 export function AdminPage({ me }: { me: Me }) {
@@ -135,73 +130,69 @@ function Users({ me }: { me: Me }) {
           {error}
         </p>
       )}
-      {users.isPending ? (
-        <p role="status">Loading the users…</p>
-      ) : users.isError ? (
-        <p className="error" role="alert">
-          {users.error.message}
-        </p>
-      ) : (
-        <table aria-label="Users">
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Role</th>
-              <th scope="col">Token</th>
-              <th scope="col">Actions</th>
-            </tr>
-          </thead>
-          <tbody>
-            {users.data.map((u) => {
-              const self = u.name === me.name;
-              return (
-                <tr key={u.user_uuid} data-user={u.name}>
-                  <td>{u.name}</td>
-                  <td>
-                    <select
-                      aria-label={`Role of ${u.name}`}
-                      value={u.role}
-                      disabled={self || act.isPending}
-                      onChange={(e) =>
-                        act.mutate({ kind: 'role', id: u.user_uuid, role: e.target.value as Role })
-                      }
-                    >
-                      {ROLES.map((r) => (
-                        <option key={r}>{r}</option>
-                      ))}
-                    </select>
-                  </td>
-                  <td>{u.revoked_at ? 'Revoked' : 'Active'}</td>
-                  <td>
-                    {self ? (
-                      <span className="hint">You</span>
-                    ) : (
-                      <>
-                        {!u.revoked_at && (
+      <QueryState query={users} loading="Loading the users…">
+        {(data) => (
+          <table aria-label="Users">
+            <thead>
+              <tr>
+                <th scope="col">Name</th>
+                <th scope="col">Role</th>
+                <th scope="col">Token</th>
+                <th scope="col">Actions</th>
+              </tr>
+            </thead>
+            <tbody>
+              {data.map((u) => {
+                const self = u.name === me.name;
+                return (
+                  <tr key={u.user_uuid} data-user={u.name}>
+                    <td>{u.name}</td>
+                    <td>
+                      <select
+                        aria-label={`Role of ${u.name}`}
+                        value={u.role}
+                        disabled={self || act.isPending}
+                        onChange={(e) =>
+                          act.mutate({ kind: 'role', id: u.user_uuid, role: e.target.value as Role })
+                        }
+                      >
+                        {ROLES.map((r) => (
+                          <option key={r}>{r}</option>
+                        ))}
+                      </select>
+                    </td>
+                    <td>{u.revoked_at ? 'Revoked' : 'Active'}</td>
+                    <td>
+                      {self ? (
+                        <span className="hint">You</span>
+                      ) : (
+                        <>
+                          {!u.revoked_at && (
+                            <button
+                              type="button"
+                              disabled={act.isPending}
+                              onClick={() => act.mutate({ kind: 'revoke', id: u.user_uuid })}
+                            >
+                              Revoke token
+                            </button>
+                          )}{' '}
                           <button
                             type="button"
                             disabled={act.isPending}
-                            onClick={() => act.mutate({ kind: 'revoke', id: u.user_uuid })}
+                            onClick={() => act.mutate({ kind: 'reissue', id: u.user_uuid, name: u.name })}
                           >
-                            Revoke token
+                            Issue new token
                           </button>
-                        )}{' '}
-                        <button
-                          type="button"
-                          disabled={act.isPending}
-                          onClick={() => act.mutate({ kind: 'reissue', id: u.user_uuid, name: u.name })}
-                        >
-                          Issue new token
-                        </button>
-                      </>
-                    )}
-                  </td>
-                </tr>
-              );
-            })}
-          </tbody>
-        </table>
-      )}
+                        </>
+                      )}
+                    </td>
+                  </tr>
+                );
+              })}
+            </tbody>
+          </table>
+        )}
+      </QueryState>
     </section>
   );
 }
@@ -251,46 +242,40 @@ function Locks() {
           {error}
         </p>
       )}
-      {locks.isPending ? (
-        <p role="status">Loading the locks…</p>
-      ) : locks.isError ? (
-        <p className="error" role="alert">
-          {locks.error.message}
-        </p>
-      ) : locks.data.length === 0 ? (
-        <p className="empty">No session is locked.</p>
-      ) : (
-        <table aria-label="Locks">
-          <thead>
-            <tr>
-              <th scope="col">Session</th>
-              <th scope="col">Reason</th>
-              <th scope="col">Since</th>
-              <th scope="col">Actions</th>
-            </tr>
-          </thead>
-          <tbody>
-            {locks.data.map((l) => (
-              <tr key={l.session_id} data-lock={l.session_id}>
-                <td>
-                  <Link to={`/sessions/${l.session_id}`}>{l.session_id}</Link>
-                </td>
-                <td>{l.reason || '—'}</td>
-                <td>{new Date(l.locked_at).toLocaleString()}</td>
-                <td>
-                  <button
-                    type="button"
-                    disabled={act.isPending}
-                    onClick={() => act.mutate({ kind: 'clear', id: l.session_id })}
-                  >
-                    Clear lock
-                  </button>
-                </td>
+      <QueryState query={locks} loading="Loading the locks…" empty="No session is locked.">
+        {(data) => (
+          <table aria-label="Locks">
+            <thead>
+              <tr>
+                <th scope="col">Session</th>
+                <th scope="col">Reason</th>
+                <th scope="col">Since</th>
+                <th scope="col">Actions</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+            </thead>
+            <tbody>
+              {data.map((l) => (
+                <tr key={l.session_id} data-lock={l.session_id}>
+                  <td>
+                    <Link to={`/sessions/${l.session_id}`}>{l.session_id}</Link>
+                  </td>
+                  <td>{l.reason || '—'}</td>
+                  <td>{new Date(l.locked_at).toLocaleString()}</td>
+                  <td>
+                    <button
+                      type="button"
+                      disabled={act.isPending}
+                      onClick={() => act.mutate({ kind: 'clear', id: l.session_id })}
+                    >
+                      Clear lock
+                    </button>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </QueryState>
     </section>
   );
 }
@@ -303,43 +288,37 @@ function AllSessions() {
   return (
     <section aria-labelledby="all-sessions-title">
       <h2 id="all-sessions-title">All sessions of the organization</h2>
-      {sessions.isPending ? (
-        <p role="status">Loading the sessions…</p>
-      ) : sessions.isError ? (
-        <p className="error" role="alert">
-          {sessions.error.message}
-        </p>
-      ) : sessions.data.length === 0 ? (
-        <p className="empty">No session yet.</p>
-      ) : (
-        <table aria-label="All sessions">
-          <thead>
-            <tr>
-              <th scope="col">Session</th>
-              <th scope="col">Repository</th>
-              <th scope="col">Cloud</th>
-              <th scope="col">Status</th>
-              <th scope="col">Created</th>
-            </tr>
-          </thead>
-          <tbody>
-            {sessions.data.map((s) => (
-              <tr key={s.session_id}>
-                <td>
-                  <Link to={`/sessions/${s.session_id}`}>{s.session_id}</Link>
-                </td>
-                <td>
-                  {s.repository_url}
-                  {s.iac_path ? ` · ${s.iac_path}` : ''}
-                </td>
-                <td>{s.cloud}</td>
-                <td>{s.in_flight ? `${s.status} · ${s.in_flight.kind} running` : s.status}</td>
-                <td>{new Date(s.created_at).toLocaleString()}</td>
+      <QueryState query={sessions} loading="Loading the sessions…" empty="No session yet.">
+        {(data) => (
+          <table aria-label="All sessions">
+            <thead>
+              <tr>
+                <th scope="col">Session</th>
+                <th scope="col">Repository</th>
+                <th scope="col">Cloud</th>
+                <th scope="col">Status</th>
+                <th scope="col">Created</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+            </thead>
+            <tbody>
+              {data.map((s) => (
+                <tr key={s.session_id}>
+                  <td>
+                    <Link to={`/sessions/${s.session_id}`}>{s.session_id}</Link>
+                  </td>
+                  <td>
+                    {s.repository_url}
+                    {s.iac_path ? ` · ${s.iac_path}` : ''}
+                  </td>
+                  <td>{s.cloud}</td>
+                  <td>{s.in_flight ? `${s.status} · ${s.in_flight.kind} running` : s.status}</td>
+                  <td>{new Date(s.created_at).toLocaleString()}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </QueryState>
     </section>
   );
 }

@@ -13,8 +13,9 @@ import type {
   PlannedAction,
   RunnerDagState,
 } from '../../../shared/runner-contracts';
-import { api, errorMessage, type Me } from '../api/client';
+import { api, ok, type Me } from '../api/client';
 import { Link } from '../components/Link';
+import { QueryState } from '../components/QueryState';
 import { navigate } from '../router';
 
 interface Connection {
@@ -69,12 +70,6 @@ const TEMPLATES: Record<string, unknown> = {
   },
 };
 
-async function ok<T>(p: Promise<{ data?: unknown; error?: unknown; response: Response }>): Promise<T> {
-  const r = await p;
-  if (r.response.status >= 400) throw new Error(errorMessage(r.error, `HTTP ${r.response.status}`));
-  return r.data as T;
-}
-
 export function RunnersPage({ me, path }: { me: Me; path: string }) {
   const run = /^\/runners\/([0-9a-f-]{36})\/runs\/([A-Za-z0-9._-]+)$/.exec(path);
   if (run?.[1] && run[2]) return <RunView groupId={run[1]} workflowId={run[2]} me={me} />;
@@ -103,71 +98,63 @@ function Overview({ me }: { me: Me }) {
     <section aria-labelledby="runners-title">
       <h1 id="runners-title">Runner groups</h1>
       <h2>Runner groups</h2>
-      {groups.isPending ? (
-        <p role="status">Loading the runner groups…</p>
-      ) : groups.isError ? (
-        <p className="error" role="alert">
-          {groups.error.message}
-        </p>
-      ) : groups.data.length === 0 ? (
-        <p className="empty">No runner group yet.</p>
-      ) : (
-        <table aria-label="Runner groups">
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Backend</th>
-              <th scope="col">Cloud connection</th>
-            </tr>
-          </thead>
-          <tbody>
-            {groups.data.map((g) => (
-              <tr key={g.runner_group_uuid} data-group={g.name}>
-                <td>
-                  <Link to={`/runners/${g.runner_group_uuid}`}>{g.name}</Link>
-                </td>
-                <td>{g.environment.backend_type}</td>
-                <td>
-                  {connections.data?.find((c) => c.cloud_connection_uuid === g.cloud_connection_uuid)?.name ??
-                    '—'}
-                </td>
+      <QueryState query={groups} loading="Loading the runner groups…" empty="No runner group yet.">
+        {(data) => (
+          <table aria-label="Runner groups">
+            <thead>
+              <tr>
+                <th scope="col">Name</th>
+                <th scope="col">Backend</th>
+                <th scope="col">Cloud connection</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+            </thead>
+            <tbody>
+              {data.map((g) => (
+                <tr key={g.runner_group_uuid} data-group={g.name}>
+                  <td>
+                    <Link to={`/runners/${g.runner_group_uuid}`}>{g.name}</Link>
+                  </td>
+                  <td>{g.environment.backend_type}</td>
+                  <td>
+                    {connections.data?.find((c) => c.cloud_connection_uuid === g.cloud_connection_uuid)
+                      ?.name ?? '—'}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </QueryState>
       {canEdit && <GroupForm connections={connections.data ?? []} />}
       <h2>Cloud connections</h2>
-      {connections.isPending ? (
-        <p role="status">Loading the cloud connections…</p>
-      ) : connections.isError ? (
-        <p className="error" role="alert">
-          {connections.error.message}
-        </p>
-      ) : connections.data.length === 0 ? (
-        <p className="empty">No cloud connection yet.</p>
-      ) : (
-        <table aria-label="Cloud connections">
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Provider</th>
-              <th scope="col">Region</th>
-              <th scope="col">Project / account</th>
-            </tr>
-          </thead>
-          <tbody>
-            {connections.data.map((c) => (
-              <tr key={c.cloud_connection_uuid}>
-                <td>{c.name}</td>
-                <td>{c.provider}</td>
-                <td>{c.region}</td>
-                <td>{c.project_id ?? c.account_id ?? '—'}</td>
+      <QueryState
+        query={connections}
+        loading="Loading the cloud connections…"
+        empty="No cloud connection yet."
+      >
+        {(data) => (
+          <table aria-label="Cloud connections">
+            <thead>
+              <tr>
+                <th scope="col">Name</th>
+                <th scope="col">Provider</th>
+                <th scope="col">Region</th>
+                <th scope="col">Project / account</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+            </thead>
+            <tbody>
+              {data.map((c) => (
+                <tr key={c.cloud_connection_uuid}>
+                  <td>{c.name}</td>
+                  <td>{c.provider}</td>
+                  <td>{c.region}</td>
+                  <td>{c.project_id ?? c.account_id ?? '—'}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </QueryState>
       {canEdit && <ConnectionForm />}
     </section>
   );
@@ -377,41 +364,35 @@ function GroupView({ groupId, me }: { groupId: string; me: Me }) {
       </dl>
       <StartDetection group={g} me={me} />
       <h2>Executions</h2>
-      {executions.isPending ? (
-        <p role="status">Loading the executions…</p>
-      ) : executions.isError ? (
-        <p className="error" role="alert">
-          {executions.error.message}
-        </p>
-      ) : executions.data.length === 0 ? (
-        <p className="empty">No execution yet.</p>
-      ) : (
-        <table aria-label="Executions">
-          <thead>
-            <tr>
-              <th scope="col">Started</th>
-              <th scope="col">Workflow</th>
-              <th scope="col">Status</th>
-              <th scope="col">Outcome</th>
-            </tr>
-          </thead>
-          <tbody>
-            {executions.data.map((e) => (
-              <tr key={e.runner_execution_uuid} data-execution={e.workflow_uuid}>
-                <td>{new Date(e.created_at).toLocaleString()}</td>
-                <td>
-                  <Link to={`/runners/${g.runner_group_uuid}/runs/${e.workflow_uuid}`}>
-                    {e.workflow_type}
-                  </Link>
-                  {e.retry_count > 0 ? ` (retry ${e.retry_count})` : ''}
-                </td>
-                <td>{e.status}</td>
-                <td>{e.outcome ?? '—'}</td>
+      <QueryState query={executions} loading="Loading the executions…" empty="No execution yet.">
+        {(data) => (
+          <table aria-label="Executions">
+            <thead>
+              <tr>
+                <th scope="col">Started</th>
+                <th scope="col">Workflow</th>
+                <th scope="col">Status</th>
+                <th scope="col">Outcome</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+            </thead>
+            <tbody>
+              {data.map((e) => (
+                <tr key={e.runner_execution_uuid} data-execution={e.workflow_uuid}>
+                  <td>{new Date(e.created_at).toLocaleString()}</td>
+                  <td>
+                    <Link to={`/runners/${g.runner_group_uuid}/runs/${e.workflow_uuid}`}>
+                      {e.workflow_type}
+                    </Link>
+                    {e.retry_count > 0 ? ` (retry ${e.retry_count})` : ''}
+                  </td>
+                  <td>{e.status}</td>
+                  <td>{e.outcome ?? '—'}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </QueryState>
       <h2>Environment</h2>
       {canEdit ? (
         <GroupForm key={JSON.stringify(g)} connections={connections.data ?? []} group={g} />
