@@ -6,6 +6,7 @@ import { useState, type FormEvent } from 'react';
 import { api, ok, type Me } from '../api/client';
 import { Link } from '../components/Link';
 import { QueryState } from '../components/QueryState';
+import { Alert } from '../components/Alert';
 
 type Role = Me['role'];
 const ROLES: Role[] = ['developer', 'devops', 'admin'];
@@ -125,11 +126,7 @@ function Users({ me }: { me: Me }) {
           </button>
         </div>
       )}
-      {error && (
-        <p className="error" role="alert">
-          {error}
-        </p>
-      )}
+      <Alert message={error} />
       <QueryState query={users} loading="Loading the users…">
         {(data) => (
           <table aria-label="Users">
@@ -237,11 +234,7 @@ function Locks() {
           Lock session
         </button>
       </form>
-      {error && (
-        <p className="error" role="alert">
-          {error}
-        </p>
-      )}
+      <Alert message={error} />
       <QueryState query={locks} loading="Loading the locks…" empty="No session is locked.">
         {(data) => (
           <table aria-label="Locks">

@@ -12,6 +12,7 @@ import { repositoryUrlSchema } from '../../../shared/contracts';
 import { api, errorMessage, type Me } from '../api/client';
 import { ModeChoice, type DriftMode } from '../components/ModeChoice';
 import { navigate } from '../router';
+import { Alert } from '../components/Alert';
 
 type Cloud = (typeof CLOUDS)[number];
 
@@ -166,11 +167,7 @@ export function RequestPage({ me }: { me: Me }) {
         <button type="submit" disabled={!ready || busy}>
           {busy ? 'Sending…' : 'Send request'}
         </button>
-        {error && (
-          <p className="error" role="alert">
-            {error}
-          </p>
-        )}
+        <Alert message={error} />
       </form>
     </section>
   );

@@ -17,6 +17,7 @@ import { api, ok, type Me } from '../api/client';
 import { Link } from '../components/Link';
 import { QueryState } from '../components/QueryState';
 import { navigate } from '../router';
+import { Alert } from '../components/Alert';
 
 interface Connection {
   cloud_connection_uuid: string;
@@ -221,11 +222,7 @@ function ConnectionForm() {
       <button type="submit" disabled={create.isPending || !name.trim() || !region.trim()}>
         Add connection
       </button>
-      {create.isError && (
-        <p className="error" role="alert">
-          {create.error.message}
-        </p>
-      )}
+      <Alert message={create.isError ? create.error.message : null} />
     </form>
   );
 }
@@ -312,11 +309,7 @@ function GroupForm({ connections, group }: { connections: Connection[]; group?: 
         {group ? 'Save changes' : 'Create runner group'}
       </button>
       {save.isSuccess && group && <p role="status">Saved.</p>}
-      {problem && (
-        <p className="error" role="alert">
-          {problem}
-        </p>
-      )}
+      <Alert message={problem} />
     </form>
   );
 }
@@ -448,11 +441,7 @@ function StartDetection({ group, me }: { group: Group; me: Me }) {
       <button type="submit" disabled={startRun.isPending}>
         {autoApply ? 'Detect drift and repair it' : 'Detect drift'}
       </button>
-      {startRun.isError && (
-        <p className="error" role="alert">
-          {startRun.error.message}
-        </p>
-      )}
+      <Alert message={startRun.isError ? startRun.error.message : null} />
     </form>
   );
 }
@@ -630,11 +619,7 @@ function Repair({ groupId, planId }: { groupId: string; planId: string }) {
       <button type="button" disabled={repair.isPending} onClick={() => repair.mutate()}>
         Repair this plan
       </button>
-      {repair.isError && (
-        <p className="error" role="alert">
-          {repair.error.message}
-        </p>
-      )}
+      <Alert message={repair.isError ? repair.error.message : null} />
     </div>
   );
 }

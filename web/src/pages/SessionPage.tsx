@@ -8,6 +8,7 @@ import { api, errorMessage, type Me } from '../api/client';
 import type { Artifact } from '../artifacts/Artifacts';
 import { ModeChoice, type DriftMode } from '../components/ModeChoice';
 import { navigate } from '../router';
+import { Alert } from '../components/Alert';
 
 // diff2html, highlight.js and the Markdown renderer load only with a session's artifacts.
 const RoundArtifacts = lazy(() => import('../artifacts/Artifacts'));
@@ -227,11 +228,7 @@ function FollowUp({ detail: d, me, onSent }: { detail: Detail; me: Me; onSent: (
             A round is running; send the next request when it ends.
           </p>
         )}
-        {error && (
-          <p className="error" role="alert">
-            {error}
-          </p>
-        )}
+        <Alert message={error} />
       </form>
     </section>
   );
@@ -307,11 +304,7 @@ function Results({ detail: d, onChange }: { detail: Detail; onChange: () => void
         </>
       )}
       {d.status === 'MERGED' && <p role="status">Merged: this drift session has ended.</p>}
-      {error && (
-        <p className="error" role="alert">
-          {error}
-        </p>
-      )}
+      <Alert message={error} />
     </section>
   );
 }

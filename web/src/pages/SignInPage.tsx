@@ -2,6 +2,7 @@
 // cookie and forgotten — the page never stores it, and script cannot read the cookie.
 import { useState, type FormEvent } from 'react';
 import { api, errorMessage } from '../api/client';
+import { Alert } from '../components/Alert';
 
 export function SignInPage({ onSignedIn }: { onSignedIn: () => void }) {
   const [token, setToken] = useState('');
@@ -44,11 +45,7 @@ export function SignInPage({ onSignedIn }: { onSignedIn: () => void }) {
         <button type="submit" disabled={busy || token.trim() === ''}>
           {busy ? 'Signing in…' : 'Sign in'}
         </button>
-        {error && (
-          <p className="error" role="alert">
-            {error}
-          </p>
-        )}
+        <Alert message={error} />
       </form>
     </main>
   );
