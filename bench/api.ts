@@ -161,13 +161,6 @@ try {
     if (d.rounds.length > 0 && d.in_flight === null) break;
     await new Promise((r) => setTimeout(r, 200));
   }
-  if (process.env.BENCH_DEBUG) {
-    for (const path of ['/api/v1/auth/me', `/api/v1/sessions/${first.session_id}`]) {
-      const t = performance.now();
-      for (let i = 0; i < 50; i++) await (await fetch(`${api.url}${path}`, { headers })).text();
-      console.log('DEBUG', path, ((performance.now() - t) / 50).toFixed(1), 'ms', hub.connected);
-    }
-  }
   await cannon('bare Express GET handler', { url: `${bareApi.url}/bare`, headers });
   const detail = await cannon('GET /api/v1/sessions/{id}', {
     url: `${api.url}/api/v1/sessions/${first.session_id}`,

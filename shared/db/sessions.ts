@@ -84,7 +84,10 @@ async function upsertRound(trx: Executor, sessionId: string, r: SessionRound): P
 /** The LISTEN/NOTIFY channel that says "this session's store changed" (payload: the session id). */
 export const SESSION_EVENTS_CHANNEL = 'kumoss_session_events';
 
-/** Tells every API process that a session's detail changed (a lock, a pull request, an artifact). */
+/**
+ * Tells every API process that a session changed (its record, a lock, a pull request, an artifact);
+ * inside a transaction it is delivered at commit. The API also sends USERS_CHANGED (api/auth.ts) on it.
+ */
 export async function notifySessionChanged(db: Executor, sessionId: string): Promise<void> {
   await sql`select pg_notify(${SESSION_EVENTS_CHANNEL}, ${sessionId})`.execute(db);
 }
@@ -110,7 +113,7 @@ export async function recordSession(db: Db, rec: SessionRecord): Promise<void> {
         }
         await appendEvents(trx, rec.sessionId, rec.events ?? []);
         // Wakes the event streams of this session in every API process (delivered at commit).
-        await sql`select pg_notify(${SESSION_EVENTS_CHANNEL}, ${rec.sessionId})`.execute(trx);
+        await notifySessionChanged(trx, rec.sessionId);
       });
       return;
     } catch (err) {
