@@ -69,14 +69,17 @@ async function configAt(git: GitClient, dir: string, rev: string, iacPath: strin
     .filter((f) => CONFIG_FILE.test(f));
   const root = iacPath && iacPath !== '.' ? posix.normalize(iacPath) : '.';
   const files = new Map<string, string>();
-  for (const f of listed) files.set(posix.relative(root, f), '');
+  for (const f of listed) files.set(posix.relative(root, f), f);
+  // The files of each module the configuration reaches, read by one `cat-file --batch` per module
+  // directory (not one `git show` per file; the rest of the repository is never read).
   return TerraformConfig.load(async (moduleDir) => {
-    const out = new Map<string, string>();
-    for (const [rel] of files) {
-      if (posix.dirname(rel) !== (moduleDir || '.')) continue;
-      out.set(rel, await git.run(['show', `${rev}:${posix.normalize(posix.join(root, rel))}`], dir));
-    }
-    return out;
+    const wanted = [...files].filter(([rel]) => posix.dirname(rel) === (moduleDir || '.'));
+    const blobs = await git.readFiles(
+      dir,
+      rev,
+      wanted.map(([, path]) => path),
+    );
+    return new Map(wanted.map(([rel, path]) => [rel, blobs.get(path) ?? '']));
   });
 }
 
@@ -171,24 +174,26 @@ export async function diffHistory(
   base: string,
   iacPath: string,
 ): Promise<DiffHistory> {
-  const head = await git.head(dir);
-  const [before, after] = await Promise.all([
+  // HEAD does not move while the report is written: its sha, both configurations and the diff of
+  // every configuration file are read side by side; the diff is then narrowed to the files the
+  // root reaches.
+  const [head, before, after, diff] = await Promise.all([
+    git.head(dir),
     configAt(git, dir, base, iacPath),
-    configAt(git, dir, head, iacPath),
+    configAt(git, dir, 'HEAD', iacPath),
+    git.run(
+      ['diff', '--unified=0', '--no-color', '--no-renames', `${base}..HEAD`, '--', '*.tf', '*.tfvars'],
+      dir,
+    ),
   ]);
   const root = iacPath && iacPath !== '.' ? posix.normalize(iacPath) : '.';
-  const paths = [...new Set([...before.files.keys(), ...after.files.keys()])].map((p) =>
-    posix.normalize(posix.join(root, p)),
+  const paths = new Set(
+    [...before.files.keys(), ...after.files.keys()].map((p) => posix.normalize(posix.join(root, p))),
   );
   const resources = new Map<string, Set<string>>();
   const files = new Set<string>();
-  if (paths.length === 0) return { base, head, files: [], resources };
-  const diff = await git.run(
-    ['diff', '--unified=0', '--no-color', '--no-renames', `${base}..${head}`, '--', ...paths],
-    dir,
-  );
   for (const h of parseUnifiedDiff(diff)) {
-    if (!CONFIG_FILE.test(h.file)) continue;
+    if (!CONFIG_FILE.test(h.file) || !paths.has(h.file)) continue;
     files.add(h.file);
     const rel = posix.relative(root, h.file);
     const hits = new Set<string>();

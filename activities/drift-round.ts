@@ -163,9 +163,9 @@ interface StateModule {
  * What people call the resources that exist: cloud ids, ARNs, `Name` tags and names from the
  * state, by instance address (`aws_instance.worker[1]`). Empty when there is no state yet.
  */
-async function stateIdentifiers(ws: Workspace, dir: string): Promise<Map<string, string[]>> {
+async function stateIdentifiers(ws: Workspace): Promise<Map<string, string[]>> {
   const out = new Map<string, string[]>();
-  const file = join(dir, '..', `state-${Date.now()}.json`);
+  const file = join(ws.scratch, `state-${Date.now()}.json`);
   try {
     await ws.engine.stateJson(file);
     const state = JSON.parse(readFileSync(file, 'utf8')) as { values?: { root_module?: StateModule } };
@@ -194,13 +194,23 @@ async function stateIdentifiers(ws: Workspace, dir: string): Promise<Map<string,
 async function targetableResources(ws: Workspace): Promise<ConfigResource[]> {
   const resources = await configResources(ws.iacDir, ws.dir);
   const byAddress = new Map(resources.map((r) => [r.address, r]));
-  for (const [address, identifiers] of await stateIdentifiers(ws, ws.dir)) {
+  for (const [address, identifiers] of await stateIdentifiers(ws)) {
     const block = byAddress.get(blockAddress(address));
     if (!block) continue;
     if (address === block.address) block.identifiers = identifiers;
     else resources.push({ ...block, address, identifiers });
   }
   return resources;
+}
+
+/**
+ * Marks a promise that is awaited later as handled now: one that fails while the activity still
+ * awaits something else is not an unhandled rejection (which would end the worker); awaiting it
+ * still fails the attempt with its error.
+ */
+function handled<T>(p: Promise<T>): Promise<T> {
+  p.catch(() => undefined);
+  return p;
 }
 
 async function getJson<T>(artifacts: ArtifactStore, k: string): Promise<T> {
@@ -223,11 +233,15 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
           input.text,
         );
         const promptKey = key(input.ref, 'prompt.md');
-        await artifacts.putText(promptKey, prompt, 'text/markdown; charset=utf-8');
-        const baseRef = input.ref.baseBranch
-          ? `origin/${input.ref.baseBranch}`
-          : (await git.run(['symbolic-ref', '--short', 'refs/remotes/origin/HEAD'], ws.dir)).trim();
-        const baseCommit = (await git.run(['merge-base', baseRef, 'HEAD'], ws.dir)).trim();
+        const [, baseCommit] = await Promise.all([
+          artifacts.putText(promptKey, prompt, 'text/markdown; charset=utf-8'),
+          (async () => {
+            const baseRef = input.ref.baseBranch
+              ? `origin/${input.ref.baseBranch}`
+              : (await git.run(['symbolic-ref', '--short', 'refs/remotes/origin/HEAD'], ws.dir)).trim();
+            return (await git.run(['merge-base', baseRef, 'HEAD'], ws.dir)).trim();
+          })(),
+        ]);
         return { rules, baseCommit, resourceCount: resources.length, promptKey };
       } catch (err) {
         if (
@@ -271,18 +285,15 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       try {
         const ws = await workspaces.get(ref);
         const h = hooks();
-        const planFile = join(ws.dir, '..', `${ref.roundId}-${iteration}.tfplan`);
+        const planFile = join(ws.scratch, `${ref.roundId}-${iteration}.tfplan`);
         let planKey = input.planKey;
         let reinitialized = false;
-        // Uploads run while the engine works: they are off the round's critical path. Each is
-        // marked handled at once, so one failing while the engine still runs (the store is down)
-        // is not an unhandled rejection; Promise.all below still fails the attempt with it.
+        // Uploads run while the engine works: they are off the round's critical path (each marked
+        // handled, so one failing while the engine still runs is the attempt's error, not the
+        // worker's).
         const uploads: Promise<unknown>[] = [];
         const track = (...started: Promise<unknown>[]) => {
-          for (const p of started) {
-            p.catch(() => undefined);
-            uploads.push(p);
-          }
+          for (const p of started) uploads.push(handled(p));
         };
         if (planKey) {
           await artifacts.download(planKey, planFile);
@@ -343,18 +354,21 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       const ws = await workspaces.get(ref);
       const resultKey = key(ref, `iteration-${iteration}/group-${group}/remediation.json`);
       const marker = cycleMarker(ref, iteration, group);
-      const found = (await git.run(['log', '--format=%H', '-F', `--grep=${marker}`], ws.dir))
-        .trim()
-        .split('\n')[0];
+      // The operations and the files are read while git looks for this cycle's commit.
+      const operations = handled(getJson<DriftOperation[]>(artifacts, input.operationsKey));
+      const [log, files] = await Promise.all([
+        git.run(['log', '--format=%H', '-F', `--grep=${marker}`], ws.dir),
+        readConfigFiles(ws.iacDir, ws.dir),
+      ]);
+      const found = log.trim().split('\n')[0];
       if (found) {
         // This cycle already committed (a retry after a crash): report that commit, do not redo it.
         const previous = await getJson<GenerateOutput>(artifacts, resultKey);
         await git.push(ws.dir, ref.branch);
         return { ...previous, changed: true, commit: found };
       }
-      const all = await getJson<DriftOperation[]>(artifacts, input.operationsKey);
+      const all = await operations;
       const ops = groupDriftOperations(all, input.groupSize)[group] ?? [];
-      const files = await readConfigFiles(ws.iacDir, ws.dir);
       const remediation = await model.remediate({
         operations: ops,
         files,
@@ -366,6 +380,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
         ),
       });
       const originals = new Map(files.map((f) => [f.path, f.content]));
+      const changeUploads: Promise<unknown>[] = [];
       for (const e of remediation.edits) {
         const target = normalize(join(ws.iacDir, e.path));
         if (relative(ws.dir, target).startsWith('..'))
@@ -377,16 +392,24 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
         const before = originals.get(e.path);
         if (before !== undefined && /\.(tf|tfvars)$/.test(e.path)) {
           try {
-            if ((await ws.engine.fmt(before)) === before) e.content = await ws.engine.fmt(e.content);
+            const [canonical, formatted] = await Promise.all([
+              ws.engine.fmt(before),
+              ws.engine.fmt(e.content),
+            ]);
+            if (canonical === before) e.content = formatted;
           } catch {
             // fmt rejects it: the validation cycle will say why.
           }
         }
         mkdirSync(dirname(target), { recursive: true });
         writeFileSync(target, e.content);
-        await artifacts.putText(
-          key(ref, `iteration-${iteration}/group-${group}/changes/${e.path.replace(/\.\.\//g, '_up_/')}`),
-          e.content,
+        changeUploads.push(
+          handled(
+            artifacts.putText(
+              key(ref, `iteration-${iteration}/group-${group}/changes/${e.path.replace(/\.\.\//g, '_up_/')}`),
+              e.content,
+            ),
+          ),
         );
       }
       const result: GenerateOutput = {
@@ -395,7 +418,11 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
         unremediableCount: remediation.unremediable.length,
         resultKey,
       };
-      await artifacts.putJson(resultKey, { ...result, unremediable: remediation.unremediable });
+      // The answer is stored before the commit exists: a retry that finds the commit reads it.
+      await Promise.all([
+        ...changeUploads,
+        artifacts.putJson(resultKey, { ...result, unremediable: remediation.unremediable }),
+      ]);
       if (remediation.edits.length === 0) return result;
       const addresses = ops
         .filter((o) => !remediation.unremediable.some((u) => u.address === o.address))
@@ -412,9 +439,13 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
           'text/x-diff',
         );
       };
-      await Promise.all([saveDiff(), git.push(ws.dir, ref.branch)]);
       const done = { ...result, changed: commit.created, commit: commit.sha };
-      await artifacts.putJson(resultKey, { ...done, unremediable: remediation.unremediable });
+      // A retry after a failed push finds the commit and answers `changed` from it either way.
+      await Promise.all([
+        saveDiff(),
+        git.push(ws.dir, ref.branch),
+        artifacts.putJson(resultKey, { ...done, unremediable: remediation.unremediable }),
+      ]);
       return done;
     },
 
@@ -424,12 +455,23 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       const ws = await workspaces.get(ref);
       const h = hooks();
       const resultKey = key(ref, `iteration-${iteration}/group-${group}/remediation.json`);
-      const logGrep = async (pattern: string) =>
-        (await git.run(['log', '--format=%H', '-F', `--grep=${pattern}`], ws.dir)).trim().split('\n')[0] ??
-        '';
-      const cycleCommit = await logGrep(cycleMarker(ref, iteration, group));
+      // The cycle's commit and a revert of it, from one `git log`: commits whose message names
+      // the cycle or reverts something, newest first, as `sha NUL message NUL`.
+      const marker = cycleMarker(ref, iteration, group);
+      const logged = (
+        await git.run(
+          ['log', '-F', `--grep=${marker}`, '--grep=This reverts commit ', '--format=%H%x00%B%x00'],
+          ws.dir,
+        )
+      ).split('\0');
+      const messages: { sha: string; body: string }[] = [];
+      for (let i = 0; i + 1 < logged.length; i += 2)
+        messages.push({ sha: (logged[i] ?? '').trim(), body: logged[i + 1] ?? '' });
+      const cycleCommit = messages.find((m) => m.body.includes(marker))?.sha ?? '';
+      const reverted =
+        cycleCommit !== '' && messages.some((m) => m.body.includes(`This reverts commit ${cycleCommit}`));
       type Result = GenerateOutput & { unremediable: Unremediable[]; validation_failure?: string };
-      if (cycleCommit && (await logGrep(`This reverts commit ${cycleCommit}`))) {
+      if (reverted) {
         // A retry after this cycle's change was found invalid and reverted: validating the reverted
         // tree would call the cycle valid. The answer was recorded before the revert.
         const recorded = await getJson<Result>(artifacts, resultKey);
@@ -442,7 +484,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       }
       try {
         const v = await ws.engine.validate(h);
-        const planFile = join(ws.dir, '..', `${ref.roundId}-${iteration}-${group}.tfplan`);
+        const planFile = join(ws.scratch, `${ref.roundId}-${iteration}-${group}.tfplan`);
         const plan = await ws.engine.plan({ out: planFile, targets: input.targets }, h);
         const planKey = key(ref, `iteration-${iteration}/group-${group}/plan.tfplan`);
         await Promise.all([
@@ -477,18 +519,36 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
     async writeReport(input: ReportInput): Promise<ReportOutput> {
       const { ref } = input;
       const ws = await workspaces.get(ref);
-      const history = await diffHistory(git, ws.dir, input.baseCommit, ref.iacPath);
+      // Everything the report reads, side by side: git's history and the round's artifacts.
+      const [history, cycleResults, leftover, whitelisted, changedThisRound] = await Promise.all([
+        diffHistory(git, ws.dir, input.baseCommit, ref.iacPath),
+        Promise.all(
+          input.cycleResultKeys.map((k) => getJson<{ unremediable?: Unremediable[] }>(artifacts, k)),
+        ),
+        input.finalOperationsKey
+          ? getJson<DriftOperation[]>(artifacts, input.finalOperationsKey)
+          : Promise.resolve([]),
+        input.whitelistedKey
+          ? getJson<WhitelistedException[]>(artifacts, input.whitelistedKey)
+          : Promise.resolve([]),
+        git
+          .run(
+            [
+              'log',
+              '--format=%H',
+              '-F',
+              `--grep=Kumoss-Cycle: ${ref.sessionId}/${ref.roundId}/`,
+              `${input.baseCommit}..HEAD`,
+            ],
+            ws.dir,
+          )
+          .then((out) => out.trim() !== ''),
+      ]);
       const remediated = [...history.resources.entries()]
         .map(([address, files]) => ({ address, files: [...files].sort() }))
         .sort((a, b) => a.address.localeCompare(b.address));
       const reasons = new Map<string, Unremediable>();
-      for (const k of input.cycleResultKeys) {
-        const r = await getJson<{ unremediable?: Unremediable[] }>(artifacts, k);
-        for (const u of r.unremediable ?? []) reasons.set(u.address, u);
-      }
-      const leftover = input.finalOperationsKey
-        ? await getJson<DriftOperation[]>(artifacts, input.finalOperationsKey)
-        : [];
+      for (const r of cycleResults) for (const u of r.unremediable ?? []) reasons.set(u.address, u);
       const unreconciled: UnreconciledDrift[] = leftover.map((op) => ({
         address: op.address,
         attributes: op.changes.map((c) => c.path || '*'),
@@ -496,9 +556,6 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
           reasons.get(op.address)?.reason ??
           `Still drifted after ${input.iterations} iteration(s) (orchestration.max_drift_reports).`,
       }));
-      const whitelisted = input.whitelistedKey
-        ? await getJson<WhitelistedException[]>(artifacts, input.whitelistedKey)
-        : [];
       const outcome = computeOutcome(remediated.length, unreconciled.length);
       const summary = await model.summarize({
         mode: input.mode,
@@ -523,19 +580,6 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       });
       const reportKey = key(ref, 'drift-report.json');
       await artifacts.putJson(reportKey, report);
-      const changedThisRound =
-        (
-          await git.run(
-            [
-              'log',
-              '--format=%H',
-              '-F',
-              `--grep=Kumoss-Cycle: ${ref.sessionId}/${ref.roundId}/`,
-              `${input.baseCommit}..HEAD`,
-            ],
-            ws.dir,
-          )
-        ).trim() !== '';
       workspaces.release(ref);
       return {
         reportKey,

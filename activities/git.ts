@@ -105,34 +105,104 @@ export class GitClient {
   async checkout(opts: { url: string; dir: string; branch: string; base?: string }): Promise<void> {
     mkdirSync(dirname(opts.dir), { recursive: true });
     await this.run(['clone', '--quiet', '--no-tags', opts.url, opts.dir]);
-    // The clone already knows the remote branches: no second trip to the host.
+    await this.switchToBranch(opts.dir, opts.branch, opts.base);
+  }
+
+  /**
+   * Brings an existing checkout of `url` to what a fresh {@link checkout} would give — fetched, on
+   * `branch` as the remote has it (or new from `base`), every local change and untracked file gone —
+   * keeping the directories named in `keep` (the engine's `.terraform/`). Throws when `dir` is not a
+   * checkout of `url`; the caller clones instead.
+   */
+  async refresh(opts: {
+    url: string;
+    dir: string;
+    branch: string;
+    base?: string;
+    keep?: string[];
+  }): Promise<void> {
+    const origin = (await this.run(['remote', 'get-url', 'origin'], opts.dir)).trim();
+    if (origin !== opts.url) throw new GitError(`${opts.dir} is a checkout of another repository`, '');
+    await this.run(['fetch', '--quiet', '--no-tags', '--prune', 'origin'], opts.dir);
+    await this.switchToBranch(opts.dir, opts.branch, opts.base, true);
+    await this.run(['clean', '-ffdxq', ...(opts.keep ?? []).flatMap((k) => ['-e', k])], opts.dir);
+  }
+
+  private async switchToBranch(dir: string, branch: string, base?: string, force = false): Promise<void> {
+    // The clone (or fetch) already knows the remote branches: no second trip to the host.
     const remote = await this.run(
       ['for-each-ref', '--format=%(refname:strip=3)', 'refs/remotes/origin/'],
-      opts.dir,
+      dir,
     );
-    if (remote.split('\n').includes(opts.branch)) {
-      await this.run(['checkout', '--quiet', '-B', opts.branch, `origin/${opts.branch}`], opts.dir);
+    const f = force ? ['--force'] : [];
+    if (remote.split('\n').includes(branch)) {
+      await this.run(['checkout', '--quiet', ...f, '-B', branch, `origin/${branch}`], dir);
     } else {
-      const from = opts.base ? [`origin/${opts.base}`] : [];
-      await this.run(['checkout', '--quiet', '-b', opts.branch, ...from], opts.dir);
+      const from = base ? `origin/${base}` : force ? 'origin/HEAD' : undefined;
+      await this.run(
+        ['checkout', '--quiet', ...f, force ? '-B' : '-b', branch, ...(from ? [from] : [])],
+        dir,
+      );
     }
+  }
+
+  /**
+   * The content of `paths` at `rev`, read by one `git cat-file --batch` process; a path missing at
+   * `rev` is absent from the answer.
+   */
+  async readFiles(dir: string, rev: string, paths: string[]): Promise<Map<string, string>> {
+    const out = new Map<string, string>();
+    if (paths.length === 0) return out;
+    const r = await runProcess('git', ['cat-file', '--batch'], {
+      cwd: dir,
+      env: this.env(),
+      stdin: paths.map((p) => `${rev}:${p}\n`).join(''),
+      stdoutEncoding: 'latin1',
+      maxOutputBytes: 256 * 1024 * 1024,
+      timeoutMs: this.opts.timeoutMs ?? 5 * 60 * 1000,
+    });
+    if (r.exitCode !== 0)
+      throw new GitError(`git cat-file failed: ${r.stderr.trim()}`, r.stderr, '', r.exitCode);
+    // Each answer: `<sha> <type> <size>\n<size bytes>\n`, or `<spec> missing\n`. latin1 keeps one
+    // character per byte, so sizes index the text directly.
+    let at = 0;
+    for (const p of paths) {
+      const eol = r.stdout.indexOf('\n', at);
+      if (eol < 0) throw new GitError('git cat-file answered fewer objects than asked', r.stderr);
+      const header = r.stdout.slice(at, eol);
+      at = eol + 1;
+      const m = /^[0-9a-f]+ (\w+) (\d+)$/.exec(header);
+      if (!m) continue; // missing or ambiguous
+      const size = Number(m[2]);
+      if (m[1] === 'blob') out.set(p, Buffer.from(r.stdout.slice(at, at + size), 'latin1').toString('utf8'));
+      at += size + 1;
+    }
+    return out;
   }
 
   async head(dir: string): Promise<string> {
     return (await this.run(['rev-parse', 'HEAD'], dir)).trim();
   }
 
-  /** Commits every change in the work tree; a tree with nothing new returns HEAD, not a new commit. */
   /**
    * Commits the working tree, or only `paths` (relative to `dir`) when given: a round commits the
    * files it edited and nothing `init` left beside them (`.terraform/`, a lock file).
    */
   async commitAll(dir: string, message: string, paths?: string[]): Promise<CommitResult> {
     await this.run(paths ? ['add', '--', ...paths] : ['add', '--all'], dir);
-    const status = await this.run(['diff', '--cached', '--name-only'], dir);
-    if (status.trim() === '') return { sha: await this.head(dir), created: false };
-    await this.run(['commit', '--quiet', '-m', message], dir);
-    return { sha: await this.head(dir), created: true };
+    // Nothing staged: `commit` says so and exits 1, and HEAD is the answer (idempotent).
+    const r = await runProcess('git', ['commit', '--quiet', '-m', message], {
+      cwd: dir,
+      env: this.env(),
+      timeoutMs: this.opts.timeoutMs ?? 5 * 60 * 1000,
+    });
+    const nothing =
+      r.exitCode === 1 && /nothing to commit|nothing added to commit|no changes added/.test(r.stdout);
+    if (r.exitCode !== 0 && !nothing) {
+      const msg = r.stderr.trim().split('\n').filter(Boolean).pop() ?? `exit code ${r.exitCode}`;
+      throw new GitError(`git commit failed: ${msg}`, r.stderr, r.stdout, r.exitCode);
+    }
+    return { sha: await this.head(dir), created: !nothing };
   }
 
   /**

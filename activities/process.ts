@@ -14,6 +14,8 @@ export interface RunOptions {
   /** Output beyond this many bytes per stream is dropped from memory (the tail is kept). */
   maxOutputBytes?: number;
   stdin?: string;
+  /** How stdout is decoded (default utf8; latin1 keeps one character per byte). */
+  stdoutEncoding?: BufferEncoding;
   /** Write stdout to this file instead of memory (large outputs such as `show -json`). */
   stdoutFile?: string;
 }
@@ -38,7 +40,7 @@ export class ProcessError extends Error {
   }
 }
 
-function bounded(max: number): { push(d: Buffer): void; text(): string } {
+function bounded(max: number): { push(d: Buffer): void; text(encoding?: BufferEncoding): string } {
   const chunks: Buffer[] = [];
   let size = 0;
   let dropped = 0;
@@ -52,8 +54,8 @@ function bounded(max: number): { push(d: Buffer): void; text(): string } {
         dropped += first.length;
       }
     },
-    text() {
-      const body = Buffer.concat(chunks).toString('utf8');
+    text(encoding = 'utf8') {
+      const body = Buffer.concat(chunks).toString(encoding);
       return dropped > 0 ? `[… ${dropped} bytes dropped …]\n${body}` : body;
     },
   };
@@ -79,7 +81,7 @@ export function runProcess(command: string, args: string[], opts: RunOptions = {
       command,
       args,
       exitCode,
-      stdout: out.text(),
+      stdout: out.text(opts.stdoutEncoding),
       stderr: err.text(),
       durationMs: Date.now() - started,
     });

@@ -1,7 +1,10 @@
-// Round workspaces: one checkout of the session branch per round on this worker, with the engine
-// client built for that run — the client carries the "init ran" flag, so init is submitted at most
-// once per round (plus the re-inits the engine asks for). A workspace lost to a restart or found
-// on another worker is rebuilt from the pushed branch: every cycle pushes before it returns.
+// Round workspaces: one checkout of the session branch per session on this worker, reused by its
+// rounds — a later round fetches and resets it instead of cloning, and keeps the engine's
+// `.terraform/` (providers and modules already linked) — with an engine client built for each
+// round: the client carries the "init ran" flag, so init is submitted at most once per round (plus
+// the re-inits the engine asks for). A workspace lost to a restart, or found on another worker, is
+// rebuilt from the pushed branch: every cycle pushes before it returns, and a checkout this worker
+// did not just hold is always brought to the remote's branch first.
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join, normalize, relative, sep } from 'node:path';
 import type { ExceptionRule } from '../shared/drift-exceptions';
@@ -29,16 +32,28 @@ export interface RoundRef {
 }
 
 export interface Workspace {
+  /** The checkout. */
   dir: string;
+  /** The root module inside it. */
   iacDir: string;
+  /** A directory beside the checkout for the round's own files (plans, state exports). */
+  scratch: string;
   engine: EngineClient;
+  /** True when the round found this worker's checkout of the session and fetched into it. */
+  reused: boolean;
 }
 
-/** A checkout untouched this long belongs to a round that ended elsewhere or failed: removed. */
+/** A session's checkout untouched this long belongs to a session that ended or moved: removed. */
 export const STALE_CHECKOUT_MS = 24 * 60 * 60 * 1000;
 
+/** What a reused checkout keeps of its untracked files: the engine's working directory. */
+const KEEP = ['.terraform/'];
+
+const safe = (s: string) => s.replace(/[^A-Za-z0-9_-]/g, '_');
+
 export class RoundWorkspaces {
-  private readonly open = new Map<string, Workspace>();
+  /** Checkouts a round of this worker holds, by session: which round, and its workspace. */
+  private readonly open = new Map<string, { roundId: string; ws: Workspace }>();
   private lastSweep = 0;
 
   constructor(
@@ -48,68 +63,86 @@ export class RoundWorkspaces {
     private readonly defaultEngine: 'terraform' | 'tofu',
   ) {}
 
-  private key(ref: RoundRef): string {
-    return `${ref.sessionId}/${ref.roundId}`;
-  }
-
   /**
-   * Removes checkouts no round of this worker holds that were last touched more than `maxAgeMs`
-   * ago (a failed round, a round finished on another worker). Returns the directories removed.
+   * Removes session directories no round of this worker holds whose checkout was last touched
+   * more than `maxAgeMs` ago (an ended session, a session whose rounds run on another worker).
+   * Returns the directories removed.
    */
   sweep(maxAgeMs = STALE_CHECKOUT_MS, now = Date.now()): string[] {
     const removed: string[] = [];
-    const held = new Set([...this.open.values()].map((w) => w.dir));
+    const held = new Set([...this.open.values()].map((o) => o.ws.scratch));
     if (!existsSync(this.root)) return removed;
     for (const session of readdirSync(this.root)) {
-      const sessionDir = join(this.root, session);
-      if (!statSync(sessionDir).isDirectory()) continue;
-      for (const round of readdirSync(sessionDir)) {
-        const dir = join(sessionDir, round);
-        if (held.has(dir)) continue;
-        const touched = Math.max(
-          statSync(dir).mtimeMs,
-          statSync(join(dir, '.git', 'index'), { throwIfNoEntry: false })?.mtimeMs ?? 0,
-        );
-        if (now - touched > maxAgeMs) {
-          rmSync(dir, { recursive: true, force: true });
-          removed.push(dir);
-        }
+      const dir = join(this.root, session);
+      if (held.has(dir) || !statSync(dir).isDirectory()) continue;
+      const touched = Math.max(
+        statSync(dir).mtimeMs,
+        statSync(join(dir, 'repo', '.git', 'index'), { throwIfNoEntry: false })?.mtimeMs ?? 0,
+      );
+      if (now - touched > maxAgeMs) {
+        rmSync(dir, { recursive: true, force: true });
+        removed.push(dir);
       }
-      if (readdirSync(sessionDir).length === 0) rmSync(sessionDir, { recursive: true, force: true });
     }
     return removed;
   }
 
-  /** The round's checkout, cloned (or re-cloned) when this worker has none. */
+  /**
+   * The round's checkout: the one this round already holds; else this worker's checkout of the
+   * session, fetched and reset to the pushed branch; else a fresh clone.
+   */
   async get(ref: RoundRef): Promise<Workspace> {
     if (Date.now() - this.lastSweep > 60 * 60 * 1000) {
       this.lastSweep = Date.now();
       this.sweep();
     }
-    const key = this.key(ref);
+    const key = ref.sessionId;
     const known = this.open.get(key);
-    if (known && existsSync(join(known.dir, '.git'))) return known;
-    const dir = join(
-      this.root,
-      ref.sessionId.replace(/[^A-Za-z0-9_-]/g, '_'),
-      ref.roundId.replace(/[^A-Za-z0-9_-]/g, '_'),
-    );
-    rmSync(dir, { recursive: true, force: true });
-    mkdirSync(join(dir, '..'), { recursive: true });
-    await this.git.checkout({ url: ref.repositoryUrl, dir, branch: ref.branch, base: ref.baseBranch });
+    if (known && known.roundId === ref.roundId && existsSync(join(known.ws.dir, '.git'))) return known.ws;
+    const scratch = join(this.root, safe(ref.sessionId));
+    const dir = join(scratch, 'repo');
+    const target = { url: ref.repositoryUrl, dir, branch: ref.branch, base: ref.baseBranch };
+    let reused = false;
+    if (existsSync(join(dir, '.git'))) {
+      try {
+        await this.git.refresh({ ...target, keep: KEEP });
+        reused = true;
+      } catch {
+        // Not a usable checkout of this repository (a broken clone, another URL): clone again.
+      }
+    }
+    if (!reused) {
+      rmSync(dir, { recursive: true, force: true });
+      mkdirSync(scratch, { recursive: true });
+      await this.git.checkout(target);
+    }
     const iacDir = resolveIacDir(dir, ref.iacPath);
     if (!existsSync(iacDir))
       throw new Error(`IaC path ${ref.iacPath} does not exist in ${ref.repositoryUrl}`);
     const deps = this.engines[ref.engine ?? this.defaultEngine];
-    const ws = { dir, iacDir, engine: new EngineClient({ ...deps, workdir: iacDir, scopeId: ref.scopeId }) };
-    this.open.set(key, ws);
+    const ws: Workspace = {
+      dir,
+      iacDir,
+      scratch,
+      reused,
+      engine: new EngineClient({ ...deps, workdir: iacDir, scopeId: ref.scopeId }),
+    };
+    this.open.set(key, { roundId: ref.roundId, ws });
     return ws;
   }
 
+  /**
+   * The round is over on this worker: its own files go, the checkout stays for the session's next
+   * round (the sweep removes it once the session has been idle for a day).
+   */
   release(ref: RoundRef): void {
-    const ws = this.open.get(this.key(ref));
-    this.open.delete(this.key(ref));
-    if (ws) rmSync(ws.dir, { recursive: true, force: true });
+    const known = this.open.get(ref.sessionId);
+    if (known?.roundId === ref.roundId) this.open.delete(ref.sessionId);
+    const scratch = join(this.root, safe(ref.sessionId));
+    if (!existsSync(scratch)) return;
+    for (const f of readdirSync(scratch)) {
+      if (f !== 'repo') rmSync(join(scratch, f), { recursive: true, force: true });
+    }
   }
 }
 

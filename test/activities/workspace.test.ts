@@ -1,29 +1,31 @@
-// Round checkouts left behind (a failed round, a round finished on another worker) are swept once
-// they have been untouched for a day; checkouts a round of this worker holds, and recent ones, stay.
-import { mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync, existsSync } from 'node:fs';
+// Session checkouts left behind (an ended session, a session whose rounds run on another worker)
+// are swept once they have been untouched for a day; checkouts a round of this worker holds, and
+// recent ones, stay.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { RoundWorkspaces, STALE_CHECKOUT_MS } from '../../activities/workspace';
-import { engineDeps, gitClient } from '../support/stack';
+import { RoundWorkspaces, STALE_CHECKOUT_MS, type RoundRef } from '../../activities/workspace';
+import { engineDeps, gitClient, stack } from '../support/stack';
 
 describe('RoundWorkspaces.sweep', () => {
   const root = mkdtempSync(join(tmpdir(), 'kumoss-sweep-'));
   afterAll(() => rmSync(root, { recursive: true, force: true }));
 
-  const checkout = (session: string, round: string, ageMs: number) => {
-    const dir = join(root, session, round);
-    mkdirSync(join(dir, '.git'), { recursive: true });
-    writeFileSync(join(dir, '.git', 'index'), '');
+  const checkout = (session: string, ageMs: number) => {
+    const dir = join(root, session);
+    mkdirSync(join(dir, 'repo', '.git'), { recursive: true });
+    writeFileSync(join(dir, 'repo', '.git', 'index'), '');
     const t = new Date(Date.now() - ageMs);
-    utimesSync(join(dir, '.git', 'index'), t, t);
+    utimesSync(join(dir, 'repo', '.git', 'index'), t, t);
     utimesSync(dir, t, t);
     return dir;
   };
 
-  it('removes checkouts untouched for longer than a day, and empty session directories', () => {
-    const old = checkout('s-old', 'r1', STALE_CHECKOUT_MS + 60_000);
-    const fresh = checkout('s-fresh', 'r1', 60_000);
+  it('removes session checkouts untouched for longer than a day', () => {
+    const old = checkout('s-old', STALE_CHECKOUT_MS + 60_000);
+    const fresh = checkout('s-fresh', 60_000);
     const ws = new RoundWorkspaces(
       root,
       gitClient(),
@@ -32,7 +34,101 @@ describe('RoundWorkspaces.sweep', () => {
     );
     expect(ws.sweep()).toEqual([old]);
     expect(existsSync(old)).toBe(false);
-    expect(existsSync(join(root, 's-old'))).toBe(false);
     expect(existsSync(fresh)).toBe(true);
+  });
+});
+
+describe('RoundWorkspaces: one checkout per session, reused by its rounds', () => {
+  const root = mkdtempSync(join(tmpdir(), 'kumoss-reuse-'));
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+  function seedRepository(name: string): string {
+    const git = gitClient();
+    const src = mkdtempSync(join(root, 'src-'));
+    const run = (...args: string[]) => execFileSync('git', args, { cwd: src, env: git.env(), stdio: 'pipe' });
+    run('init', '--quiet', '--initial-branch=main');
+    writeFileSync(join(src, 'main.tf'), 'terraform {}\n');
+    run('add', '--all');
+    run('commit', '--quiet', '-m', 'initial');
+    const url = `${stack().gitHostUrl}/${name}.git`;
+    run('push', '--quiet', url, 'main');
+    return url;
+  }
+
+  const ref = (url: string, sessionId: string, roundId: string): RoundRef => ({
+    sessionId,
+    roundId,
+    repositoryUrl: url,
+    iacPath: '',
+    scopeId: 'test-scope',
+    cloud: 'aws',
+    branch: `kumoss/${sessionId}`,
+  });
+
+  it("fetches into the session's checkout for its next round: the branch as pushed, leftovers gone, .terraform kept", async () => {
+    const url = seedRepository(`team/reuse-${Date.now()}`);
+    const git = gitClient();
+    const workspaces = new RoundWorkspaces(
+      join(root, 'work'),
+      git,
+      { terraform: engineDeps(), tofu: engineDeps('tofu') },
+      'terraform',
+    );
+    const r1 = await workspaces.get(ref(url, 's-reuse', 'r1'));
+    expect(r1.reused).toBe(false);
+    // Round 1 pushes a commit, leaves an untracked file, an edit it never committed, a plan in its
+    // scratch directory and the engine's working directory.
+    writeFileSync(join(r1.dir, 'main.tf'), 'terraform {}\n# round 1\n');
+    await git.commitAll(r1.dir, 'round 1', ['main.tf']);
+    await git.push(r1.dir, 'kumoss/s-reuse');
+    writeFileSync(join(r1.dir, 'main.tf'), 'terraform {}\n# never committed\n');
+    writeFileSync(join(r1.dir, 'leftover.tf'), '# untracked\n');
+    mkdirSync(join(r1.dir, '.terraform', 'providers'), { recursive: true });
+    writeFileSync(join(r1.dir, '.terraform', 'providers', 'plugin'), 'linked');
+    writeFileSync(join(r1.scratch, 'r1-1.tfplan'), 'plan');
+    expect(await workspaces.get(ref(url, 's-reuse', 'r1'))).toBe(r1);
+    workspaces.release(ref(url, 's-reuse', 'r1'));
+    expect(existsSync(join(r1.scratch, 'r1-1.tfplan'))).toBe(false);
+    expect(existsSync(r1.dir)).toBe(true);
+
+    // Between the rounds a person pushes to the session branch.
+    const other = join(mkdtempSync(join(root, 'person-')), 'co');
+    await git.checkout({ url, dir: other, branch: 'kumoss/s-reuse' });
+    writeFileSync(join(other, 'extra.tf'), '# by a person\n');
+    const theirs = await git.commitAll(other, 'A change by a person');
+    await git.push(other, 'kumoss/s-reuse');
+
+    const r2 = await workspaces.get(ref(url, 's-reuse', 'r2'));
+    expect(r2.reused).toBe(true);
+    expect(r2.dir).toBe(r1.dir);
+    expect(r2.engine).not.toBe(r1.engine); // init runs once in every round
+    expect(await git.head(r2.dir)).toBe(theirs.sha);
+    expect(readFileSync(join(r2.dir, 'main.tf'), 'utf8')).toBe('terraform {}\n# round 1\n');
+    expect(existsSync(join(r2.dir, 'extra.tf'))).toBe(true);
+    expect(existsSync(join(r2.dir, 'leftover.tf'))).toBe(false);
+    expect(readFileSync(join(r2.dir, '.terraform', 'providers', 'plugin'), 'utf8')).toBe('linked');
+    // Nothing else differs from the pushed branch: the engine's directory is the one untracked entry.
+    expect((await git.run(['status', '--porcelain'], r2.dir)).trim()).toBe('?? .terraform/');
+  });
+
+  it('clones again when the checkout on disk is not one of the repository (a restart finds another)', async () => {
+    const url = seedRepository(`team/reuse-other-${Date.now()}`);
+    const elsewhere = seedRepository(`team/reuse-elsewhere-${Date.now()}`);
+    const workspaces = () =>
+      new RoundWorkspaces(
+        join(root, 'work2'),
+        gitClient(),
+        { terraform: engineDeps(), tofu: engineDeps('tofu') },
+        'terraform',
+      );
+    const first = await workspaces().get(ref(elsewhere, 's-moved', 'r1'));
+    expect(first.reused).toBe(false);
+    // A new worker process (nothing held) with a checkout of another repository under that session.
+    const ws = await workspaces().get(ref(url, 's-moved', 'r2'));
+    expect(ws.reused).toBe(false);
+    expect((await gitClient().run(['remote', 'get-url', 'origin'], ws.dir)).trim()).toBe(url);
+    // And a new worker process with this repository's checkout fetches into it.
+    const again = await workspaces().get(ref(url, 's-moved', 'r3'));
+    expect(again.reused).toBe(true);
   });
 });

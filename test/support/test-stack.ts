@@ -1,5 +1,6 @@
 // The real stack of a test run (or a benchmark): a Temporal dev server in memory on free ports
 // without UI, the object store, the metadata store, the git host, and one workflow bundle.
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -213,6 +214,35 @@ export async function startStackWorker(
       await running;
       await connection.close();
       await native.close();
+    },
+  };
+}
+
+/** {@link startTestStack} in a child process (test/support/stack-process.ts). */
+export async function startTestStackProcess(): Promise<{ stack: TestStack; stop: () => Promise<void> }> {
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', join(projectRoot, 'test/support/stack-process.ts')],
+    {
+      cwd: projectRoot,
+      stdio: ['pipe', 'pipe', 'inherit'],
+    },
+  );
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const stack = await new Promise<TestStack>((resolve, reject) => {
+    let buf = '';
+    child.stdout.on('data', (d: Buffer) => {
+      buf += d.toString('utf8');
+      const nl = buf.indexOf('\n');
+      if (nl >= 0) resolve(JSON.parse(buf.slice(0, nl)) as TestStack);
+    });
+    child.once('exit', (code) => reject(new Error(`the stack process exited (${code}) before it was up`)));
+  });
+  return {
+    stack,
+    stop: async () => {
+      child.stdin.end();
+      await exited;
     },
   };
 }
