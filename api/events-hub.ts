@@ -96,7 +96,9 @@ export function startEventsHub(
       changeListeners.push(listener);
     },
     watch(sessionId) {
-      const w: Watcher = { dirty: true }; // the first look reads the backlog
+      // Clean: the stream reads the backlog after it starts watching, so a change from then on is
+      // seen by that read or marks the watch.
+      const w: Watcher = { dirty: false };
       let set = watchers.get(sessionId);
       if (!set) watchers.set(sessionId, (set = new Set()));
       set.add(w);

@@ -22,7 +22,7 @@ import { deriveDrift } from '../shared/drift';
 import { driftRoundWorkflowId, roundArtifactKey } from '../shared/ids';
 import { quietKnownWarnings } from '../shared/logger';
 import { awsClients, trustPolicy } from '../test/support/aws-test-bed';
-import { startStackWorker, startTestStack, stackEngineDeps } from '../test/support/test-stack';
+import { startStackWorker, startTestStackProcess, stackEngineDeps } from '../test/support/test-stack';
 
 quietKnownWarnings();
 const FILES = 10;
@@ -118,7 +118,7 @@ ${Array.from({ length: MODULES }, (_, m) => `\nmodule "m${m}" {\n  source = "./m
 }
 
 async function main(): Promise<void> {
-  const { stack, stop } = await startTestStack();
+  const { stack, stop } = await startTestStackProcess();
   const work = mkdtempSync(join(tmpdir(), 'kumoss-bench-root-'));
   try {
     const repo = join(work, 'repo');
@@ -254,6 +254,11 @@ async function main(): Promise<void> {
     );
     console.log(
       `peak RSS of the process running the worker: ${(peak / 1048576).toFixed(0)} MiB (${((peak - base) / 1048576).toFixed(0)} MiB above its start)`,
+    );
+    const ratio = (wall * 1000) / engineMs;
+    console.log(`overhead ratio (round wall time over its engine processes): ${ratio.toFixed(3)}`);
+    console.log(
+      `BENCH_REAL_ROOT ${JSON.stringify({ round_overhead_ratio_1000: Number(ratio.toFixed(3)), round_wall_s_1000: Number(wall.toFixed(1)), remediated_1000: result.remediated.length, worker_peak_rss_mib_1000: Math.round(peak / 1048576) })}`,
     );
   } finally {
     rmSync(work, { recursive: true, force: true });

@@ -33,6 +33,19 @@ function write(res: Response, id: number, event: string, data: Record<string, un
 
 export function createEventsRouter(deps: EventsDeps): Router {
   const router = Router();
+  // One read of a session's log serves every stream of this process that asks for the same page
+  // at the same moment: a change wakes all of a session's streams at once, and a thousand tabs on
+  // one session cost one query, not a thousand.
+  const reading = new Map<string, Promise<SessionEventRow[]>>();
+  const readShared = (sessionId: string, after: number): Promise<SessionEventRow[]> => {
+    const k = `${sessionId}\n${after}`;
+    let p = reading.get(k);
+    if (!p) {
+      p = eventsAfter(deps.db, sessionId, after).finally(() => reading.delete(k));
+      reading.set(k, p);
+    }
+    return p;
+  };
   router.get(
     '/api/v1/events/subscribe/:id',
     authenticate(deps.db),
@@ -73,12 +86,12 @@ export function createEventsRouter(deps: EventsDeps): Router {
         if (look) {
           try {
             // A long backlog drains in pages before the stream waits again.
-            for (let page = await eventsAfter(deps.db, sessionId, cursor); page.length > 0 && !closed;) {
+            for (let page = await readShared(sessionId, cursor); page.length > 0 && !closed;) {
               for (const e of page) {
                 await send(e);
                 cursor = e.seq;
               }
-              page = page.length < 500 ? [] : await eventsAfter(deps.db, sessionId, cursor);
+              page = page.length < 500 ? [] : await readShared(sessionId, cursor);
             }
           } catch (err) {
             failed = true;

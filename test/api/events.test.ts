@@ -4,6 +4,7 @@
 // orchestration.max_session_events_iteration polls.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, migrate, type Db } from '../../shared/db';
+import { eventsAfter, recordEvents } from '../../shared/db/sessions';
 import { createUser } from '../../shared/db/users';
 import { startTestApi, type TestApi } from '../support/api';
 import type { DriftTestBed } from '../support/drift-test-bed';
@@ -156,6 +157,65 @@ describe('session events (SSE)', () => {
       expect(b.map((e) => e.id)).toEqual(a.map((e) => e.id));
     } finally {
       slow.close();
+    }
+  });
+
+  it('wakes every stream of a session with one read of its log: twenty tabs cost one query per change', async () => {
+    // The API's store counts its reads of the event log.
+    let reads = 0;
+    const counted = db.withPlugin({
+      transformQuery(args) {
+        if (args.node.kind === 'SelectQueryNode' && JSON.stringify(args.node.from).includes('session_events'))
+          reads++;
+        return args.node;
+      },
+      async transformResult(args) {
+        return args.result;
+      },
+    });
+    const tabs = await startTestApi(h, counted, { pollMs: 600_000, maxPolls: 3 });
+    try {
+      const accepted = await tabs.call('POST', '/api/v1/drift/full', token, {
+        repository_url: bed.repoUrl,
+        cloud: 'aws',
+        scope_id: 'scope-events-tabs',
+        text: 'Reconcile everything.',
+      });
+      const sessionId = accepted.body.session_id as string;
+      const url = `${tabs.url}/api/v1/events/subscribe/${sessionId}`;
+      await subscribe(url, token, { stop: (e) => e.event === 'round_end' });
+      const last = (await eventsAfter(db, sessionId, 0)).at(-1)?.seq ?? 0;
+      // Twenty streams one event short of the end of the log: each has read its backlog once it
+      // has received that event.
+      let ready = 0;
+      const streams = Array.from({ length: 20 }, () =>
+        subscribe(url, token, {
+          lastEventId: String(last - 1),
+          stop: (e) => {
+            if (e.id === String(last)) ready++;
+            return e.id === String(last + 1);
+          },
+        }),
+      );
+      for (let tries = 0; ready < 20; tries++) {
+        if (tries > 600) throw new Error(`only ${ready} streams read their backlog`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      reads = 0;
+      // One change to the session: one event appended, one notification.
+      await recordEvents(db, sessionId, [
+        {
+          source_key: 'test:tabs',
+          round_id: accepted.body.round_id as string,
+          type: 'status',
+          data: { status: 'report', at: new Date().toISOString() },
+        },
+      ]);
+      const got = await Promise.all(streams);
+      for (const g of got) expect(g.map((e) => e.id)).toEqual([String(last), String(last + 1)]);
+      expect(reads).toBe(1);
+    } finally {
+      tabs.close();
     }
   });
 
