@@ -28,6 +28,7 @@ console.log(
 console.log(
   'resources  file MiB  drifted  kumoss ms  jq ms  speed-up  kumoss peak MiB  peak/file  jq peak MiB',
 );
+const figures: Record<string, number> = {};
 try {
   for (const n of sizes) {
     const file = join(dir, `plan-${n}.json`);
@@ -67,6 +68,9 @@ try {
     const jqMs = median(jq.map((o) => o.ms));
     const peak = median(ours.map((o) => o.peakKiB)) / 1024;
     const mib = bytes / 1048576;
+    const label = n >= 1000 && n % 1000 === 0 ? `${n / 1000}k` : String(n);
+    figures[`derive_${label}_vs_jq`] = Number((jqMs / oursMs).toFixed(2));
+    figures[`derive_${label}_peak_per_file`] = Number((peak / mib).toFixed(2));
     console.log(
       [
         String(n).padStart(9),
@@ -81,6 +85,8 @@ try {
       ].join('  '),
     );
   }
+  // The one-line summary's share (bench/all.ts): jq's time over ours, ours' peak over the file.
+  console.log(`BENCH_DERIVE ${JSON.stringify(figures)}`);
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }

@@ -154,6 +154,15 @@ try {
   console.log(
     `  activity task schedule-to-start: p50 ${pct(actTask, 0.5).toFixed(0)} ms, p95 ${pct(actTask, 0.95).toFixed(0)} ms, max ${pct(actTask, 1).toFixed(0)} ms (${actTask.length} tasks)`,
   );
+  console.log(
+    `BENCH_LOAD ${JSON.stringify({
+      load_sessions: SESSIONS,
+      load_wall_s: Number((wall / 1000).toFixed(1)),
+      load_succeeded: outcomes.get('completed/Succeeded') ?? 0,
+      load_worker_peak_rss_mib: Math.round(peak),
+      load_workflow_task_p95_ms: Math.round(pct(wfTask, 0.95)),
+    })}`,
+  );
 } finally {
   clearInterval(sampler);
   worker.kill('SIGTERM');

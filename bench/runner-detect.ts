@@ -73,6 +73,13 @@ try {
   console.log(
     `  plans: ${clean} clean, ${GROUPS - clean} drifted (expected ${GROUPS - Math.ceil(GROUPS / 5)} clean)`,
   );
+  console.log(
+    `BENCH_RUNNER ${JSON.stringify({
+      runner_detect_p50_ms: Math.round(p(0.5)),
+      runner_detect_p95_ms: Math.round(p(0.95)),
+      runner_concurrency_speedup: Number((sequentialMs / concurrentMs).toFixed(2)),
+    })}`,
+  );
 } finally {
   await sw.stop();
   await bed.close();
