@@ -4,10 +4,12 @@ import { createDriftRoundActivities, type DriftRoundDeps } from './drift-round';
 import type { GitHubPullRequests } from './github';
 import { createPullRequestActivities, type PullRequestDeps } from './pull-requests';
 import { createSessionStoreActivities } from './session-store';
+import { createStackDetectionActivities, type StackDetectionDeps } from './stack-detection';
 import { createRunnerActivities, type RunnerDeps } from './runners';
 
 export type ActivityDeps = DriftDetectionDeps &
   DriftRoundDeps &
+  Pick<StackDetectionDeps, 'engines'> &
   Omit<PullRequestDeps, 'github'> & {
     github?: GitHubPullRequests;
     /** The runner DAGs' registry and cloud clients; without them the worker runs no runner DAG. */
@@ -20,6 +22,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createDriftRoundActivities(deps),
     ...createPullRequestActivities(deps),
     ...createSessionStoreActivities(deps),
+    ...createStackDetectionActivities(deps),
   };
   // Registered under their dotted seed names (runner.drift_detect_init, …); workflows reach them
   // by name, so they stay out of the Activities type.

@@ -15,6 +15,7 @@ import { createHealthRouter, type ComponentCheck } from './routes/health';
 import { createMappingRouter } from './routes/mapping';
 import { createPullRequestRouter } from './routes/pull-requests';
 import { createRunnerGroupsRouter } from './routes/runner-groups';
+import { createStacksRouter } from './routes/stacks';
 import { createSessionsRouter, type SessionDetailDeps } from './routes/sessions';
 import { createWorkflowsRouter } from './routes/workflows';
 
@@ -101,6 +102,7 @@ export function createApp(deps: AppDeps): Express {
     app.use(createAdminRouter(deps.sessions));
     app.use(createWorkflowsRouter(deps.sessions));
     app.use(createRunnerGroupsRouter(deps.sessions));
+    app.use(createStacksRouter(deps.sessions));
     app.use(createPullRequestRouter(deps.sessions));
     app.use(
       createAuthorizeRouter({ db: deps.sessions.db, authz: deps.authz ?? { enabled: false, url: '' } }),

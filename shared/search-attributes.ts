@@ -11,6 +11,7 @@ export const KumossOutcome = defineSearchAttributeKey('KumossOutcome', SearchAtt
 export const KumossRunnerGroup = defineSearchAttributeKey('KumossRunnerGroup', SearchAttributeType.KEYWORD);
 export const KumossOrganization = defineSearchAttributeKey('KumossOrganization', SearchAttributeType.KEYWORD);
 export const KumossPlanStatus = defineSearchAttributeKey('KumossPlanStatus', SearchAttributeType.KEYWORD);
+export const KumossStack = defineSearchAttributeKey('KumossStack', SearchAttributeType.KEYWORD);
 
 /** The attributes a drift round is started with. */
 export function driftRoundSearchAttributes(input: DriftRoundInput): SearchAttributePair[] {

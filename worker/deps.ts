@@ -94,6 +94,7 @@ export function buildActivities(
   const engines = { terraform: engineDeps(config, 'terraform'), tofu: engineDeps(config, 'tofu') };
   const activities = createActivities({
     engine: engines[config.engine.binary],
+    engines,
     git,
     artifacts,
     model: createModel(config.model),

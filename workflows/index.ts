@@ -4,3 +4,4 @@ export { driftRound } from './drift-round';
 export { session } from './session';
 export { runnerEnvironmentDriftDetect as 'runner.environment-drift-detect' } from './runner-environment-drift-detect';
 export { runnerEnvironmentDriftRepair as 'runner.environment-drift-repair' } from './runner-environment-drift-repair';
+export { stackDetection } from './stack-detection';

@@ -19,7 +19,7 @@ import { parseBody } from '../validation';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-function registryError(err: unknown): never {
+export function registryError(err: unknown): never {
   if (err instanceof RegistryError) {
     const status = { not_found: 404, conflict: 409, invalid: 400 }[err.kind];
     throw new HttpError(status, err.kind === 'invalid' ? 'invalid_request' : err.kind, err.message);
@@ -27,7 +27,7 @@ function registryError(err: unknown): never {
   throw err;
 }
 
-function uuidParam(value: unknown, what: string): string {
+export function uuidParam(value: unknown, what: string): string {
   const v = String(value);
   if (!UUID.test(v)) throw new HttpError(404, 'not_found', `${what} ${v} not found.`);
   return v;

@@ -169,6 +169,56 @@ export interface MigrationsTable {
   applied_at: Generated<Date>;
 }
 
+export interface StacksTable {
+  stack_uuid: string;
+  organization_uuid: string;
+  name: string;
+  repository_url: string;
+  iac_path: string;
+  cloud: string;
+  scope_id: string;
+  engine: string;
+  branch: string;
+  /** StackSchedule (shared/stack-contracts.ts), validated on the way in. */
+  schedule: unknown;
+  auto_remediate: string;
+  created_at: Generated<Date>;
+  updated_at: Generated<Date>;
+}
+
+export interface DetectionRunsTable {
+  run_id: string;
+  stack_uuid: string;
+  status: string;
+  started_at: Generated<Date>;
+  finished_at: Date | null;
+  drift_count: Generated<number>;
+  opened: Generated<number>;
+  resolved: Generated<number>;
+  whitelisted: Generated<number>;
+  plan_key: string | null;
+  report_key: string | null;
+  error: string | null;
+}
+
+export interface DriftItemsTable {
+  drift_item_uuid: string;
+  stack_uuid: string;
+  address: string;
+  attribute: string;
+  action: string;
+  state: string;
+  whitelisted: Generated<boolean>;
+  rule_id: string | null;
+  first_seen_at: Generated<Date>;
+  last_seen_at: Generated<Date>;
+  resolved_at: Date | null;
+  runs_seen: Generated<number>;
+  first_run_id: string;
+  last_run_id: string;
+  resolved_run_id: string | null;
+}
+
 export interface Database {
   organizations: OrganizationsTable;
   users: UsersTable;
@@ -183,6 +233,9 @@ export interface Database {
   runner_groups: RunnerGroupsTable;
   runner_executions: RunnerExecutionsTable;
   runner_environment_drift_plans: RunnerEnvironmentDriftPlansTable;
+  stacks: StacksTable;
+  detection_runs: DetectionRunsTable;
+  drift_items: DriftItemsTable;
   kumoss_migrations: MigrationsTable;
 }
 

@@ -219,4 +219,64 @@ export const migrations: Migration[] = [
       await sql`create index session_artifacts_by_session on session_artifacts (session_id, key)`.execute(db);
     },
   },
+  {
+    // Stacks checked for drift on their own schedule, their detection runs, and the drift inbox:
+    // one item per (stack, address, attribute), opened by the first run that sees it, resolved by
+    // the first that does not.
+    id: '0009_stacks',
+    async up(db) {
+      await sql`create table stacks (
+        stack_uuid uuid primary key,
+        organization_uuid uuid not null references organizations(organization_uuid),
+        name text not null,
+        repository_url text not null,
+        iac_path text not null default '',
+        cloud text not null,
+        scope_id text not null,
+        engine text not null default 'terraform',
+        branch text not null default '',
+        schedule jsonb not null,
+        auto_remediate text not null default 'off',
+        created_at timestamptz not null default now(),
+        updated_at timestamptz not null default now(),
+        unique (organization_uuid, name)
+      )`.execute(db);
+      await sql`create table detection_runs (
+        run_id text primary key,
+        stack_uuid uuid not null references stacks(stack_uuid) on delete cascade,
+        status text not null,
+        started_at timestamptz not null default now(),
+        finished_at timestamptz,
+        drift_count integer not null default 0,
+        opened integer not null default 0,
+        resolved integer not null default 0,
+        whitelisted integer not null default 0,
+        plan_key text,
+        report_key text,
+        error text
+      )`.execute(db);
+      await sql`create index detection_runs_by_stack on detection_runs (stack_uuid, started_at desc)`.execute(
+        db,
+      );
+      await sql`create table drift_items (
+        drift_item_uuid uuid primary key,
+        stack_uuid uuid not null references stacks(stack_uuid) on delete cascade,
+        address text not null,
+        attribute text not null,
+        action text not null,
+        state text not null,
+        whitelisted boolean not null default false,
+        rule_id text,
+        first_seen_at timestamptz not null default now(),
+        last_seen_at timestamptz not null default now(),
+        resolved_at timestamptz,
+        runs_seen integer not null default 1,
+        first_run_id text not null,
+        last_run_id text not null,
+        resolved_run_id text,
+        unique (stack_uuid, address, attribute)
+      )`.execute(db);
+      await sql`create index drift_items_by_state on drift_items (stack_uuid, state)`.execute(db);
+    },
+  },
 ];

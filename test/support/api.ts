@@ -65,9 +65,11 @@ export async function startTestApi(
         },
         body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
       });
+      // A 204 has no body; every other answer of the API is JSON.
+      const text = await res.text();
       return {
         status: res.status,
-        body: (await res.json()) as Record<string, unknown>,
+        body: (res.status === 204 && text === '' ? {} : JSON.parse(text)) as Record<string, unknown>,
         location: res.headers.get('location'),
         headers: res.headers,
       };

@@ -166,6 +166,7 @@ export function stackActivities(stack: TestStack, o: TestActivityOptions = {}) {
   const engines = { terraform: deps('terraform'), tofu: deps('tofu') };
   const activities = createActivities({
     engine: engines[kind],
+    engines,
     git,
     artifacts,
     model: o.model ?? new OfflineModel(),

@@ -1,0 +1,173 @@
+// The activities of a stack's scheduled detection run: plan-only (no model, no branch, no commit).
+// The stack is read from the registry at the start of every run (a change to it applies from the
+// next run); the plan, its drift report and what the run saw go to object storage under
+// stacks/<stack>/runs/<run>/; the inbox is updated in one transaction keyed by the run id.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import { deriveDrift } from '../shared/drift';
+import { activeRules, applyExceptions } from '../shared/drift-exceptions';
+import { ErrorTypes } from '../shared/errors';
+import type { Db } from '../shared/db';
+import { RegistryError } from '../shared/db/runners';
+import {
+  failDetectionRun,
+  getStack,
+  recordDetection,
+  startDetectionRun,
+  type InboxChange,
+} from '../shared/db/stacks';
+import type { ArtifactStore } from '../shared/object-store';
+import type { DetectedDrift, Stack } from '../shared/stack-contracts';
+import { toActivityFailure, type EngineDeps } from './drift-detection';
+import { EngineClient } from './engine';
+import type { GitClient } from './git';
+import { readPlanForDrift } from './plan-reader';
+import type { PromptCatalogue } from './prompt-catalogue';
+import { resolveIacDir } from './workspace';
+
+export interface StackDetectionDeps {
+  db: Db;
+  git: GitClient;
+  artifacts: ArtifactStore;
+  catalogue: PromptCatalogue;
+  /** Engine settings by engine kind (the stack names its engine). */
+  engines: Record<'terraform' | 'tofu', EngineDeps>;
+}
+
+export interface StackPlanOutput {
+  drift_count: number;
+  whitelisted_count: number;
+  plan_key: string;
+  report_key: string;
+  /** What the run saw, item by item (an artifact: a large root's list stays out of history). */
+  seen_key: string;
+}
+
+export const stackRunKey = (stackUuid: string, runId: string, name: string) =>
+  `stacks/${stackUuid}/runs/${encodeURIComponent(runId)}/${name}`;
+
+export function createStackDetectionActivities(deps: StackDetectionDeps) {
+  return {
+    /** The stack as registered now, and the run recorded as started; null when it was deleted. */
+    async beginStackDetection(input: { stack_uuid: string; run_id: string }): Promise<Stack | null> {
+      try {
+        const stack = await getStack(deps.db, input.stack_uuid);
+        await startDetectionRun(deps.db, input.stack_uuid, input.run_id);
+        return stack;
+      } catch (err) {
+        if (err instanceof RegistryError && err.kind === 'not_found') return null;
+        throw err;
+      }
+    },
+
+    /** Checkout, init, plan -out, show -json; the drift derived, the exception rules applied. */
+    async planStack(input: { stack: Stack; run_id: string; today: string }): Promise<StackPlanOutput> {
+      const { stack, run_id } = input;
+      const work = mkdtempSync(join(tmpdir(), 'kumoss-stack-'));
+      const ctx = Context.current();
+      const h = { signal: ctx.cancellationSignal, heartbeat: (d: string) => ctx.heartbeat(d) };
+      try {
+        const checkout = join(work, 'repo');
+        const remote = await deps.git.remoteBranches(stack.repository_url).catch((err: Error) => {
+          throw ApplicationFailure.nonRetryable(
+            `Repository ${stack.repository_url} not reachable: ${err.message}`,
+            ErrorTypes.RepositoryNotFound,
+          );
+        });
+        const branch = stack.branch || (remote.has('main') ? 'main' : [...remote.keys()][0]);
+        if (!branch || !remote.has(branch)) {
+          throw ApplicationFailure.nonRetryable(
+            `branch ${stack.branch || '(default)'} not found in ${stack.repository_url}`,
+            ErrorTypes.RepositoryNotFound,
+          );
+        }
+        await deps.git.checkout({ url: stack.repository_url, dir: checkout, branch });
+        const iacDir = resolveIacDir(checkout, stack.iac_path);
+        const engine = new EngineClient({
+          ...deps.engines[stack.engine],
+          workdir: iacDir,
+          scopeId: stack.scope_id,
+        });
+        const planFile = join(work, 'plan.tfplan');
+        const jsonFile = join(work, 'plan.json');
+        await engine.plan({ out: planFile }, h);
+        await engine.showJson(planFile, jsonFile, h);
+        const drift = deriveDrift(await readPlanForDrift(jsonFile));
+        const rules = activeRules(deps.catalogue.driftExceptions(stack.cloud).rules, input.today);
+        const { survivors, whitelisted } = applyExceptions(drift, rules);
+        const seen: DetectedDrift[] = [];
+        for (const op of survivors) {
+          const action = op.drift_actions.join(',') || op.planned_actions.join(',');
+          for (const c of op.changes) seen.push({ address: op.address, attribute: c.path || '*', action });
+        }
+        for (const w of whitelisted) {
+          const op = drift.find((d) => d.address === w.address);
+          const action = op ? op.drift_actions.join(',') || op.planned_actions.join(',') : 'update';
+          for (const a of w.attributes)
+            seen.push({ address: w.address, attribute: a, action, rule_id: w.rule_id });
+        }
+        const plan_key = stackRunKey(stack.stack_uuid, run_id, 'plan.tfplan');
+        const report_key = stackRunKey(stack.stack_uuid, run_id, 'drift-report.json');
+        const seen_key = stackRunKey(stack.stack_uuid, run_id, 'seen.json');
+        await Promise.all([
+          deps.artifacts.putFile(plan_key, planFile),
+          deps.artifacts.putFile(
+            stackRunKey(stack.stack_uuid, run_id, 'plan.json'),
+            jsonFile,
+            'application/json',
+          ),
+          deps.artifacts.putJson(report_key, {
+            stack_uuid: stack.stack_uuid,
+            run_id,
+            drift,
+            operations: survivors,
+            whitelisted,
+          }),
+          deps.artifacts.putJson(seen_key, seen),
+        ]);
+        return {
+          drift_count: drift.length,
+          whitelisted_count: whitelisted.length,
+          plan_key,
+          report_key,
+          seen_key,
+        };
+      } catch (err) {
+        throw toActivityFailure(err);
+      } finally {
+        rmSync(work, { recursive: true, force: true });
+      }
+    },
+
+    /** The inbox after this run: one transaction; a retry of a recorded run changes nothing. */
+    async recordStackDetection(input: {
+      stack_uuid: string;
+      run_id: string;
+      plan: StackPlanOutput;
+    }): Promise<Omit<InboxChange, 'openedItems' | 'resolvedItems'> & { opened_addresses: string[] }> {
+      const seen = JSON.parse(await deps.artifacts.getText(input.plan.seen_key)) as DetectedDrift[];
+      const change = await recordDetection(deps.db, {
+        stack_uuid: input.stack_uuid,
+        run_id: input.run_id,
+        seen,
+        drift_count: input.plan.drift_count,
+        plan_key: input.plan.plan_key,
+        report_key: input.plan.report_key,
+      });
+      const { openedItems, resolvedItems: _resolved, ...counts } = change;
+      return {
+        ...counts,
+        opened_addresses: [...new Set(openedItems.filter((d) => !d.rule_id).map((d) => d.address))],
+      };
+    },
+
+    async failStackDetection(input: { run_id: string; error: string }): Promise<void> {
+      await failDetectionRun(deps.db, input.run_id, input.error);
+    },
+  };
+}
+
+export type StackDetectionActivities = ReturnType<typeof createStackDetectionActivities>;

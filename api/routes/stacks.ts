@@ -1,0 +1,155 @@
+// Stacks over HTTP, always within the caller's organization: registered roots (devops change
+// them, developers read them), each with its Temporal Schedule — pause and resume with a note,
+// run now, backfill a missed window — its detection runs, and the drift inbox.
+import { Router } from 'express';
+import type { Client } from '@temporalio/client';
+import type { Db } from '../../shared/db';
+import {
+  createStack,
+  deleteStack,
+  getStack,
+  listDetectionRuns,
+  listDriftItems,
+  listStacks,
+  updateStack,
+} from '../../shared/db/stacks';
+import {
+  backfillSchema,
+  CLOUD_FILTER,
+  DRIFT_ITEM_STATES,
+  scheduleNoteSchema,
+  stackSpecSchema,
+  stackUpdateSchema,
+  type DriftItemState,
+  type Stack,
+} from '../../shared/stack-contracts';
+import { authenticate, currentUser, requireRole } from '../auth';
+import { HttpError } from '../errors';
+import { StackSchedules } from '../stack-schedules';
+import { parseBody } from '../validation';
+import { registryError, uuidParam } from './runner-groups';
+
+export interface StacksDeps {
+  db: Db;
+  client: Client;
+  taskQueue: string;
+}
+
+function unavailable(err: unknown): never {
+  throw new HttpError(
+    503,
+    'temporal_unavailable',
+    `The schedule could not be changed: ${(err as Error).message}. Nothing was changed; try again.`,
+  );
+}
+
+export function createStacksRouter(deps: StacksDeps): Router {
+  const router = Router();
+  const auth = authenticate(deps.db);
+  const schedules = new StackSchedules(deps.client, deps.taskQueue);
+  const org = (req: Parameters<typeof currentUser>[0]) => currentUser(req).organization_uuid;
+  const own = async (req: Parameters<typeof currentUser>[0]): Promise<Stack> =>
+    getStack(deps.db, uuidParam(req.params.id, 'Stack'), org(req)).catch(registryError);
+  const withSchedule = async (stack: Stack) => ({
+    ...stack,
+    schedule_state: await schedules.state(stack.stack_uuid),
+  });
+
+  router.post('/api/v1/stacks', auth, requireRole('devops'), async (req, res) => {
+    const spec = parseBody(stackSpecSchema, req.body);
+    const stack = await createStack(deps.db, org(req), spec).catch(registryError);
+    try {
+      await schedules.create(stack);
+    } catch (err) {
+      // No stack without its schedule: the row goes again.
+      await deleteStack(deps.db, stack.organization_uuid, stack.stack_uuid);
+      unavailable(err);
+    }
+    res
+      .status(201)
+      .location(`/api/v1/stacks/${stack.stack_uuid}`)
+      .json(await withSchedule(stack));
+  });
+
+  router.get('/api/v1/stacks', auth, requireRole('developer'), async (req, res) => {
+    const stacks = await listStacks(deps.db, org(req));
+    res.json({ stacks: await Promise.all(stacks.map(withSchedule)) });
+  });
+
+  router.get('/api/v1/stacks/:id', auth, requireRole('developer'), async (req, res) => {
+    res.json(await withSchedule(await own(req)));
+  });
+
+  router.patch('/api/v1/stacks/:id', auth, requireRole('devops'), async (req, res) => {
+    const before = await own(req);
+    const change = parseBody(stackUpdateSchema, req.body);
+    const after = await updateStack(deps.db, before.organization_uuid, before.stack_uuid, change).catch(
+      registryError,
+    );
+    if (change.schedule) {
+      try {
+        await schedules.update(after);
+      } catch (err) {
+        await updateStack(deps.db, before.organization_uuid, before.stack_uuid, {
+          schedule: before.schedule,
+        });
+        unavailable(err);
+      }
+    }
+    res.json(await withSchedule(after));
+  });
+
+  router.delete('/api/v1/stacks/:id', auth, requireRole('devops'), async (req, res) => {
+    const stack = await own(req);
+    await schedules.delete(stack.stack_uuid).catch(unavailable);
+    await deleteStack(deps.db, stack.organization_uuid, stack.stack_uuid).catch(registryError);
+    res.status(204).end();
+  });
+
+  for (const verb of ['pause', 'resume'] as const) {
+    router.post(`/api/v1/stacks/:id/${verb}`, auth, requireRole('devops'), async (req, res) => {
+      const stack = await own(req);
+      const { note } = parseBody(scheduleNoteSchema, req.body ?? {});
+      await schedules[verb](stack.stack_uuid, note).catch(unavailable);
+      res.json(await withSchedule(stack));
+    });
+  }
+
+  router.post('/api/v1/stacks/:id/trigger', auth, requireRole('devops'), async (req, res) => {
+    const stack = await own(req);
+    await schedules.trigger(stack.stack_uuid).catch(unavailable);
+    res.status(202).json(await withSchedule(stack));
+  });
+
+  router.post('/api/v1/stacks/:id/backfill', auth, requireRole('devops'), async (req, res) => {
+    const stack = await own(req);
+    const b = parseBody(backfillSchema, req.body);
+    await schedules.backfill(stack.stack_uuid, new Date(b.start), new Date(b.end)).catch(unavailable);
+    res.status(202).json(await withSchedule(stack));
+  });
+
+  router.get('/api/v1/stacks/:id/runs', auth, requireRole('developer'), async (req, res) => {
+    const stack = await own(req);
+    res.json({ runs: await listDetectionRuns(deps.db, stack.stack_uuid) });
+  });
+
+  router.get('/api/v1/drift-items', auth, requireRole('developer'), async (req, res) => {
+    const q = req.query;
+    const state = typeof q.state === 'string' ? q.state : undefined;
+    if (state !== undefined && !DRIFT_ITEM_STATES.includes(state as DriftItemState))
+      throw new HttpError(400, 'invalid_request', `state: must be one of ${DRIFT_ITEM_STATES.join(', ')}`);
+    const cloud = typeof q.cloud === 'string' ? q.cloud : undefined;
+    if (cloud !== undefined && !CLOUD_FILTER.includes(cloud as (typeof CLOUD_FILTER)[number]))
+      throw new HttpError(400, 'invalid_request', `cloud: must be one of ${CLOUD_FILTER.join(', ')}`);
+    const stack = typeof q.stack === 'string' ? uuidParam(q.stack, 'Stack') : undefined;
+    res.json({
+      items: await listDriftItems(deps.db, org(req), {
+        ...(stack ? { stack_uuid: stack } : {}),
+        ...(state ? { state: state as DriftItemState } : {}),
+        ...(cloud ? { cloud } : {}),
+      }),
+    });
+  });
+
+  return router;
+}

@@ -1,0 +1,382 @@
+// Stacks, their detection runs and the drift inbox, always read within one organization. The
+// inbox is written by one transaction per detection run: the items the run saw are opened (new),
+// reopened (resolved before) or updated (still there); the open items it did not see are resolved.
+// A run records at most once (keyed by its run id): a retried activity changes nothing.
+import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
+import {
+  stackScheduleSchema,
+  type DetectedDrift,
+  type DriftItemState,
+  type Stack,
+  type StackSpec,
+  type StackUpdate,
+} from '../stack-contracts';
+import { RegistryError } from './runners';
+import type { Db, StacksTable } from './index';
+
+const isUniqueViolation = (err: unknown): boolean => (err as { code?: string }).code === '23505';
+
+function toStack(row: Omit<StacksTable, 'created_at' | 'updated_at'>): Stack {
+  return {
+    stack_uuid: row.stack_uuid,
+    organization_uuid: row.organization_uuid,
+    name: row.name,
+    repository_url: row.repository_url,
+    iac_path: row.iac_path,
+    cloud: row.cloud as Stack['cloud'],
+    scope_id: row.scope_id,
+    engine: row.engine as Stack['engine'],
+    branch: row.branch,
+    schedule: stackScheduleSchema.parse(row.schedule),
+    auto_remediate: row.auto_remediate as Stack['auto_remediate'],
+  };
+}
+
+const STACK_COLUMNS = [
+  'stack_uuid',
+  'organization_uuid',
+  'name',
+  'repository_url',
+  'iac_path',
+  'cloud',
+  'scope_id',
+  'engine',
+  'branch',
+  'schedule',
+  'auto_remediate',
+] as const;
+
+export async function createStack(db: Db, organization_uuid: string, spec: StackSpec): Promise<Stack> {
+  const row = {
+    stack_uuid: randomUUID(),
+    organization_uuid,
+    name: spec.name,
+    repository_url: spec.repository_url,
+    iac_path: spec.iac_path ?? '',
+    cloud: spec.cloud,
+    scope_id: spec.scope_id,
+    engine: spec.engine ?? 'terraform',
+    branch: spec.branch ?? '',
+    schedule: JSON.stringify(spec.schedule),
+    auto_remediate: spec.auto_remediate ?? 'off',
+  };
+  try {
+    await db.insertInto('stacks').values(row).execute();
+  } catch (err) {
+    if (isUniqueViolation(err))
+      throw new RegistryError('conflict', `A stack named ${spec.name} already exists.`);
+    throw err;
+  }
+  return toStack({ ...row, schedule: spec.schedule });
+}
+
+/** A stack of the organization; `undefined` organization: any (the detection workflow's own read). */
+export async function getStack(db: Db, stack_uuid: string, organization_uuid?: string): Promise<Stack> {
+  let q = db.selectFrom('stacks').select(STACK_COLUMNS).where('stack_uuid', '=', stack_uuid);
+  if (organization_uuid) q = q.where('organization_uuid', '=', organization_uuid);
+  const row = await q.executeTakeFirst();
+  if (!row) throw new RegistryError('not_found', `Stack ${stack_uuid} not found.`);
+  return toStack(row);
+}
+
+export async function listStacks(db: Db, organization_uuid: string): Promise<Stack[]> {
+  const rows = await db
+    .selectFrom('stacks')
+    .select(STACK_COLUMNS)
+    .where('organization_uuid', '=', organization_uuid)
+    .orderBy('name')
+    .execute();
+  return rows.map(toStack);
+}
+
+export async function updateStack(
+  db: Db,
+  organization_uuid: string,
+  stack_uuid: string,
+  change: StackUpdate,
+): Promise<Stack> {
+  const set: Record<string, unknown> = { updated_at: sql`now()` };
+  for (const [k, v] of Object.entries(change)) {
+    if (v !== undefined) set[k] = k === 'schedule' ? JSON.stringify(v) : v;
+  }
+  const r = await db
+    .updateTable('stacks')
+    .set(set as never)
+    .where('stack_uuid', '=', stack_uuid)
+    .where('organization_uuid', '=', organization_uuid)
+    .executeTakeFirst();
+  if (Number(r.numUpdatedRows) === 0) throw new RegistryError('not_found', `Stack ${stack_uuid} not found.`);
+  return getStack(db, stack_uuid, organization_uuid);
+}
+
+export async function deleteStack(db: Db, organization_uuid: string, stack_uuid: string): Promise<void> {
+  const r = await db
+    .deleteFrom('stacks')
+    .where('stack_uuid', '=', stack_uuid)
+    .where('organization_uuid', '=', organization_uuid)
+    .executeTakeFirst();
+  if (Number(r.numDeletedRows) === 0) throw new RegistryError('not_found', `Stack ${stack_uuid} not found.`);
+}
+
+export interface DetectionRun {
+  run_id: string;
+  stack_uuid: string;
+  status: 'running' | 'completed' | 'failed';
+  started_at: string;
+  finished_at: string | null;
+  drift_count: number;
+  opened: number;
+  resolved: number;
+  whitelisted: number;
+  plan_key: string | null;
+  report_key: string | null;
+  error: string | null;
+}
+
+/** A run begins (idempotent: a retry of the same run id changes nothing). */
+export async function startDetectionRun(db: Db, stack_uuid: string, run_id: string): Promise<void> {
+  await db
+    .insertInto('detection_runs')
+    .values({
+      run_id,
+      stack_uuid,
+      status: 'running',
+      finished_at: null,
+      plan_key: null,
+      report_key: null,
+      error: null,
+    })
+    .onConflict((oc) => oc.column('run_id').doNothing())
+    .execute();
+}
+
+/** A run failed: recorded, and the inbox left as it was. */
+export async function failDetectionRun(db: Db, run_id: string, error: string): Promise<void> {
+  await db
+    .updateTable('detection_runs')
+    .set({ status: 'failed', error: error.slice(0, 2000), finished_at: sql`now()` } as never)
+    .where('run_id', '=', run_id)
+    .where('status', '=', 'running')
+    .execute();
+}
+
+export interface InboxChange {
+  opened: number;
+  resolved: number;
+  whitelisted: number;
+  /** The items this run opened (new or reopened) and resolved: what the webhooks announce. */
+  openedItems: DetectedDrift[];
+  resolvedItems: { address: string; attribute: string }[];
+  /** False when the run had recorded before (a retry): nothing changed. */
+  recorded: boolean;
+}
+
+const itemKey = (d: { address: string; attribute: string }) => `${d.address}\n${d.attribute}`;
+
+/**
+ * Records what a completed run saw: items opened, reopened or updated; open items it did not see
+ * resolved. One transaction; a run that recorded before changes nothing.
+ */
+export async function recordDetection(
+  db: Db,
+  opts: {
+    stack_uuid: string;
+    run_id: string;
+    seen: DetectedDrift[];
+    drift_count: number;
+    plan_key: string;
+    report_key: string;
+  },
+): Promise<InboxChange> {
+  return db.transaction().execute(async (trx) => {
+    const run = await trx
+      .selectFrom('detection_runs')
+      .select(['status'])
+      .where('run_id', '=', opts.run_id)
+      .forUpdate()
+      .executeTakeFirst();
+    if (run?.status === 'completed')
+      return { opened: 0, resolved: 0, whitelisted: 0, openedItems: [], resolvedItems: [], recorded: false };
+    const existing = await trx
+      .selectFrom('drift_items')
+      .select(['drift_item_uuid', 'address', 'attribute', 'state'])
+      .where('stack_uuid', '=', opts.stack_uuid)
+      .execute();
+    const byKey = new Map(existing.map((e) => [itemKey(e), e]));
+    const seenKeys = new Set<string>();
+    const openedItems: DetectedDrift[] = [];
+    for (const d of opts.seen) {
+      const k = itemKey(d);
+      if (seenKeys.has(k)) continue;
+      seenKeys.add(k);
+      const before = byKey.get(k);
+      const whitelisted = d.rule_id !== undefined;
+      if (!before) {
+        const row = {
+          drift_item_uuid: randomUUID(),
+          stack_uuid: opts.stack_uuid,
+          address: d.address,
+          attribute: d.attribute,
+          action: d.action,
+          state: 'open',
+          whitelisted,
+          rule_id: d.rule_id ?? null,
+          resolved_at: null,
+          first_run_id: opts.run_id,
+          last_run_id: opts.run_id,
+          resolved_run_id: null,
+        };
+        await trx.insertInto('drift_items').values(row).execute();
+        openedItems.push(d);
+      } else {
+        const reopened = before.state === 'resolved';
+        await trx
+          .updateTable('drift_items')
+          .set({
+            state: 'open',
+            action: d.action,
+            whitelisted,
+            rule_id: d.rule_id ?? null,
+            last_seen_at: sql`now()`,
+            last_run_id: opts.run_id,
+            ...(reopened
+              ? {
+                  first_seen_at: sql`now()`,
+                  first_run_id: opts.run_id,
+                  runs_seen: 1,
+                  resolved_at: null,
+                  resolved_run_id: null,
+                }
+              : { runs_seen: sql`runs_seen + 1` }),
+          } as never)
+          .where('drift_item_uuid', '=', before.drift_item_uuid)
+          .execute();
+        if (reopened) openedItems.push(d);
+      }
+    }
+    const resolvedItems = existing.filter((e) => e.state === 'open' && !seenKeys.has(itemKey(e)));
+    if (resolvedItems.length > 0) {
+      await trx
+        .updateTable('drift_items')
+        .set({ state: 'resolved', resolved_at: sql`now()`, resolved_run_id: opts.run_id } as never)
+        .where(
+          'drift_item_uuid',
+          'in',
+          resolvedItems.map((e) => e.drift_item_uuid),
+        )
+        .execute();
+    }
+    const whitelisted = opts.seen.filter((d) => d.rule_id !== undefined).length;
+    const counts = {
+      opened: openedItems.filter((d) => d.rule_id === undefined).length,
+      resolved: resolvedItems.length,
+      whitelisted,
+    };
+    await trx
+      .insertInto('detection_runs')
+      .values({
+        run_id: opts.run_id,
+        stack_uuid: opts.stack_uuid,
+        status: 'completed',
+        finished_at: sql`now()` as never,
+        drift_count: opts.drift_count,
+        ...counts,
+        plan_key: opts.plan_key,
+        report_key: opts.report_key,
+        error: null,
+      })
+      .onConflict((oc) =>
+        oc.column('run_id').doUpdateSet({
+          status: 'completed',
+          finished_at: sql`now()` as never,
+          drift_count: opts.drift_count,
+          ...counts,
+          plan_key: opts.plan_key,
+          report_key: opts.report_key,
+          error: null,
+        }),
+      )
+      .execute();
+    return {
+      ...counts,
+      openedItems,
+      resolvedItems: resolvedItems.map((e) => ({ address: e.address, attribute: e.attribute })),
+      recorded: true,
+    };
+  });
+}
+
+export async function listDetectionRuns(db: Db, stack_uuid: string, limit = 50): Promise<DetectionRun[]> {
+  const rows = await db
+    .selectFrom('detection_runs')
+    .selectAll()
+    .where('stack_uuid', '=', stack_uuid)
+    .orderBy('started_at', 'desc')
+    .limit(limit)
+    .execute();
+  return rows.map((r) => ({
+    ...r,
+    status: r.status as DetectionRun['status'],
+    started_at: new Date(r.started_at).toISOString(),
+    finished_at: r.finished_at ? new Date(r.finished_at).toISOString() : null,
+  }));
+}
+
+export interface DriftItem {
+  drift_item_uuid: string;
+  stack_uuid: string;
+  stack_name: string;
+  cloud: string;
+  address: string;
+  attribute: string;
+  action: string;
+  state: DriftItemState;
+  whitelisted: boolean;
+  rule_id: string | null;
+  first_seen_at: string;
+  last_seen_at: string;
+  resolved_at: string | null;
+  runs_seen: number;
+}
+
+/** The organization's drift inbox, newest first; filters by stack, state and cloud. */
+export async function listDriftItems(
+  db: Db,
+  organization_uuid: string,
+  filter: { stack_uuid?: string; state?: DriftItemState; cloud?: string; ids?: string[] } = {},
+): Promise<DriftItem[]> {
+  let q = db
+    .selectFrom('drift_items')
+    .innerJoin('stacks', 'stacks.stack_uuid', 'drift_items.stack_uuid')
+    .select([
+      'drift_items.drift_item_uuid',
+      'drift_items.stack_uuid',
+      'stacks.name as stack_name',
+      'stacks.cloud',
+      'drift_items.address',
+      'drift_items.attribute',
+      'drift_items.action',
+      'drift_items.state',
+      'drift_items.whitelisted',
+      'drift_items.rule_id',
+      'drift_items.first_seen_at',
+      'drift_items.last_seen_at',
+      'drift_items.resolved_at',
+      'drift_items.runs_seen',
+    ])
+    .where('stacks.organization_uuid', '=', organization_uuid);
+  if (filter.stack_uuid) q = q.where('drift_items.stack_uuid', '=', filter.stack_uuid);
+  if (filter.state) q = q.where('drift_items.state', '=', filter.state);
+  if (filter.cloud) q = q.where('stacks.cloud', '=', filter.cloud);
+  if (filter.ids) q = q.where('drift_items.drift_item_uuid', 'in', filter.ids.length ? filter.ids : ['']);
+  const rows = await q.orderBy('drift_items.last_seen_at', 'desc').limit(1000).execute();
+  const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
+  return rows.map((r) => ({
+    ...r,
+    state: r.state as DriftItemState,
+    first_seen_at: iso(r.first_seen_at) as string,
+    last_seen_at: iso(r.last_seen_at) as string,
+    resolved_at: iso(r.resolved_at),
+  }));
+}

@@ -1,0 +1,194 @@
+// Stacks on Temporal Schedules and the drift inbox, on the real stack: a stack's schedule exists
+// in Temporal under its readable id; a run (the schedule's trigger) plans the stack's root and
+// records itself; drift injected between runs opens exactly its items; a whitelisted attribute
+// is recorded but never alerts; drift fixed out of band is resolved by the next run; a failing
+// run is recorded failed and leaves the inbox as it was; pause and resume change the schedule;
+// bad input is a 4xx that creates nothing.
+import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { projectRoot } from '../../shared/config';
+import { createDb, migrate, type Db } from '../../shared/db';
+import { stackScheduleId } from '../../shared/stack-contracts';
+import { roleTokens, startTestApi, type TestApi } from '../support/api';
+import { APP_CONFIG, DRIFT_ADDRESSES, SG_WEB_DEMO, type DriftTestBed } from '../support/drift-test-bed';
+import { newTestBed, stack, temporalHarness, testActivities, type TemporalHarness } from '../support/stack';
+
+interface Run {
+  run_id: string;
+  status: string;
+  drift_count: number;
+  opened: number;
+  resolved: number;
+  whitelisted: number;
+  error: string | null;
+}
+interface Item {
+  address: string;
+  attribute: string;
+  state: string;
+  whitelisted: boolean;
+  rule_id: string | null;
+  runs_seen: number;
+}
+
+describe('stacks: scheduled detection and the drift inbox', () => {
+  let h: TemporalHarness;
+  let db: Db;
+  let api: TestApi;
+  let bed: DriftTestBed;
+  let tokens: Record<'developer' | 'devops' | 'admin', string>;
+  let prompts: string;
+
+  beforeAll(async () => {
+    // The bed's replica count is tuned by hand: an exception rule whitelists it.
+    prompts = mkdtempSync(join(tmpdir(), 'kumoss-prompts-'));
+    cpSync(join(projectRoot, 'prompts'), prompts, { recursive: true });
+    writeFileSync(
+      join(prompts, 'aws-guidelines-drift_exceptions.yaml'),
+      [
+        'guidance: Replica counts are tuned by the on-call team.',
+        'rules:',
+        '  - id: replicas-tuned-by-oncall',
+        '    resource_type: rest_object',
+        '    address: rest_object.app_*',
+        '    attribute: data.replicas',
+        '    reason: The on-call team tunes replica counts by hand.',
+        '',
+      ].join('\n'),
+    );
+    h = await temporalHarness('stacks', testActivities({ promptsDir: prompts }));
+    db = createDb(stack().databaseUrl);
+    await migrate(db);
+    tokens = await roleTokens(db, 'stacks');
+    api = await startTestApi(h, db);
+    bed = await newTestBed();
+  });
+  afterAll(async () => {
+    api?.close();
+    await bed?.destroy();
+    await db?.destroy();
+    await h?.close();
+    rmSync(prompts, { recursive: true, force: true });
+  });
+
+  const spec = (name: string) => ({
+    name,
+    repository_url: bed.repoUrl,
+    cloud: 'aws',
+    scope_id: 'test-scope',
+    schedule: { interval_minutes: 60, jitter_seconds: 30 },
+  });
+
+  /** Triggers the stack's schedule and waits for the run after the ones already recorded. */
+  async function runOnce(id: string): Promise<Run> {
+    const before = ((await api.call('GET', `/api/v1/stacks/${id}/runs`, tokens.developer)).body.runs as Run[])
+      .length;
+    expect((await api.call('POST', `/api/v1/stacks/${id}/trigger`, tokens.devops, {})).status).toBe(202);
+    for (let i = 0; ; i++) {
+      const runs = (await api.call('GET', `/api/v1/stacks/${id}/runs`, tokens.developer)).body.runs as Run[];
+      const latest = runs[0];
+      if (runs.length > before && latest && latest.status !== 'running') return latest;
+      if (i > 600) throw new Error('the triggered run did not finish');
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+  const items = async (id: string, state?: string) =>
+    (
+      await api.call(
+        'GET',
+        `/api/v1/drift-items?stack=${id}${state ? `&state=${state}` : ''}`,
+        tokens.developer,
+      )
+    ).body.items as Item[];
+
+  it('refuses bad input and developers, creating nothing', async () => {
+    const count = async () =>
+      ((await api.call('GET', '/api/v1/stacks', tokens.developer)).body.stacks as unknown[]).length;
+    const n = await count();
+    expect((await api.call('POST', '/api/v1/stacks', tokens.developer, spec('dev-stack'))).status).toBe(403);
+    for (const bad of [
+      { ...spec('bad-url'), repository_url: 'http://example.com/x.git' },
+      { ...spec('bad-schedule'), schedule: { interval_minutes: 0 } },
+      { ...spec('both'), schedule: { interval_minutes: 5, cron: '0 * * * *' } },
+      { ...spec('tz'), schedule: { cron: '0 * * * *', time_zone: 'Mars/Olympus' } },
+      { ...spec('extra'), surprise: true },
+      { ...spec('bad name!') },
+    ]) {
+      const r = await api.call('POST', '/api/v1/stacks', tokens.devops, bad);
+      expect(r.status, JSON.stringify(bad)).toBe(400);
+    }
+    expect(await count()).toBe(n);
+    expect((await api.call('GET', `/api/v1/drift-items?state=closed`, tokens.developer)).status).toBe(400);
+  });
+
+  it('opens the items of injected drift, whitelists the excepted one, resolves fixed drift, survives a failed run', async () => {
+    const created = await api.call('POST', '/api/v1/stacks', tokens.devops, spec(`bed-${Date.now()}`));
+    expect(created.status).toBe(201);
+    const id = created.body.stack_uuid as string;
+    expect(created.body.schedule_state).toMatchObject({ schedule_id: `drift-schedule:${id}`, paused: false });
+    expect((created.body.schedule_state as { next_runs: string[] }).next_runs.length).toBeGreaterThan(0);
+    const described = await h.client.schedule.getHandle(stackScheduleId(id)).describe();
+    expect(described.action.type).toBe('startWorkflow');
+
+    // Run 1: in sync, nothing opened.
+    const first = await runOnce(id);
+    expect(first).toMatchObject({ status: 'completed', drift_count: 0, opened: 0 });
+    expect(await items(id)).toEqual([]);
+
+    // Drift between runs: an ingress rule added (alerts) and the replica count (whitelisted).
+    await bed.inject('ingress');
+    await bed.inject('attribute');
+    const second = await runOnce(id);
+    expect(second).toMatchObject({ status: 'completed', drift_count: 2, opened: 1, whitelisted: 1 });
+    const open = await items(id, 'open');
+    expect(open.map((i) => [i.address, i.attribute, i.whitelisted, i.rule_id]).sort()).toEqual([
+      [DRIFT_ADDRESSES.attribute, 'data.replicas', true, 'replicas-tuned-by-oncall'],
+      [DRIFT_ADDRESSES.ingress, 'data.ingress', false, null],
+    ]);
+
+    // Still there on the next run: the same items, seen twice, nothing new opened.
+    const third = await runOnce(id);
+    expect(third).toMatchObject({ opened: 0, resolved: 0 });
+    expect((await items(id, 'open')).map((i) => i.runs_seen)).toEqual([2, 2]);
+
+    // A run that fails (the branch is gone) is recorded failed and leaves the inbox alone.
+    expect((await api.call('PATCH', `/api/v1/stacks/${id}`, tokens.devops, { branch: 'gone' })).status).toBe(
+      200,
+    );
+    const failed = await runOnce(id);
+    expect(failed.status).toBe('failed');
+    expect(failed.error).toMatch(/branch gone not found/);
+    expect((await items(id, 'open')).length).toBe(2);
+    await api.call('PATCH', `/api/v1/stacks/${id}`, tokens.devops, { branch: 'main' });
+
+    // The ingress fixed out of band: resolved by the next run; the whitelisted one stays.
+    await bed.api.put(SG_WEB_DEMO.id, SG_WEB_DEMO);
+    const fourth = await runOnce(id);
+    expect(fourth).toMatchObject({ status: 'completed', resolved: 1, opened: 0 });
+    expect((await items(id, 'resolved')).map((i) => i.address)).toEqual([DRIFT_ADDRESSES.ingress]);
+    expect((await items(id, 'open')).map((i) => i.address)).toEqual([DRIFT_ADDRESSES.attribute]);
+    await bed.api.put(APP_CONFIG.id, APP_CONFIG);
+  });
+
+  it('pauses and resumes the schedule with a note; deleting the stack removes its schedule', async () => {
+    const created = await api.call('POST', '/api/v1/stacks', tokens.devops, {
+      ...spec(`cron-${Date.now()}`),
+      schedule: { cron: '30 2 * * *', time_zone: 'Europe/Paris' },
+    });
+    expect(created.status).toBe(201);
+    const id = created.body.stack_uuid as string;
+    const paused = await api.call('POST', `/api/v1/stacks/${id}/pause`, tokens.devops, {
+      note: 'freeze week',
+    });
+    expect(paused.body.schedule_state).toMatchObject({ paused: true, note: 'freeze week' });
+    expect((await h.client.schedule.getHandle(stackScheduleId(id)).describe()).state.paused).toBe(true);
+    const resumed = await api.call('POST', `/api/v1/stacks/${id}/resume`, tokens.devops, {});
+    expect((resumed.body.schedule_state as { paused: boolean }).paused).toBe(false);
+    expect((await api.call('POST', `/api/v1/stacks/${id}/pause`, tokens.developer, {})).status).toBe(403);
+    expect((await api.call('DELETE', `/api/v1/stacks/${id}`, tokens.devops)).status).toBe(204);
+    expect((await api.call('GET', `/api/v1/stacks/${id}`, tokens.developer)).status).toBe(404);
+    await expect(h.client.schedule.getHandle(stackScheduleId(id)).describe()).rejects.toThrow();
+  });
+});
