@@ -11,6 +11,12 @@ import {
 } from '../shared/runner-contracts';
 import { lockRequestSchema, newUserSchema, roleChangeSchema } from './routes/admin';
 import { authorizeRequestSchema } from './routes/authorize';
+import {
+  backfillSchema,
+  scheduleNoteSchema,
+  stackSpecSchema,
+  stackUpdateSchema,
+} from '../shared/stack-contracts';
 
 const schema = (s: z.ZodType) =>
   z.toJSONSchema(s, { target: 'openapi-3.0', unrepresentable: 'any', io: 'input' });
@@ -62,6 +68,7 @@ export function openApiDocument(): Record<string, unknown> {
   };
   const sessionId = { name: 'id', in: 'path', required: true, schema: { type: 'string' } };
   const userId = { name: 'id', in: 'path', required: true, schema: { type: 'string', format: 'uuid' } };
+  const idParam = { name: 'id', in: 'path', required: true, schema: { type: 'string' } };
   return {
     openapi: '3.0.3',
     info: { title: 'Kumoss API', version: '1' },
@@ -71,6 +78,10 @@ export function openApiDocument(): Record<string, unknown> {
         FirstRequest: schema(firstRequestSchema),
         FollowUpRequest: schema(followUpRequestSchema),
         Accepted: schema(acceptedSchema),
+        Stack: schema(stackSpecSchema),
+        StackUpdate: schema(stackUpdateSchema),
+        ScheduleNote: schema(scheduleNoteSchema),
+        Backfill: schema(backfillSchema),
         AuthorizeRequest: schema(authorizeRequestSchema),
         NewUser: schema(newUserSchema),
         RoleChange: schema(roleChangeSchema),
@@ -366,6 +377,96 @@ export function openApiDocument(): Record<string, unknown> {
           summary: 'A RunnerEnvironmentDriftPlan',
           parameters: [{ name: 'plan_uuid', in: 'path', required: true, schema: { type: 'string' } }],
           responses: { '200': { description: 'Plan' }, ...errors(401, 404) },
+        },
+      },
+      '/api/v1/stacks': {
+        post: {
+          summary:
+            'Register a stack (a Terraform root) and its drift schedule, created as the Temporal Schedule drift-schedule:<stack> (devops)',
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: { $ref: '#/components/schemas/Stack' } } },
+          },
+          responses: {
+            '201': { description: 'Created, with schedule_state' },
+            ...errors(400, 401, 403, 409, 503),
+          },
+        },
+        get: {
+          summary: 'Stacks of the organization, each with its schedule state and next runs',
+          responses: { '200': { description: 'List' }, ...errors(401) },
+        },
+      },
+      '/api/v1/stacks/{id}': {
+        get: {
+          summary: 'A stack and its schedule state',
+          parameters: [idParam],
+          responses: { '200': { description: 'Stack' }, ...errors(401, 404) },
+        },
+        patch: {
+          summary: 'Change a stack; a new schedule applies to its Temporal Schedule (devops)',
+          parameters: [idParam],
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: { $ref: '#/components/schemas/StackUpdate' } } },
+          },
+          responses: { '200': { description: 'Updated' }, ...errors(400, 401, 403, 404, 503) },
+        },
+        delete: {
+          summary: 'Remove a stack, its schedule, runs and inbox items (devops)',
+          parameters: [idParam],
+          responses: { '204': { description: 'Deleted' }, ...errors(401, 403, 404, 503) },
+        },
+      },
+      ...Object.fromEntries(
+        (['pause', 'resume'] as const).map((verb) => [
+          `/api/v1/stacks/{id}/${verb}`,
+          {
+            post: {
+              summary: `${verb === 'pause' ? 'Pause' : 'Resume'} the stack's schedule, with an optional note (devops)`,
+              parameters: [idParam],
+              requestBody: {
+                content: { 'application/json': { schema: { $ref: '#/components/schemas/ScheduleNote' } } },
+              },
+              responses: { '200': { description: 'Stack' }, ...errors(400, 401, 403, 404, 503) },
+            },
+          },
+        ]),
+      ),
+      '/api/v1/stacks/{id}/trigger': {
+        post: {
+          summary: 'Run a detection now (skipped while one runs) (devops)',
+          parameters: [idParam],
+          responses: { '202': { description: 'Triggered' }, ...errors(401, 403, 404, 503) },
+        },
+      },
+      '/api/v1/stacks/{id}/backfill': {
+        post: {
+          summary: 'Run the detections a missed window would have had (at most 7 days) (devops)',
+          parameters: [idParam],
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: { $ref: '#/components/schemas/Backfill' } } },
+          },
+          responses: { '202': { description: 'Backfilled' }, ...errors(400, 401, 403, 404, 503) },
+        },
+      },
+      '/api/v1/stacks/{id}/runs': {
+        get: {
+          summary: 'Detection runs of a stack, newest first',
+          parameters: [idParam],
+          responses: { '200': { description: 'Runs' }, ...errors(401, 404) },
+        },
+      },
+      '/api/v1/drift-items': {
+        get: {
+          summary: 'The drift inbox: one item per stack, resource address and attribute path',
+          parameters: [
+            { name: 'stack', in: 'query', schema: { type: 'string' } },
+            { name: 'state', in: 'query', schema: { type: 'string', enum: ['open', 'resolved'] } },
+            { name: 'cloud', in: 'query', schema: { type: 'string' } },
+          ],
+          responses: { '200': { description: 'Items' }, ...errors(400, 401, 404) },
         },
       },
       '/health': {

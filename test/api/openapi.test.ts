@@ -19,6 +19,9 @@ describe('OpenAPI document', () => {
         '/api/v1/drift/full',
         '/api/v1/sessions/{id}',
         '/api/v1/events/subscribe/{id}',
+        '/api/v1/stacks',
+        '/api/v1/stacks/{id}/pause',
+        '/api/v1/drift-items',
       ]),
     );
     const first = doc.components.schemas.FirstRequest;
@@ -31,6 +34,14 @@ describe('OpenAPI document', () => {
     ]);
     expect(first?.required?.sort()).toEqual(['cloud', 'repository_url', 'scope_id', 'text']);
     expect(doc.components.schemas.FollowUpRequest?.required?.sort()).toEqual(['session_id', 'text']);
+    // A stack carries the fields of a first request but the text, and its schedule.
+    expect(doc.components.schemas.Stack?.required?.sort()).toEqual([
+      'cloud',
+      'name',
+      'repository_url',
+      'schedule',
+      'scope_id',
+    ]);
   });
 
   it("is what the web application's API types were generated from (npm run web:types)", async () => {
