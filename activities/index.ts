@@ -5,6 +5,7 @@ import type { GitHubPullRequests } from './github';
 import { createPullRequestActivities, type PullRequestDeps } from './pull-requests';
 import { createSessionStoreActivities } from './session-store';
 import { createStackDetectionActivities, type StackDetectionDeps } from './stack-detection';
+import { createWebhookActivities } from './webhooks';
 import { createRunnerActivities, type RunnerDeps } from './runners';
 
 export type ActivityDeps = DriftDetectionDeps &
@@ -23,6 +24,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createPullRequestActivities(deps),
     ...createSessionStoreActivities(deps),
     ...createStackDetectionActivities(deps),
+    ...createWebhookActivities(deps),
   };
   // Registered under their dotted seed names (runner.drift_detect_init, …); workflows reach them
   // by name, so they stay out of the Activities type.

@@ -39,6 +39,8 @@ export interface StackDetectionDeps {
 
 export interface StackPlanOutput {
   drift_count: number;
+  /** Drifted resources left once the exception rules are applied. */
+  operation_count: number;
   whitelisted_count: number;
   plan_key: string;
   report_key: string;
@@ -130,6 +132,7 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
         ]);
         return {
           drift_count: drift.length,
+          operation_count: survivors.length,
           whitelisted_count: whitelisted.length,
           plan_key,
           report_key,
@@ -143,11 +146,13 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
     },
 
     /** The inbox after this run: one transaction; a retry of a recorded run changes nothing. */
-    async recordStackDetection(input: {
-      stack_uuid: string;
-      run_id: string;
-      plan: StackPlanOutput;
-    }): Promise<Omit<InboxChange, 'openedItems' | 'resolvedItems'> & { opened_addresses: string[] }> {
+    async recordStackDetection(input: { stack_uuid: string; run_id: string; plan: StackPlanOutput }): Promise<
+      Omit<InboxChange, 'openedItems' | 'resolvedItems' | 'opened'> & {
+        opened: DetectedDrift[];
+        resolved_items: { address: string; attribute: string }[];
+        opened_count: number;
+      }
+    > {
       const seen = JSON.parse(await deps.artifacts.getText(input.plan.seen_key)) as DetectedDrift[];
       const change = await recordDetection(deps.db, {
         stack_uuid: input.stack_uuid,
@@ -157,10 +162,14 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
         plan_key: input.plan.plan_key,
         report_key: input.plan.report_key,
       });
-      const { openedItems, resolvedItems: _resolved, ...counts } = change;
+      const { openedItems, resolvedItems, opened, ...counts } = change;
+      // What the webhooks announce: the alerting items opened (never a whitelisted one), and those
+      // resolved; at most 500 of each travel through history (the inbox holds them all).
       return {
         ...counts,
-        opened_addresses: [...new Set(openedItems.filter((d) => !d.rule_id).map((d) => d.address))],
+        opened_count: opened,
+        opened: openedItems.filter((d) => !d.rule_id).slice(0, 500),
+        resolved_items: resolvedItems.slice(0, 500),
       };
     },
 

@@ -4,6 +4,7 @@
 // the inbox as it was; the workflow then fails, so the Web UI shows it.
 import {
   ApplicationFailure,
+  isCancellation,
   proxyActivities,
   setCurrentDetails,
   upsertSearchAttributes,
@@ -12,10 +13,17 @@ import {
 import type { Activities } from '../activities';
 import { KumossOutcome } from '../shared/search-attributes';
 import type { StackDetectionInput, StackDetectionResult } from '../shared/stack-contracts';
+import type { WebhookEvent } from '../shared/webhooks';
 
 const light = proxyActivities<Activities>({
   startToCloseTimeout: '2 minutes',
   retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30 seconds', maximumAttempts: 10 },
+});
+// Webhook deliveries retry with backoff for about an hour; one that still fails is in the delivery
+// log and does not fail the run.
+const hooks = proxyActivities<Activities>({
+  startToCloseTimeout: '2 minutes',
+  retry: { initialInterval: '5s', backoffCoefficient: 2, maximumInterval: '10 minutes', maximumAttempts: 10 },
 });
 const engine = proxyActivities<Activities>({
   startToCloseTimeout: '45 minutes',
@@ -34,29 +42,50 @@ export async function stackDetection(input: StackDetectionInput): Promise<StackD
     return { ...none, status: 'skipped', reason: `Stack ${input.stack_uuid} no longer exists.` };
   }
   setCurrentDetails(`Planning ${stack.name} (${stack.repository_url})`);
+  const announce = async (event: WebhookEvent, data: Record<string, unknown>): Promise<void> => {
+    try {
+      await hooks.deliverWebhook({
+        organization_uuid: stack.organization_uuid,
+        delivery_id: `${run_id}:${event}`,
+        event,
+        at: new Date().toISOString(),
+        data: { stack_uuid: stack.stack_uuid, stack: stack.name, run_id, ...data },
+      });
+    } catch (err) {
+      if (isCancellation(err)) throw err;
+      // Logged per attempt in the delivery log; the run's own result stands.
+    }
+  };
+  let plan;
   try {
     const today = new Date().toISOString().slice(0, 10);
-    const plan = await engine.planStack({ stack, run_id, today });
-    const inbox = await light.recordStackDetection({ stack_uuid: stack.stack_uuid, run_id, plan });
-    const outcome = plan.drift_count - plan.whitelisted_count > 0 ? 'drifted' : 'clean';
-    upsertSearchAttributes([{ key: KumossOutcome, value: outcome }]);
-    setCurrentDetails(
-      `${outcome}: ${plan.drift_count} drifted resource(s); ${inbox.opened} item(s) opened, ${inbox.resolved} resolved`,
-    );
-    return {
-      run_id,
-      status: 'completed',
-      drift_count: plan.drift_count,
-      opened: inbox.opened,
-      resolved: inbox.resolved,
-      whitelisted: inbox.whitelisted,
-    };
+    plan = await engine.planStack({ stack, run_id, today });
   } catch (err) {
     const reason =
       err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err);
     await light.failStackDetection({ run_id, error: reason });
     upsertSearchAttributes([{ key: KumossOutcome, value: 'failed' }]);
     setCurrentDetails(`Failed: ${reason}`);
+    await announce('detection.failed', { reason });
     throw ApplicationFailure.nonRetryable(`Detection failed: ${reason}`, 'DetectionFailed');
   }
+  const inbox = await light.recordStackDetection({ stack_uuid: stack.stack_uuid, run_id, plan });
+  const outcome = plan.operation_count > 0 ? 'drifted' : 'clean';
+  upsertSearchAttributes([{ key: KumossOutcome, value: outcome }]);
+  setCurrentDetails(
+    `${outcome}: ${plan.drift_count} drifted resource(s); ${inbox.opened_count} item(s) opened, ${inbox.resolved} resolved`,
+  );
+  if (inbox.recorded) {
+    if (inbox.opened.length > 0) await announce('drift.detected', { items: inbox.opened });
+    if (inbox.resolved_items.length > 0) await announce('drift.resolved', { items: inbox.resolved_items });
+    if (outcome === 'clean') await announce('detection.clean', {});
+  }
+  return {
+    run_id,
+    status: 'completed',
+    drift_count: plan.drift_count,
+    opened: inbox.opened_count,
+    resolved: inbox.resolved,
+    whitelisted: inbox.whitelisted,
+  };
 }

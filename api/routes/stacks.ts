@@ -1,6 +1,7 @@
 // Stacks over HTTP, always within the caller's organization: registered roots (devops change
 // them, developers read them), each with its Temporal Schedule — pause and resume with a note,
-// run now, backfill a missed window — its detection runs, and the drift inbox.
+// run now, backfill a missed window — its detection runs, the drift inbox, and the signed
+// webhooks that announce what the runs find.
 import { Router } from 'express';
 import type { Client } from '@temporalio/client';
 import type { Db } from '../../shared/db';
@@ -23,6 +24,8 @@ import {
   type DriftItemState,
   type Stack,
 } from '../../shared/stack-contracts';
+import { createWebhook, deleteWebhook, listDeliveries, listWebhooks } from '../../shared/db/webhooks';
+import { webhookSpecSchema } from '../../shared/webhooks';
 import { authenticate, currentUser, requireRole } from '../auth';
 import { HttpError } from '../errors';
 import { StackSchedules } from '../stack-schedules';
@@ -149,6 +152,32 @@ export function createStacksRouter(deps: StacksDeps): Router {
         ...(cloud ? { cloud } : {}),
       }),
     });
+  });
+
+  router.post('/api/v1/webhooks', auth, requireRole('devops'), async (req, res) => {
+    const spec = parseBody(webhookSpecSchema, req.body);
+    const { endpoint, secret } = await createWebhook(deps.db, org(req), spec);
+    // The signing secret is shown here only: the receiver keeps it to check signatures.
+    res
+      .status(201)
+      .location(`/api/v1/webhooks/${endpoint.endpoint_uuid}`)
+      .json({ ...endpoint, secret });
+  });
+
+  router.get('/api/v1/webhooks', auth, requireRole('developer'), async (req, res) => {
+    res.json({ webhooks: await listWebhooks(deps.db, org(req)) });
+  });
+
+  router.delete('/api/v1/webhooks/:id', auth, requireRole('devops'), async (req, res) => {
+    await deleteWebhook(deps.db, org(req), uuidParam(req.params.id, 'Webhook')).catch(registryError);
+    res.status(204).end();
+  });
+
+  router.get('/api/v1/webhooks/:id/deliveries', auth, requireRole('developer'), async (req, res) => {
+    const id = uuidParam(req.params.id, 'Webhook');
+    if (!(await listWebhooks(deps.db, org(req))).some((w) => w.endpoint_uuid === id))
+      throw new HttpError(404, 'not_found', `Webhook ${id} not found.`);
+    res.json({ deliveries: await listDeliveries(deps.db, org(req), id) });
   });
 
   return router;

@@ -219,6 +219,27 @@ export interface DriftItemsTable {
   resolved_run_id: string | null;
 }
 
+export interface WebhookEndpointsTable {
+  endpoint_uuid: string;
+  organization_uuid: string;
+  url: string;
+  secret: string;
+  /** WebhookEvent[] */
+  events: unknown;
+  created_at: Generated<Date>;
+}
+
+export interface WebhookDeliveriesTable {
+  delivery_id: string;
+  endpoint_uuid: string;
+  event: string;
+  attempts: Generated<number>;
+  status_code: number | null;
+  error: string | null;
+  delivered_at: Date | null;
+  updated_at: Generated<Date>;
+}
+
 export interface Database {
   organizations: OrganizationsTable;
   users: UsersTable;
@@ -236,6 +257,8 @@ export interface Database {
   stacks: StacksTable;
   detection_runs: DetectionRunsTable;
   drift_items: DriftItemsTable;
+  webhook_endpoints: WebhookEndpointsTable;
+  webhook_deliveries: WebhookDeliveriesTable;
   kumoss_migrations: MigrationsTable;
 }
 

@@ -279,4 +279,30 @@ export const migrations: Migration[] = [
       await sql`create index drift_items_by_state on drift_items (stack_uuid, state)`.execute(db);
     },
   },
+  {
+    // Per-organization webhook endpoints (the secret signs deliveries; shown once) and the log of
+    // every delivery attempt with its status code.
+    id: '0010_webhooks',
+    async up(db) {
+      await sql`create table webhook_endpoints (
+        endpoint_uuid uuid primary key,
+        organization_uuid uuid not null references organizations(organization_uuid),
+        url text not null,
+        secret text not null,
+        events jsonb not null,
+        created_at timestamptz not null default now()
+      )`.execute(db);
+      await sql`create table webhook_deliveries (
+        delivery_id text not null,
+        endpoint_uuid uuid not null references webhook_endpoints(endpoint_uuid) on delete cascade,
+        event text not null,
+        attempts integer not null default 0,
+        status_code integer,
+        error text,
+        delivered_at timestamptz,
+        updated_at timestamptz not null default now(),
+        primary key (delivery_id, endpoint_uuid)
+      )`.execute(db);
+    },
+  },
 ];

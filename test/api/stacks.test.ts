@@ -3,14 +3,18 @@
 // records itself; drift injected between runs opens exactly its items; a whitelisted attribute
 // is recorded but never alerts; drift fixed out of band is resolved by the next run; a failing
 // run is recorded failed and leaves the inbox as it was; pause and resume change the schedule;
-// bad input is a 4xx that creates nothing.
+// bad input is a 4xx that creates nothing. Every finding reaches a loopback receiver as a signed
+// webhook it checks; a delivery it refuses is retried and logged.
 import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { projectRoot } from '../../shared/config';
 import { createDb, migrate, type Db } from '../../shared/db';
 import { stackScheduleId } from '../../shared/stack-contracts';
+import { SIGNATURE_HEADER, signatureHeader, verifySignature } from '../../shared/webhooks';
 import { roleTokens, startTestApi, type TestApi } from '../support/api';
 import { APP_CONFIG, DRIFT_ADDRESSES, SG_WEB_DEMO, type DriftTestBed } from '../support/drift-test-bed';
 import { newTestBed, stack, temporalHarness, testActivities, type TemporalHarness } from '../support/stack';
@@ -40,6 +44,14 @@ describe('stacks: scheduled detection and the drift inbox', () => {
   let bed: DriftTestBed;
   let tokens: Record<'developer' | 'devops' | 'admin', string>;
   let prompts: string;
+  // The receiver: checks each delivery's signature with the secret it was given, refuses the first
+  // drift.detected (to see the retry), and keeps what it accepted.
+  let receiver: Server;
+  let receiverUrl: string;
+  let secret = '';
+  const received: { event: string; valid: boolean; body: { id: string; data: Record<string, unknown> } }[] =
+    [];
+  let refusedOnce = false;
 
   beforeAll(async () => {
     // The bed's replica count is tuned by hand: an exception rule whitelists it.
@@ -64,9 +76,28 @@ describe('stacks: scheduled detection and the drift inbox', () => {
     tokens = await roleTokens(db, 'stacks');
     api = await startTestApi(h, db);
     bed = await newTestBed();
+    receiver = createServer((req, res) => {
+      let raw = '';
+      req.on('data', (c: Buffer) => (raw += c.toString('utf8')));
+      req.on('end', () => {
+        const event = String(req.headers['kumoss-event']);
+        const valid = verifySignature(secret, req.headers[SIGNATURE_HEADER] as string | undefined, raw);
+        if (!valid) return void res.writeHead(401).end();
+        if (event === 'drift.detected' && !refusedOnce) {
+          refusedOnce = true;
+          return void res.writeHead(503).end();
+        }
+        received.push({ event, valid, body: JSON.parse(raw) as (typeof received)[number]['body'] });
+        res.writeHead(200).end();
+      });
+    });
+    receiver.listen(0, '127.0.0.1');
+    await new Promise<void>((r) => receiver.once('listening', () => r()));
+    receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks`;
   });
   afterAll(async () => {
     api?.close();
+    receiver?.close();
     await bed?.destroy();
     await db?.destroy();
     await h?.close();
@@ -92,6 +123,14 @@ describe('stacks: scheduled detection and the drift inbox', () => {
       if (runs.length > before && latest && latest.status !== 'running') return latest;
       if (i > 600) throw new Error('the triggered run did not finish');
       await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+  async function delivery(event: string, run: string) {
+    for (let i = 0; ; i++) {
+      const got = received.find((r) => r.event === event && r.body.id === `${run}:${event}`);
+      if (got) return got;
+      if (i > 600) throw new Error(`no ${event} delivery for ${run}`);
+      await new Promise((r) => setTimeout(r, 100));
     }
   }
   const items = async (id: string, state?: string) =>
@@ -121,6 +160,16 @@ describe('stacks: scheduled detection and the drift inbox', () => {
     }
     expect(await count()).toBe(n);
     expect((await api.call('GET', `/api/v1/drift-items?state=closed`, tokens.developer)).status).toBe(400);
+    for (const bad of [
+      { url: 'http://hooks.example.com/kumoss', events: ['drift.detected'] },
+      { url: 'https://hooks.example.com/kumoss', events: [] },
+      { url: 'https://hooks.example.com/kumoss', events: ['drift.everything'] },
+    ])
+      expect(
+        (await api.call('POST', '/api/v1/webhooks', tokens.devops, bad)).status,
+        JSON.stringify(bad),
+      ).toBe(400);
+    expect((await api.call('GET', '/api/v1/webhooks', tokens.developer)).body.webhooks).toEqual([]);
   });
 
   it('opens the items of injected drift, whitelists the excepted one, resolves fixed drift, survives a failed run', async () => {
@@ -132,10 +181,21 @@ describe('stacks: scheduled detection and the drift inbox', () => {
     const described = await h.client.schedule.getHandle(stackScheduleId(id)).describe();
     expect(described.action.type).toBe('startWorkflow');
 
-    // Run 1: in sync, nothing opened.
+    const hook = await api.call('POST', '/api/v1/webhooks', tokens.devops, {
+      url: receiverUrl,
+      events: ['drift.detected', 'drift.resolved', 'detection.failed', 'detection.clean'],
+    });
+    expect(hook.status).toBe(201);
+    secret = hook.body.secret as string;
+    expect(secret).toMatch(/^whsec_/);
+    const listed = await api.call('GET', '/api/v1/webhooks', tokens.developer);
+    expect(JSON.stringify(listed.body)).not.toContain(secret);
+
+    // Run 1: in sync, nothing opened; the clean heartbeat.
     const first = await runOnce(id);
     expect(first).toMatchObject({ status: 'completed', drift_count: 0, opened: 0 });
     expect(await items(id)).toEqual([]);
+    expect((await delivery('detection.clean', first.run_id)).valid).toBe(true);
 
     // Drift between runs: an ingress rule added (alerts) and the replica count (whitelisted).
     await bed.inject('ingress');
@@ -147,6 +207,22 @@ describe('stacks: scheduled detection and the drift inbox', () => {
       [DRIFT_ADDRESSES.attribute, 'data.replicas', true, 'replicas-tuned-by-oncall'],
       [DRIFT_ADDRESSES.ingress, 'data.ingress', false, null],
     ]);
+    // Announced once, signed, with the alerting item only — after the receiver refused it once.
+    const detected = await delivery('drift.detected', second.run_id);
+    expect(detected.body.data.items).toEqual([
+      { address: DRIFT_ADDRESSES.ingress, attribute: 'data.ingress', action: 'update' },
+    ]);
+    const log = (
+      await api.call(
+        'GET',
+        `/api/v1/webhooks/${hook.body.endpoint_uuid as string}/deliveries`,
+        tokens.developer,
+      )
+    ).body.deliveries as { delivery_id: string; attempts: number; status_code: number }[];
+    expect(log.find((d) => d.delivery_id === `${second.run_id}:drift.detected`)).toMatchObject({
+      attempts: 2,
+      status_code: 200,
+    });
 
     // Still there on the next run: the same items, seen twice, nothing new opened.
     const third = await runOnce(id);
@@ -160,6 +236,9 @@ describe('stacks: scheduled detection and the drift inbox', () => {
     const failed = await runOnce(id);
     expect(failed.status).toBe('failed');
     expect(failed.error).toMatch(/branch gone not found/);
+    expect((await delivery('detection.failed', failed.run_id)).body.data.reason).toMatch(
+      /branch gone not found/,
+    );
     expect((await items(id, 'open')).length).toBe(2);
     await api.call('PATCH', `/api/v1/stacks/${id}`, tokens.devops, { branch: 'main' });
 
@@ -169,6 +248,11 @@ describe('stacks: scheduled detection and the drift inbox', () => {
     expect(fourth).toMatchObject({ status: 'completed', resolved: 1, opened: 0 });
     expect((await items(id, 'resolved')).map((i) => i.address)).toEqual([DRIFT_ADDRESSES.ingress]);
     expect((await items(id, 'open')).map((i) => i.address)).toEqual([DRIFT_ADDRESSES.attribute]);
+    expect((await delivery('drift.resolved', fourth.run_id)).body.data.items).toEqual([
+      { address: DRIFT_ADDRESSES.ingress, attribute: 'data.ingress' },
+    ]);
+    // Every delivery the receiver took was signed with the endpoint's secret.
+    expect(received.every((r) => r.valid)).toBe(true);
     await bed.api.put(APP_CONFIG.id, APP_CONFIG);
   });
 
@@ -190,5 +274,20 @@ describe('stacks: scheduled detection and the drift inbox', () => {
     expect((await api.call('DELETE', `/api/v1/stacks/${id}`, tokens.devops)).status).toBe(204);
     expect((await api.call('GET', `/api/v1/stacks/${id}`, tokens.developer)).status).toBe(404);
     await expect(h.client.schedule.getHandle(stackScheduleId(id)).describe()).rejects.toThrow();
+  });
+});
+
+describe('webhook signatures', () => {
+  const body = JSON.stringify({ id: 'run:drift.detected', event: 'drift.detected', data: {} });
+  it('verify only the body signed with the secret, within the replay window', () => {
+    const now = Date.now();
+    const header = signatureHeader('whsec_test', body, now);
+    expect(verifySignature('whsec_test', header, body, now)).toBe(true);
+    expect(verifySignature('whsec_other', header, body, now)).toBe(false);
+    expect(verifySignature('whsec_test', header, body.replace('detected', 'resolved'), now)).toBe(false);
+    expect(verifySignature('whsec_test', header, body, now + 301_000)).toBe(false);
+    const flipped = header.replace(/v1=(.)/, (_, c: string) => `v1=${c === '0' ? '1' : '0'}`);
+    expect(verifySignature('whsec_test', flipped, body, now)).toBe(false);
+    expect(verifySignature('whsec_test', undefined, body, now)).toBe(false);
   });
 });

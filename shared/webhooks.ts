@@ -1,0 +1,73 @@
+// Signed webhooks: what a detection announces to an organization's endpoints, and how a receiver
+// checks it. The body is signed with HMAC-SHA256 under the endpoint's secret, over
+// `<timestamp>.<body>`, sent as `Kumoss-Signature: t=<unix seconds>,v1=<hex>`; a receiver
+// recomputes it, compares in constant time and refuses a timestamp outside its replay window.
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { z } from 'zod';
+import { isLoopback } from './config';
+
+export const WEBHOOK_EVENTS = [
+  'drift.detected',
+  'drift.resolved',
+  'detection.failed',
+  'detection.clean',
+] as const;
+export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number];
+
+export const SIGNATURE_HEADER = 'kumoss-signature';
+/** How old a signed timestamp may be (either way) before a receiver refuses it. */
+export const REPLAY_WINDOW_SECONDS = 300;
+
+export const webhookSpecSchema = z
+  .object({
+    url: z
+      .string()
+      .max(2048)
+      .superRefine((value, ctx) => {
+        let url: URL;
+        try {
+          url = new URL(value);
+        } catch {
+          ctx.addIssue({ code: 'custom', message: 'must be an absolute URL' });
+          return;
+        }
+        // Plain http only to this machine (a local receiver); anything else travels encrypted.
+        if (url.protocol !== 'https:' && !(url.protocol === 'http:' && isLoopback(value)))
+          ctx.addIssue({ code: 'custom', message: 'must use https:// (http:// only on loopback)' });
+        if (url.username || url.password)
+          ctx.addIssue({ code: 'custom', message: 'must not carry credentials' });
+      }),
+    events: z.array(z.enum(WEBHOOK_EVENTS)).min(1, 'must name at least one event').max(WEBHOOK_EVENTS.length),
+  })
+  .strict();
+export type WebhookSpec = z.infer<typeof webhookSpecSchema>;
+
+export const newWebhookSecret = (): string => `whsec_${randomBytes(24).toString('base64url')}`;
+
+export function signature(secret: string, timestamp: number, body: string): string {
+  return createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex');
+}
+
+export function signatureHeader(secret: string, body: string, now = Date.now()): string {
+  const t = Math.floor(now / 1000);
+  return `t=${t},v1=${signature(secret, t, body)}`;
+}
+
+/** What a receiver does: true only for this body, signed with this secret, within the window. */
+export function verifySignature(
+  secret: string,
+  header: string | undefined,
+  body: string,
+  now = Date.now(),
+): boolean {
+  if (!header) return false;
+  const parts = new Map(
+    header.split(',').map((p) => [p.slice(0, p.indexOf('=')).trim(), p.slice(p.indexOf('=') + 1).trim()]),
+  );
+  const t = Number(parts.get('t'));
+  const v1 = parts.get('v1') ?? '';
+  if (!Number.isInteger(t) || Math.abs(now / 1000 - t) > REPLAY_WINDOW_SECONDS) return false;
+  const expected = Buffer.from(signature(secret, t, body), 'hex');
+  const given = Buffer.from(/^[0-9a-f]{64}$/.test(v1) ? v1 : '', 'hex');
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
