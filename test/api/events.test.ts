@@ -169,8 +169,8 @@ describe('session events (SSE)', () => {
           reads++;
         return args.node;
       },
-      async transformResult(args) {
-        return args.result;
+      transformResult(args) {
+        return Promise.resolve(args.result);
       },
     });
     const tabs = await startTestApi(h, counted, { pollMs: 600_000, maxPolls: 3 });
