@@ -11,6 +11,7 @@ import {
 } from '../shared/runner-contracts';
 import { lockRequestSchema, newUserSchema, roleChangeSchema } from './routes/admin';
 import { authorizeRequestSchema } from './routes/authorize';
+import { webhookSpecSchema } from '../shared/webhooks';
 import {
   backfillSchema,
   scheduleNoteSchema,
@@ -82,6 +83,7 @@ export function openApiDocument(): Record<string, unknown> {
         StackUpdate: schema(stackUpdateSchema),
         ScheduleNote: schema(scheduleNoteSchema),
         Backfill: schema(backfillSchema),
+        Webhook: schema(webhookSpecSchema),
         AuthorizeRequest: schema(authorizeRequestSchema),
         NewUser: schema(newUserSchema),
         RoleChange: schema(roleChangeSchema),
@@ -467,6 +469,35 @@ export function openApiDocument(): Record<string, unknown> {
             { name: 'cloud', in: 'query', schema: { type: 'string' } },
           ],
           responses: { '200': { description: 'Items' }, ...errors(400, 401, 404) },
+        },
+      },
+      '/api/v1/webhooks': {
+        post: {
+          summary:
+            'Subscribe an endpoint to drift.detected, drift.resolved, detection.failed, detection.clean; answers the signing secret once (devops)',
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: { $ref: '#/components/schemas/Webhook' } } },
+          },
+          responses: { '201': { description: 'Created, with its secret' }, ...errors(400, 401, 403) },
+        },
+        get: {
+          summary: 'Webhook endpoints of the organization (never their secrets)',
+          responses: { '200': { description: 'List' }, ...errors(401) },
+        },
+      },
+      '/api/v1/webhooks/{id}': {
+        delete: {
+          summary: 'Remove an endpoint (devops)',
+          parameters: [idParam],
+          responses: { '204': { description: 'Deleted' }, ...errors(401, 403, 404) },
+        },
+      },
+      '/api/v1/webhooks/{id}/deliveries': {
+        get: {
+          summary: 'Delivery log of an endpoint: attempts, last status code, error, when delivered',
+          parameters: [idParam],
+          responses: { '200': { description: 'Deliveries' }, ...errors(401, 404) },
         },
       },
       '/health': {
