@@ -21,6 +21,7 @@ import { createUser } from '../shared/db/users';
 import { quietKnownWarnings } from '../shared/logger';
 import { createDriftTestBed } from '../test/support/drift-test-bed';
 import { startStackWorker, startTestStack } from '../test/support/test-stack';
+import { takeSseEvents } from './sse';
 
 quietKnownWarnings();
 Runtime.install({ logger: new DefaultLogger('ERROR') });
@@ -198,14 +199,9 @@ try {
   while (rounds < ROUNDS) {
     const { value, done } = await reader.read();
     if (done) break;
-    buffer += new TextDecoder().decode(value);
-    let cut: number;
-    while ((cut = buffer.indexOf('\n\n')) >= 0) {
-      const block = buffer.slice(0, cut);
-      buffer = buffer.slice(cut + 2);
-      const data = /^data: (.*)$/m.exec(block)?.[1];
-      const event = /^event: (.*)$/m.exec(block)?.[1];
-      if (!data) continue;
+    const taken = takeSseEvents(buffer + new TextDecoder().decode(value));
+    buffer = taken.rest;
+    for (const { event, data } of taken.events) {
       const parsed = JSON.parse(data) as { at?: string };
       if (parsed.at) delays.push(Date.now() - Date.parse(parsed.at));
       if (event === 'round_end') {

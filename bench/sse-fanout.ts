@@ -19,6 +19,7 @@ import { quietKnownWarnings } from '../shared/logger';
 import { freePort } from '../scripts/embedded/ports';
 import { APP_CONFIG, createDriftTestBed, type DriftTestBed } from '../test/support/drift-test-bed';
 import { startStackWorker, startTestStackProcess } from '../test/support/test-stack';
+import { takeSseEvents } from './sse';
 
 quietKnownWarnings();
 Runtime.install({ logger: new DefaultLogger('ERROR') });
@@ -63,14 +64,9 @@ function subscribe(
         res.setEncoding('utf8');
         let buffer = '';
         res.on('data', (chunk: string) => {
-          buffer += chunk;
-          let cut: number;
-          while ((cut = buffer.indexOf('\n\n')) >= 0) {
-            const block = buffer.slice(0, cut);
-            buffer = buffer.slice(cut + 2);
-            const data = /^data: (.*)$/m.exec(block)?.[1];
-            const event = /^event: (.*)$/m.exec(block)?.[1];
-            if (!data) continue;
+          const taken = takeSseEvents(buffer + chunk);
+          buffer = taken.rest;
+          for (const { event, data } of taken.events) {
             const parsed = JSON.parse(data) as { at?: string; round_id?: string };
             // The round that ends the stream's watch: the one started after every stream was open.
             if (event === 'round_end' && parsed.round_id && !earlier.has(parsed.round_id)) endRound();

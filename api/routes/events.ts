@@ -35,10 +35,18 @@ export function createEventsRouter(deps: EventsDeps): Router {
   const router = Router();
   // One read of a session's log serves every stream of this process that asks for the same page
   // at the same moment: a change wakes all of a session's streams at once, and a thousand tabs on
-  // one session cost one query, not a thousand.
+  // one session cost one query, not a thousand. A read joins only one started after the session's
+  // latest change (its generation): a read already under way when a change arrives may have missed
+  // it.
+  const generations = new Map<string, number>();
+  let epoch = 0;
+  deps.hub?.onChange((id) => {
+    if (id === null) epoch++;
+    else generations.set(id, (generations.get(id) ?? 0) + 1);
+  });
   const reading = new Map<string, Promise<SessionEventRow[]>>();
   const readShared = (sessionId: string, after: number): Promise<SessionEventRow[]> => {
-    const k = `${sessionId}\n${after}`;
+    const k = `${sessionId}\n${after}\n${epoch}:${generations.get(sessionId) ?? 0}`;
     let p = reading.get(k);
     if (!p) {
       p = eventsAfter(deps.db, sessionId, after).finally(() => reading.delete(k));
@@ -46,6 +54,7 @@ export function createEventsRouter(deps: EventsDeps): Router {
     }
     return p;
   };
+
   router.get(
     '/api/v1/events/subscribe/:id',
     authenticate(deps.db),

@@ -273,30 +273,19 @@ export async function recordDetection(
       resolved: resolvedItems.length,
       whitelisted,
     };
+    const done = {
+      status: 'completed',
+      finished_at: sql`now()` as never,
+      drift_count: opts.drift_count,
+      ...counts,
+      plan_key: opts.plan_key,
+      report_key: opts.report_key,
+      error: null,
+    };
     await trx
       .insertInto('detection_runs')
-      .values({
-        run_id: opts.run_id,
-        stack_uuid: opts.stack_uuid,
-        status: 'completed',
-        finished_at: sql`now()` as never,
-        drift_count: opts.drift_count,
-        ...counts,
-        plan_key: opts.plan_key,
-        report_key: opts.report_key,
-        error: null,
-      })
-      .onConflict((oc) =>
-        oc.column('run_id').doUpdateSet({
-          status: 'completed',
-          finished_at: sql`now()` as never,
-          drift_count: opts.drift_count,
-          ...counts,
-          plan_key: opts.plan_key,
-          report_key: opts.report_key,
-          error: null,
-        }),
-      )
+      .values({ run_id: opts.run_id, stack_uuid: opts.stack_uuid, ...done })
+      .onConflict((oc) => oc.column('run_id').doUpdateSet(done))
       .execute();
     return {
       ...counts,

@@ -5,19 +5,24 @@
 // run is recorded failed and leaves the inbox as it was; pause and resume change the schedule;
 // bad input is a 4xx that creates nothing. Every finding reaches a loopback receiver as a signed
 // webhook it checks; a delivery it refuses is retried and logged.
-import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { projectRoot } from '../../shared/config';
 import { createDb, migrate, type Db } from '../../shared/db';
 import { stackScheduleId } from '../../shared/stack-contracts';
 import { SIGNATURE_HEADER, signatureHeader, verifySignature } from '../../shared/webhooks';
 import { roleTokens, startTestApi, type TestApi } from '../support/api';
 import { APP_CONFIG, DRIFT_ADDRESSES, SG_WEB_DEMO, type DriftTestBed } from '../support/drift-test-bed';
-import { newTestBed, stack, temporalHarness, testActivities, type TemporalHarness } from '../support/stack';
+import {
+  newTestBed,
+  promptsWithAwsRules,
+  REPLICAS_RULE,
+  stack,
+  temporalHarness,
+  testActivities,
+  type TemporalHarness,
+} from '../support/stack';
 
 interface Run {
   run_id: string;
@@ -55,21 +60,7 @@ describe('stacks: scheduled detection and the drift inbox', () => {
 
   beforeAll(async () => {
     // The bed's replica count is tuned by hand: an exception rule whitelists it.
-    prompts = mkdtempSync(join(tmpdir(), 'kumoss-prompts-'));
-    cpSync(join(projectRoot, 'prompts'), prompts, { recursive: true });
-    writeFileSync(
-      join(prompts, 'aws-guidelines-drift_exceptions.yaml'),
-      [
-        'guidance: Replica counts are tuned by the on-call team.',
-        'rules:',
-        '  - id: replicas-tuned-by-oncall',
-        '    resource_type: rest_object',
-        '    address: rest_object.app_*',
-        '    attribute: data.replicas',
-        '    reason: The on-call team tunes replica counts by hand.',
-        '',
-      ].join('\n'),
-    );
+    prompts = promptsWithAwsRules(REPLICAS_RULE);
     h = await temporalHarness('stacks', testActivities({ promptsDir: prompts }));
     db = createDb(stack().databaseUrl);
     await migrate(db);
@@ -116,6 +107,14 @@ describe('stacks: scheduled detection and the drift inbox', () => {
   async function runOnce(id: string): Promise<Run> {
     const before = ((await api.call('GET', `/api/v1/stacks/${id}/runs`, tokens.developer)).body.runs as Run[])
       .length;
+    // The run before may still be delivering its webhooks: a trigger while it runs is skipped
+    // (overlap policy skip), so the next one waits until it has closed.
+    for (let i = 0; ; i++) {
+      const d = await h.client.schedule.getHandle(stackScheduleId(id)).describe();
+      if (d.info.runningActions.length === 0) break;
+      if (i > 600) throw new Error('the previous run did not close');
+      await new Promise((r) => setTimeout(r, 100));
+    }
     expect((await api.call('POST', `/api/v1/stacks/${id}/trigger`, tokens.devops, {})).status).toBe(202);
     for (let i = 0; ; i++) {
       const runs = (await api.call('GET', `/api/v1/stacks/${id}/runs`, tokens.developer)).body.runs as Run[];

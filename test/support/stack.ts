@@ -1,5 +1,8 @@
 // What a test file needs from the run's stack: clients, a worker on its own task queue.
 import { randomUUID } from 'node:crypto';
+import { cpSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import type { PayloadCodec } from '@temporalio/common';
@@ -12,6 +15,7 @@ import { artifactIndex } from '../../shared/db/artifacts';
 import { GitClient } from '../../activities/git';
 import { createWorker } from '../../worker/worker';
 import { quietKnownWarnings } from '../../shared/logger';
+import { projectRoot } from '../../shared/config';
 import type { DriftRoundInput } from '../../shared/contracts';
 import { createDriftTestBed, type DriftTestBed } from './drift-test-bed';
 import type { TestStack } from './global-setup';
@@ -145,4 +149,24 @@ export async function untilActivityRunning(
     await new Promise((r) => setTimeout(r, 25));
   }
   throw new Error(`${activityType} did not start within ${timeoutMs} ms`);
+}
+
+/** The rule that whitelists the drift test bed's replica count (`rest_object.app_config`). */
+export const REPLICAS_RULE = [
+  '  - id: replicas-tuned-by-oncall',
+  '    resource_type: rest_object',
+  '    address: rest_object.app_*',
+  '    attribute: data.replicas',
+  '    reason: The on-call team tunes replica counts by hand.',
+];
+
+/** A copy of the prompt catalogue whose aws exception rules are `rules` (YAML list lines). */
+export function promptsWithAwsRules(rules: string[]): string {
+  const dir = mkdtempSync(join(tmpdir(), 'kumoss-prompts-'));
+  cpSync(join(projectRoot, 'prompts'), dir, { recursive: true });
+  writeFileSync(
+    join(dir, 'aws-guidelines-drift_exceptions.yaml'),
+    ['guidance: Replica counts are tuned by the on-call team.', 'rules:', ...rules, ''].join('\n'),
+  );
+  return dir;
 }

@@ -1,7 +1,7 @@
 // Drift rounds end to end on the real stack: Temporal dev server, terraform, providers, git host,
 // object store; the offline model provider.
 import { randomUUID } from 'node:crypto';
-import { cpSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -10,7 +10,6 @@ import { driftReportSchema } from '../../shared/drift-report';
 import { driftRoundWorkflowId } from '../../shared/ids';
 import { detectDrift, driftRound } from '../../workflows';
 import { OfflineModel } from '../../activities/model/offline';
-import { projectRoot } from '../../shared/config';
 import { DRIFT_ADDRESSES, TIME_PROVIDER, type DriftTestBed } from '../support/drift-test-bed';
 import {
   artifactStore,
@@ -19,6 +18,8 @@ import {
   testActivities,
   type TemporalHarness,
   newTestBed,
+  promptsWithAwsRules,
+  REPLICAS_RULE,
   roundInput,
 } from '../support/stack';
 
@@ -147,26 +148,14 @@ describe('driftRound with drift-exception rules', () => {
   let b2: DriftTestBed;
 
   beforeAll(async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'kumoss-prompts-'));
-    cpSync(join(projectRoot, 'prompts'), dir, { recursive: true });
-    writeFileSync(
-      join(dir, 'aws-guidelines-drift_exceptions.yaml'),
-      [
-        'guidance: Replica counts are tuned by the on-call team.',
-        'rules:',
-        '  - id: replicas-tuned-by-oncall',
-        '    resource_type: rest_object',
-        '    address: rest_object.app_*',
-        '    attribute: data.replicas',
-        '    reason: The on-call team tunes replica counts by hand.',
-        '  - id: expired-rule',
-        '    resource_type: rest_object',
-        '    attribute: data.ingress',
-        '    reason: An old waiver.',
-        '    expires: "2020-01-01"',
-        '',
-      ].join('\n'),
-    );
+    const dir = promptsWithAwsRules([
+      ...REPLICAS_RULE,
+      '  - id: expired-rule',
+      '    resource_type: rest_object',
+      '    attribute: data.ingress',
+      '    reason: An old waiver.',
+      '    expires: "2020-01-01"',
+    ]);
     h = await temporalHarness('drift-round-exceptions', testActivities({ promptsDir: dir }));
     b = await newTestBed();
     b2 = await newTestBed();
