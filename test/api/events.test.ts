@@ -188,19 +188,18 @@ describe('session events (SSE)', () => {
       // Twenty streams one event short of the end of the log: each has read its backlog once it
       // has received that event.
       let ready = 0;
+      let allReady: () => void = () => undefined;
+      const backlogsRead = new Promise<void>((r) => (allReady = r));
       const streams = Array.from({ length: 20 }, () =>
         subscribe(url, token, {
           lastEventId: String(last - 1),
           stop: (e) => {
-            if (e.id === String(last)) ready++;
+            if (e.id === String(last) && ++ready === 20) allReady();
             return e.id === String(last + 1);
           },
         }),
       );
-      for (let tries = 0; ready < 20; tries++) {
-        if (tries > 600) throw new Error(`only ${ready} streams read their backlog`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      await backlogsRead;
       reads = 0;
       // One change to the session: one event appended, one notification.
       await recordEvents(db, sessionId, [

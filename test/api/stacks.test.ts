@@ -57,6 +57,7 @@ describe('stacks: scheduled detection and the drift inbox', () => {
   const received: { event: string; valid: boolean; body: { id: string; data: Record<string, unknown> } }[] =
     [];
   let refusedOnce = false;
+  const waiting: (() => void)[] = [];
 
   beforeAll(async () => {
     // The bed's replica count is tuned by hand: an exception rule whitelists it.
@@ -79,6 +80,7 @@ describe('stacks: scheduled detection and the drift inbox', () => {
           return void res.writeHead(503).end();
         }
         received.push({ event, valid, body: JSON.parse(raw) as (typeof received)[number]['body'] });
+        for (const wake of waiting.splice(0)) wake();
         res.writeHead(200).end();
       });
     });
@@ -108,13 +110,15 @@ describe('stacks: scheduled detection and the drift inbox', () => {
     const before = ((await api.call('GET', `/api/v1/stacks/${id}/runs`, tokens.developer)).body.runs as Run[])
       .length;
     // The run before may still be delivering its webhooks: a trigger while it runs is skipped
-    // (overlap policy skip), so the next one waits until it has closed.
-    for (let i = 0; ; i++) {
-      const d = await h.client.schedule.getHandle(stackScheduleId(id)).describe();
-      if (d.info.runningActions.length === 0) break;
-      if (i > 600) throw new Error('the previous run did not close');
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    // (overlap policy skip), so the next one waits until its workflow has closed.
+    const previous = (
+      (await api.call('GET', `/api/v1/stacks/${id}/runs`, tokens.developer)).body.runs as Run[]
+    )[0];
+    if (previous)
+      await h.client.workflow
+        .getHandle(previous.run_id)
+        .result()
+        .catch(() => undefined);
     expect((await api.call('POST', `/api/v1/stacks/${id}/trigger`, tokens.devops, {})).status).toBe(202);
     for (let i = 0; ; i++) {
       const runs = (await api.call('GET', `/api/v1/stacks/${id}/runs`, tokens.developer)).body.runs as Run[];
@@ -127,12 +131,12 @@ describe('stacks: scheduled detection and the drift inbox', () => {
       await new Promise((r) => setTimeout(r, 200));
     }
   }
+  /** The delivery of `event` for `run`, as the receiver took it (waits for it to arrive). */
   async function delivery(event: string, run: string) {
-    for (let i = 0; ; i++) {
+    for (;;) {
       const got = received.find((r) => r.event === event && r.body.id === `${run}:${event}`);
       if (got) return got;
-      if (i > 600) throw new Error(`no ${event} delivery for ${run}`);
-      await new Promise((r) => setTimeout(r, 100));
+      await new Promise<void>((r) => waiting.push(r));
     }
   }
   const items = async (id: string, state?: string) =>
