@@ -19,11 +19,21 @@ describe('artifact store on the S3-compatible server', () => {
     const store = artifactStore();
     const key = `sessions/s-${randomUUID()}/rounds/r1/plan.txt`;
     await store.putText(key, 'No changes. Your infrastructure matches the configuration.');
-    const url = await store.presignGet(key, 1);
+    // Five seconds: the signature's date has one-second resolution and a loaded machine may take
+    // a while between signing and fetching.
+    const url = await store.presignGet(key, 5);
     const fresh = await fetch(url);
     expect(fresh.status).toBe(200);
     expect(await fresh.text()).toContain('No changes.');
-    await new Promise((r) => setTimeout(r, 2200));
+    // The URL names its own expiry: X-Amz-Date plus X-Amz-Expires seconds. Wait for that moment.
+    const params = new URL(url).searchParams;
+    const signed = params.get('X-Amz-Date') ?? '';
+    const signedAt = Date.parse(
+      `${signed.slice(0, 4)}-${signed.slice(4, 6)}-${signed.slice(6, 8)}T${signed.slice(9, 11)}:${signed.slice(11, 13)}:${signed.slice(13, 15)}Z`,
+    );
+    const expiresAt = signedAt + Number(params.get('X-Amz-Expires')) * 1000;
+    expect(expiresAt - signedAt).toBe(5000);
+    await new Promise((r) => setTimeout(r, Math.max(0, expiresAt - Date.now()) + 1100));
     const expired = await fetch(url);
     expect(expired.status).toBe(403);
     expect(await expired.text()).toContain('Request has expired');
