@@ -279,6 +279,20 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       return { ...selection, targets };
     },
 
+    /** Targets chosen beforehand (drift inbox items): those the root still has, and why. */
+    async pinTargets(input: { ref: RoundRef; targets: string[] }): Promise<TargetSelection> {
+      const ws = await workspaces.get(input.ref);
+      const known = new Set((await targetableResources(ws)).map((r) => r.address));
+      const targets = [...new Set(input.targets)].filter((t) => known.has(t));
+      const gone = input.targets.filter((t) => !known.has(t));
+      const reason =
+        targets.length === 0
+          ? `None of the chosen resources is in the root any more: ${gone.join(', ')}.`
+          : `Chosen beforehand${gone.length ? `; no longer in the root: ${gone.join(', ')}` : ''}.`;
+      await artifacts.putJson(key(input.ref, 'targets.json'), { targets, reason, chosen: input.targets });
+      return { targets, reason };
+    },
+
     /** Plans (or reads the plan the last cycle validated), derives the drift, drops exceptions. */
     async planIteration(input: IterationInput): Promise<IterationOutput> {
       const { ref, iteration } = input;

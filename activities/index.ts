@@ -10,7 +10,7 @@ import { createRunnerActivities, type RunnerDeps } from './runners';
 
 export type ActivityDeps = DriftDetectionDeps &
   DriftRoundDeps &
-  Pick<StackDetectionDeps, 'engines'> &
+  Pick<StackDetectionDeps, 'engines' | 'sessionDefaults'> &
   Omit<PullRequestDeps, 'github'> & {
     github?: GitHubPullRequests;
     /** The runner DAGs' registry and cloud clients; without them the worker runs no runner DAG. */

@@ -12,7 +12,10 @@ import { activeRules, applyExceptions } from '../shared/drift-exceptions';
 import { ErrorTypes } from '../shared/errors';
 import type { Db } from '../shared/db';
 import { RegistryError } from '../shared/db/runners';
+import type { SessionSettings } from '../shared/contracts';
+import type { SessionDefaults } from '../shared/db/sessions';
 import {
+  claimRemediation,
   failDetectionRun,
   getStack,
   recordDetection,
@@ -20,7 +23,7 @@ import {
   type InboxChange,
 } from '../shared/db/stacks';
 import type { ArtifactStore } from '../shared/object-store';
-import type { DetectedDrift, Stack } from '../shared/stack-contracts';
+import { remediationRequest, type DetectedDrift, type Stack } from '../shared/stack-contracts';
 import { toActivityFailure, type EngineDeps } from './drift-detection';
 import { EngineClient } from './engine';
 import type { GitClient } from './git';
@@ -35,7 +38,11 @@ export interface StackDetectionDeps {
   catalogue: PromptCatalogue;
   /** Engine settings by engine kind (the stack names its engine). */
   engines: Record<'terraform' | 'tofu', EngineDeps>;
+  /** What an auto-remediation session starts with (the configuration's orchestration settings). */
+  sessionDefaults?: SessionDefaults;
 }
+
+const DEFAULT_SESSION: SessionDefaults = { max_drift_reports: 3, drift_group_operations: 8 };
 
 export interface StackPlanOutput {
   drift_count: number;
@@ -171,6 +178,30 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
         opened: openedItems.filter((d) => !d.rule_id).slice(0, 500),
         resolved_items: resolvedItems.slice(0, 500),
       };
+    },
+
+    /**
+     * The session for a run's new drift items (auto-remediation `open_session`): claimed unless
+     * the stack's last one is still open; the workflow starts it. Never an apply.
+     */
+    async openRemediationSession(input: {
+      stack: Stack;
+      run_id: string;
+      session_id: string;
+      items: DetectedDrift[];
+    }): Promise<
+      | { opened: true; settings: SessionSettings; text: string; targets: string[] }
+      | { opened: false; reason: string; session_id?: string }
+    > {
+      const claim = await claimRemediation(deps.db, {
+        stack_uuid: input.stack.stack_uuid,
+        run_id: input.run_id,
+        session_id: input.session_id,
+        items: input.items,
+        defaults: deps.sessionDefaults ?? DEFAULT_SESSION,
+      });
+      if (!claim.opened) return claim;
+      return { ...claim, ...remediationRequest(input.stack.name, input.items) };
     },
 
     async failStackDetection(input: { run_id: string; error: string }): Promise<void> {

@@ -15,6 +15,7 @@ import { webhookSpecSchema } from '../shared/webhooks';
 import {
   backfillSchema,
   scheduleNoteSchema,
+  remediateItemsSchema,
   stackSpecSchema,
   stackUpdateSchema,
 } from '../shared/stack-contracts';
@@ -80,6 +81,7 @@ export function openApiDocument(): Record<string, unknown> {
         FollowUpRequest: schema(followUpRequestSchema),
         Accepted: schema(acceptedSchema),
         Stack: schema(stackSpecSchema),
+        RemediateItems: schema(remediateItemsSchema),
         StackUpdate: schema(stackUpdateSchema),
         ScheduleNote: schema(scheduleNoteSchema),
         Backfill: schema(backfillSchema),
@@ -469,6 +471,20 @@ export function openApiDocument(): Record<string, unknown> {
             { name: 'cloud', in: 'query', schema: { type: 'string' } },
           ],
           responses: { '200': { description: 'Items' }, ...errors(400, 401, 404) },
+        },
+      },
+      '/api/v1/drift-items/remediate': {
+        post: {
+          summary:
+            'Open a partial drift session on chosen open items of one stack: its targets are their addresses (never an apply) (devops)',
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: { $ref: '#/components/schemas/RemediateItems' } } },
+          },
+          responses: {
+            '202': { description: 'Session started: session_id, round_id, accepted, targets' },
+            ...errors(400, 401, 403, 404, 409, 503),
+          },
         },
       },
       '/api/v1/webhooks': {

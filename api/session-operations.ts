@@ -3,7 +3,7 @@
 // operation (one in flight, a finished session) is answered at once: the route still says 202, as
 // the seed's contract has it, with `accepted: false` and the reason; the refusal is logged with the
 // seed's exact line and written to the session's event log, and nothing else changes.
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { Request } from 'express';
 import { WithStartWorkflowOperation, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { ApplicationFailure, WorkflowNotFoundError } from '@temporalio/common';
@@ -37,11 +37,6 @@ export interface SessionRouteDeps {
 }
 
 const log = logger.child({ component: 'api' });
-
-/** Hash of repository URL, IaC path and scope id: the state project id when Kumoss manages state. */
-export function stateProjectId(repositoryUrl: string, iacPath: string, scopeId: string): string {
-  return createHash('sha256').update(`${repositoryUrl}\n${iacPath}\n${scopeId}`).digest('hex').slice(0, 32);
-}
 
 export const newRoundId = (): string => `r-${randomUUID().slice(0, 8)}`;
 

@@ -39,6 +39,8 @@ export const driftRoundInputSchema = z.object({
   drift_group_operations: z.number().int().min(1).max(100).default(8),
   /** How long an activity may go without a heartbeat before it is retried on another worker. */
   heartbeat_timeout_seconds: z.number().int().min(5).max(3600).default(60),
+  /** A partial round's targets chosen beforehand (drift inbox items): no model picks them. */
+  targets: z.array(z.string().min(1).max(1024)).min(1).max(500).optional(),
 });
 
 export type DriftRoundInput = z.input<typeof driftRoundInputSchema>;
@@ -185,6 +187,8 @@ export interface SessionOperation {
   kind: OperationKind;
   text?: string;
   actor_uuid?: string;
+  /** A partial round's resource addresses chosen beforehand (drift inbox items), instead of the model's. */
+  targets?: string[];
   /** For a merge: which pull request, on which host (`local` is what sessions before 0.2 recorded). */
   pull_request?: { provider: PullRequestProvider | 'local'; number: number | null };
 }

@@ -86,6 +86,26 @@ export const backfillSchema = z
     message: 'a backfill covers at most 7 days',
   });
 
+/** Open a partial drift session on chosen items of one stack (its targets: their addresses). */
+export const remediateItemsSchema = z
+  .object({ item_uuids: z.array(z.string().uuid()).min(1, 'name at least one item').max(100) })
+  .strict();
+
+/** The request of a session opened on drift items: what a person would have typed, bounded. */
+export function remediationRequest(
+  stackName: string,
+  items: { address: string; attribute: string }[],
+): {
+  text: string;
+  targets: string[];
+} {
+  const targets = [...new Set(items.map((i) => i.address))].slice(0, 500);
+  const listed = items.map((i) => (i.attribute === '*' ? i.address : `${i.address} (${i.attribute})`));
+  let text = `Remediate the drift found on stack ${stackName}: bring the code in line with the cloud for ${listed.join(', ')}.`;
+  if (text.length > 10_000) text = `${text.slice(0, 9_990)} …`;
+  return { text, targets };
+}
+
 export interface Stack {
   stack_uuid: string;
   organization_uuid: string;
@@ -98,6 +118,10 @@ export interface Stack {
   branch: string;
   schedule: StackSchedule;
   auto_remediate: (typeof AUTO_REMEDIATE)[number];
+  /** Who registered it: a session its auto-remediation opens is theirs. */
+  created_by: string | null;
+  /** The session its auto-remediation opened last (another opens once this one is no longer ACTIVE). */
+  remediation_session_id: string | null;
 }
 
 /** The Temporal Schedule of a stack, and the workflow id of its runs. */
@@ -131,4 +155,6 @@ export interface StackDetectionResult {
   resolved: number;
   whitelisted: number;
   reason?: string;
+  /** The partial drift session auto-remediation opened for the new items. */
+  session_id?: string;
 }

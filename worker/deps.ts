@@ -95,6 +95,11 @@ export function buildActivities(
   const activities = createActivities({
     engine: engines[config.engine.binary],
     engines,
+    sessionDefaults: {
+      max_drift_reports: config.orchestration.max_drift_reports,
+      drift_group_operations: config.orchestration.drift_group_operations,
+      activity_heartbeat_seconds: config.orchestration.activity_heartbeat_seconds,
+    },
     git,
     artifacts,
     model: createModel(config.model),

@@ -165,10 +165,17 @@ async function runRound(
     let targets: string[] = [];
     if (input.mode === 'partial') {
       setStatus('filtering');
-      setCurrentDetails('Filtering the request (drift mode)');
-      const decision = await light.filterRequest({ ref: roundRef, text: input.text });
-      if (!decision.accepted) return end({ ...base, status: 'uncompleted', reason: decision.reason });
-      const selection = await light.selectTargets({ ref: roundRef, text: input.text });
+      let selection;
+      if (input.targets?.length) {
+        // Chosen beforehand (drift inbox items): kept where the root still has them, no model asked.
+        setCurrentDetails('Checking the chosen targets against the root');
+        selection = await light.pinTargets({ ref: roundRef, targets: input.targets });
+      } else {
+        setCurrentDetails('Filtering the request (drift mode)');
+        const decision = await light.filterRequest({ ref: roundRef, text: input.text });
+        if (!decision.accepted) return end({ ...base, status: 'uncompleted', reason: decision.reason });
+        selection = await light.selectTargets({ ref: roundRef, text: input.text });
+      }
       if (selection.targets.length === 0) {
         return end({ ...base, status: 'uncompleted', reason: selection.reason });
       }

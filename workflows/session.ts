@@ -61,7 +61,12 @@ const store = proxyLocalActivities<Activities>({
 
 export { operationSignal, operationUpdate, sessionQuery };
 
-export type SessionInput = { settings: SessionSettings; state?: SessionState };
+export type SessionInput = {
+  settings: SessionSettings;
+  state?: SessionState;
+  /** The first operation, for a session started by another workflow (a stack's auto-remediation). */
+  first?: SessionOperation;
+};
 
 export function initialState(settings: SessionSettings): SessionState {
   return {
@@ -172,6 +177,9 @@ export async function session(input: SessionInput): Promise<SessionState> {
     setCurrentDetails(
       `${state.status} · ${state.round_count} round(s)${state.in_flight ? ` · running ${state.in_flight.round_id}` : ''}`,
     );
+
+  // Started by a workflow rather than update-with-start: the first operation came with the input.
+  if (input.first && !carried) admit(input.first);
 
   if (stored && state.rounds) {
     // A session that ran before the session store: its rounds move there, its state shrinks.
@@ -321,6 +329,7 @@ export async function session(input: SessionInput): Promise<SessionState> {
         scope_id: state.scope_id,
         iac_path: state.iac_path,
         text: op.text ?? '',
+        ...(op.targets?.length ? { targets: op.targets } : {}),
         branch: state.branch,
         max_drift_reports: state.max_drift_reports,
         drift_group_operations: state.drift_group_operations,

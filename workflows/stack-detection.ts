@@ -5,15 +5,20 @@
 import {
   ApplicationFailure,
   isCancellation,
+  ParentClosePolicy,
   proxyActivities,
   setCurrentDetails,
+  startChild,
   upsertSearchAttributes,
+  uuid4,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import { KumossOutcome } from '../shared/search-attributes';
+import { sessionWorkflowId } from '../shared/ids';
+import { KumossCloud, KumossOutcome, KumossSessionId } from '../shared/search-attributes';
 import type { StackDetectionInput, StackDetectionResult } from '../shared/stack-contracts';
 import type { WebhookEvent } from '../shared/webhooks';
+import { session } from './session';
 
 const light = proxyActivities<Activities>({
   startToCloseTimeout: '2 minutes',
@@ -75,8 +80,44 @@ export async function stackDetection(input: StackDetectionInput): Promise<StackD
   setCurrentDetails(
     `${outcome}: ${plan.drift_count} drifted resource(s); ${inbox.opened_count} item(s) opened, ${inbox.resolved} resolved`,
   );
+  // Auto-remediation: new alerting items open a partial drift session on exactly them (never an
+  // apply), unless the session the stack opened last is still open. The session outlives this run.
+  let session_id: string | undefined;
+  if (inbox.recorded && stack.auto_remediate === 'open_session' && inbox.opened.length > 0) {
+    const claim = await light.openRemediationSession({
+      stack,
+      run_id,
+      session_id: `s-${uuid4()}`,
+      items: inbox.opened,
+    });
+    if (claim.opened) {
+      const { settings } = claim;
+      const round_id = `r-${uuid4().slice(0, 8)}`;
+      await startChild(session, {
+        workflowId: sessionWorkflowId(settings.session_id),
+        args: [{ settings, first: { round_id, kind: 'partial', text: claim.text, targets: claim.targets } }],
+        parentClosePolicy: ParentClosePolicy.ABANDON,
+        workflowIdReusePolicy: 'REJECT_DUPLICATE',
+        typedSearchAttributes: [
+          { key: KumossSessionId, value: settings.session_id },
+          { key: KumossCloud, value: settings.cloud },
+        ],
+        staticSummary: `Session on ${settings.repository_url} opened by stack ${stack.name} (${run_id})`,
+        memo: {
+          request: {
+            repository_url: settings.repository_url,
+            cloud: settings.cloud,
+            iac_path: settings.iac_path,
+            created_by: `stack ${stack.name}`,
+          },
+        },
+      });
+      session_id = settings.session_id;
+    }
+  }
   if (inbox.recorded) {
-    if (inbox.opened.length > 0) await announce('drift.detected', { items: inbox.opened });
+    if (inbox.opened.length > 0)
+      await announce('drift.detected', { items: inbox.opened, ...(session_id ? { session_id } : {}) });
     if (inbox.resolved_items.length > 0) await announce('drift.resolved', { items: inbox.resolved_items });
     if (outcome === 'clean') await announce('detection.clean', {});
   }
@@ -87,5 +128,6 @@ export async function stackDetection(input: StackDetectionInput): Promise<StackD
     opened: inbox.opened_count,
     resolved: inbox.resolved,
     whitelisted: inbox.whitelisted,
+    ...(session_id ? { session_id } : {}),
   };
 }

@@ -4,13 +4,8 @@
 // and the body says so.
 import { randomUUID } from 'node:crypto';
 import { Router } from 'express';
-import {
-  firstRequestSchema,
-  followUpRequestSchema,
-  type SessionOperation,
-  type SessionSettings,
-} from '../../shared/contracts';
-import { sessionBranch } from '../../shared/ids';
+import { firstRequestSchema, followUpRequestSchema, type SessionOperation } from '../../shared/contracts';
+import { insertSession } from '../../shared/db/sessions';
 import { authenticate, currentUser, requireRole } from '../auth';
 import { HttpError } from '../errors';
 import {
@@ -18,7 +13,6 @@ import {
   newRoundId,
   ownSession,
   startSession,
-  stateProjectId,
   submitOperation,
   type OperationOutcome,
   type SessionRouteDeps,
@@ -48,20 +42,9 @@ export function createDriftRouter(deps: SessionRouteDeps): Router {
       const r = parseBody(firstRequestSchema, body);
       session_id = `s-${randomUUID()}`;
       const iac_path = r.iac_path ?? '';
-      const settings: SessionSettings = {
-        session_id,
-        organization_uuid: user.organization_uuid,
-        repository_url: r.repository_url,
-        cloud: r.cloud,
-        scope_id: r.scope_id,
-        iac_path,
-        state_project_id: stateProjectId(r.repository_url, iac_path, r.scope_id),
-        branch: sessionBranch(session_id),
-        ...deps.orchestration,
-      };
-      await deps.db
-        .insertInto('sessions')
-        .values({
+      const settings = await insertSession(
+        deps.db,
+        {
           session_id,
           organization_uuid: user.organization_uuid,
           created_by: user.user_uuid,
@@ -69,11 +52,9 @@ export function createDriftRouter(deps: SessionRouteDeps): Router {
           cloud: r.cloud,
           scope_id: r.scope_id,
           iac_path,
-          state_project_id: settings.state_project_id,
-          branch: settings.branch,
-          in_flight: null,
-        })
-        .execute();
+        },
+        deps.orchestration,
+      );
       try {
         await startSession(
           deps,

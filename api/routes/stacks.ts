@@ -2,13 +2,14 @@
 // them, developers read them), each with its Temporal Schedule — pause and resume with a note,
 // run now, backfill a missed window — its detection runs, the drift inbox, and the signed
 // webhooks that announce what the runs find.
+import { randomUUID } from 'node:crypto';
 import { Router } from 'express';
-import type { Client } from '@temporalio/client';
-import type { Db } from '../../shared/db';
+import { insertSession } from '../../shared/db/sessions';
 import {
   createStack,
   deleteStack,
   getStack,
+  linkItems,
   listDetectionRuns,
   listDriftItems,
   listStacks,
@@ -18,6 +19,8 @@ import {
   backfillSchema,
   CLOUD_FILTER,
   DRIFT_ITEM_STATES,
+  remediateItemsSchema,
+  remediationRequest,
   scheduleNoteSchema,
   stackSpecSchema,
   stackUpdateSchema,
@@ -28,15 +31,12 @@ import { createWebhook, deleteWebhook, listDeliveries, listWebhooks } from '../.
 import { webhookSpecSchema } from '../../shared/webhooks';
 import { authenticate, currentUser, requireRole } from '../auth';
 import { HttpError } from '../errors';
+import { acceptedBody, newRoundId, startSession, type SessionRouteDeps } from '../session-operations';
 import { StackSchedules } from '../stack-schedules';
 import { parseBody } from '../validation';
 import { registryError, uuidParam } from './runner-groups';
 
-export interface StacksDeps {
-  db: Db;
-  client: Client;
-  taskQueue: string;
-}
+export type StacksDeps = SessionRouteDeps;
 
 function unavailable(err: unknown): never {
   throw new HttpError(
@@ -60,7 +60,7 @@ export function createStacksRouter(deps: StacksDeps): Router {
 
   router.post('/api/v1/stacks', auth, requireRole('devops'), async (req, res) => {
     const spec = parseBody(stackSpecSchema, req.body);
-    const stack = await createStack(deps.db, org(req), spec).catch(registryError);
+    const stack = await createStack(deps.db, org(req), spec, currentUser(req).user_uuid).catch(registryError);
     try {
       await schedules.create(stack);
     } catch (err) {
@@ -152,6 +152,79 @@ export function createStacksRouter(deps: StacksDeps): Router {
         ...(cloud ? { cloud } : {}),
       }),
     });
+  });
+
+  // A partial drift session on chosen open items of one stack: targets are their addresses, the
+  // request says which attributes; answered 202 like a first drift request.
+  router.post('/api/v1/drift-items/remediate', auth, requireRole('devops'), async (req, res) => {
+    const user = currentUser(req);
+    const { item_uuids } = parseBody(remediateItemsSchema, req.body);
+    const wanted = [...new Set(item_uuids)];
+    const items = await listDriftItems(deps.db, user.organization_uuid, { ids: wanted });
+    const missing = wanted.find((id) => !items.some((i) => i.drift_item_uuid === id));
+    if (missing) throw new HttpError(404, 'not_found', `Drift item ${missing} not found.`);
+    if (new Set(items.map((i) => i.stack_uuid)).size > 1)
+      throw new HttpError(
+        400,
+        'invalid_request',
+        'item_uuids: the items belong to more than one stack; open one session per stack.',
+      );
+    for (const i of items) {
+      if (i.state !== 'open')
+        throw new HttpError(
+          409,
+          'conflict',
+          `Drift item ${i.drift_item_uuid} is resolved: nothing to remediate.`,
+        );
+      if (i.whitelisted)
+        throw new HttpError(
+          409,
+          'conflict',
+          `Drift item ${i.drift_item_uuid} is whitelisted by rule ${i.rule_id ?? '(unknown)'}: an exception, not drift to remediate.`,
+        );
+    }
+    const stack = await getStack(deps.db, items[0]!.stack_uuid, user.organization_uuid).catch(registryError);
+    const { text, targets } = remediationRequest(stack.name, items);
+    const session_id = `s-${randomUUID()}`;
+    const round_id = newRoundId();
+    const settings = await insertSession(
+      deps.db,
+      {
+        session_id,
+        organization_uuid: user.organization_uuid,
+        created_by: user.user_uuid,
+        repository_url: stack.repository_url,
+        cloud: stack.cloud,
+        scope_id: stack.scope_id,
+        iac_path: stack.iac_path,
+      },
+      deps.orchestration,
+    );
+    try {
+      await startSession(
+        deps,
+        settings,
+        { round_id, kind: 'partial', actor_uuid: user.user_uuid, text, targets },
+        {
+          request: {
+            repository_url: stack.repository_url,
+            cloud: stack.cloud,
+            iac_path: stack.iac_path,
+            created_by: user.name,
+            stack: stack.name,
+          },
+        },
+      );
+    } catch (err) {
+      // Nothing started: the session row goes again, the items stay as they were.
+      await deps.db.deleteFrom('sessions').where('session_id', '=', session_id).execute();
+      throw err;
+    }
+    await linkItems(deps.db, stack.stack_uuid, items, session_id);
+    res
+      .status(202)
+      .location(`/api/v1/sessions/${session_id}`)
+      .json({ ...acceptedBody(session_id, round_id, { accepted: true }), targets });
   });
 
   router.post('/api/v1/webhooks', auth, requireRole('devops'), async (req, res) => {

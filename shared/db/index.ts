@@ -182,6 +182,9 @@ export interface StacksTable {
   /** StackSchedule (shared/stack-contracts.ts), validated on the way in. */
   schedule: unknown;
   auto_remediate: string;
+  created_by: string | null;
+  /** The session auto-remediation opened last; another opens only once it is no longer ACTIVE. */
+  remediation_session_id: string | null;
   created_at: Generated<Date>;
   updated_at: Generated<Date>;
 }
@@ -199,6 +202,8 @@ export interface DetectionRunsTable {
   plan_key: string | null;
   report_key: string | null;
   error: string | null;
+  /** The session the run's auto-remediation opened. */
+  session_id: string | null;
 }
 
 export interface DriftItemsTable {
@@ -217,6 +222,8 @@ export interface DriftItemsTable {
   first_run_id: string;
   last_run_id: string;
   resolved_run_id: string | null;
+  /** The remediation session opened for this item, if any. */
+  session_id: string | null;
 }
 
 export interface WebhookEndpointsTable {

@@ -305,4 +305,18 @@ export const migrations: Migration[] = [
       )`.execute(db);
     },
   },
+  {
+    // Remediation from the drift inbox: who registered a stack (an auto-opened session is theirs),
+    // the session its auto-remediation keeps open (at most one at a time), the session a run opened,
+    // and the session opened for each item.
+    id: '0011_stack_remediation',
+    async up(db) {
+      await sql`alter table stacks add column created_by uuid references users(user_uuid) on delete set null`.execute(
+        db,
+      );
+      await sql`alter table stacks add column remediation_session_id text`.execute(db);
+      await sql`alter table detection_runs add column session_id text`.execute(db);
+      await sql`alter table drift_items add column session_id text`.execute(db);
+    },
+  },
 ];

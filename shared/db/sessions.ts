@@ -2,9 +2,71 @@
 // session and round workflows (through activities: activities/session-store.ts) and read by the
 // API. A closed session workflow, or one whose history the namespace's retention dropped, is still
 // fully described here.
+import { createHash } from 'node:crypto';
 import { sql, type Transaction } from 'kysely';
-import type { SessionRound, SessionStatus } from '../contracts';
+import type { SessionRound, SessionSettings, SessionStatus } from '../contracts';
+import { sessionBranch } from '../ids';
 import type { Database, Db } from './index';
+
+/** Hash of repository URL, IaC path and scope id: the state project id when Kumoss manages state. */
+export function stateProjectId(repositoryUrl: string, iacPath: string, scopeId: string): string {
+  return createHash('sha256').update(`${repositoryUrl}\n${iacPath}\n${scopeId}`).digest('hex').slice(0, 32);
+}
+
+/** The orchestration settings every new session takes from the configuration. */
+export interface SessionDefaults {
+  max_drift_reports: number;
+  drift_group_operations: number;
+  activity_heartbeat_seconds?: number;
+}
+
+/**
+ * A new session's row, and the settings its workflow starts with; nothing is started here. An
+ * insert repeated with the same session id (a retried activity) changes nothing.
+ */
+export async function insertSession(
+  db: Db,
+  s: Pick<
+    SessionSettings,
+    'session_id' | 'organization_uuid' | 'repository_url' | 'cloud' | 'scope_id' | 'iac_path'
+  > & {
+    created_by: string;
+  },
+  defaults: SessionDefaults,
+): Promise<SessionSettings> {
+  const settings: SessionSettings = {
+    session_id: s.session_id,
+    organization_uuid: s.organization_uuid,
+    repository_url: s.repository_url,
+    cloud: s.cloud,
+    scope_id: s.scope_id,
+    iac_path: s.iac_path,
+    state_project_id: stateProjectId(s.repository_url, s.iac_path, s.scope_id),
+    branch: sessionBranch(s.session_id),
+    max_drift_reports: defaults.max_drift_reports,
+    drift_group_operations: defaults.drift_group_operations,
+    ...(defaults.activity_heartbeat_seconds
+      ? { activity_heartbeat_seconds: defaults.activity_heartbeat_seconds }
+      : {}),
+  };
+  await db
+    .insertInto('sessions')
+    .values({
+      session_id: s.session_id,
+      organization_uuid: s.organization_uuid,
+      created_by: s.created_by,
+      repository_url: s.repository_url,
+      cloud: s.cloud,
+      scope_id: s.scope_id,
+      iac_path: s.iac_path,
+      state_project_id: settings.state_project_id,
+      branch: settings.branch,
+      in_flight: null,
+    })
+    .onConflict((oc) => oc.column('session_id').doNothing())
+    .execute();
+  return settings;
+}
 
 /** One event of a session's log: a round accepted, a status change, an artifact, a refusal, … */
 export interface SessionEventInput {

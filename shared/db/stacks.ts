@@ -12,7 +12,9 @@ import {
   type StackSpec,
   type StackUpdate,
 } from '../stack-contracts';
+import type { SessionSettings } from '../contracts';
 import { RegistryError } from './runners';
+import { insertSession, type SessionDefaults } from './sessions';
 import type { Db, StacksTable } from './index';
 
 const isUniqueViolation = (err: unknown): boolean => (err as { code?: string }).code === '23505';
@@ -30,6 +32,8 @@ function toStack(row: Omit<StacksTable, 'created_at' | 'updated_at'>): Stack {
     branch: row.branch,
     schedule: stackScheduleSchema.parse(row.schedule),
     auto_remediate: row.auto_remediate as Stack['auto_remediate'],
+    created_by: row.created_by,
+    remediation_session_id: row.remediation_session_id,
   };
 }
 
@@ -45,9 +49,16 @@ const STACK_COLUMNS = [
   'branch',
   'schedule',
   'auto_remediate',
+  'created_by',
+  'remediation_session_id',
 ] as const;
 
-export async function createStack(db: Db, organization_uuid: string, spec: StackSpec): Promise<Stack> {
+export async function createStack(
+  db: Db,
+  organization_uuid: string,
+  spec: StackSpec,
+  created_by: string | null = null,
+): Promise<Stack> {
   const row = {
     stack_uuid: randomUUID(),
     organization_uuid,
@@ -60,6 +71,8 @@ export async function createStack(db: Db, organization_uuid: string, spec: Stack
     branch: spec.branch ?? '',
     schedule: JSON.stringify(spec.schedule),
     auto_remediate: spec.auto_remediate ?? 'off',
+    created_by,
+    remediation_session_id: null,
   };
   try {
     await db.insertInto('stacks').values(row).execute();
@@ -132,6 +145,8 @@ export interface DetectionRun {
   plan_key: string | null;
   report_key: string | null;
   error: string | null;
+  /** The session its auto-remediation opened. */
+  session_id: string | null;
 }
 
 /** A run begins (idempotent: a retry of the same run id changes nothing). */
@@ -327,6 +342,8 @@ export interface DriftItem {
   last_seen_at: string;
   resolved_at: string | null;
   runs_seen: number;
+  /** The remediation session opened for it, if any. */
+  session_id: string | null;
 }
 
 /** The organization's drift inbox, newest first; filters by stack, state and cloud. */
@@ -353,6 +370,7 @@ export async function listDriftItems(
       'drift_items.last_seen_at',
       'drift_items.resolved_at',
       'drift_items.runs_seen',
+      'drift_items.session_id',
     ])
     .where('stacks.organization_uuid', '=', organization_uuid);
   if (filter.stack_uuid) q = q.where('drift_items.stack_uuid', '=', filter.stack_uuid);
@@ -368,4 +386,97 @@ export async function listDriftItems(
     last_seen_at: iso(r.last_seen_at) as string,
     resolved_at: iso(r.resolved_at),
   }));
+}
+
+/** What a stack's auto-remediation did with a run's new items. */
+export type RemediationClaim =
+  { opened: true; settings: SessionSettings } | { opened: false; reason: string; session_id?: string };
+
+/**
+ * A run's auto-remediation session, claimed in one transaction with the stack row locked: none when
+ * the session the stack opened last is still ACTIVE (at most one open at a time) or nobody is on
+ * record to own it; else the session's row, the stack pointing at it, the run and the items naming
+ * it. The same claim again (a retried activity) answers the same and changes nothing.
+ */
+export async function claimRemediation(
+  db: Db,
+  input: {
+    stack_uuid: string;
+    run_id: string;
+    session_id: string;
+    items: { address: string; attribute: string }[];
+    defaults: SessionDefaults;
+  },
+): Promise<RemediationClaim> {
+  return db.transaction().execute(async (trx) => {
+    const stack = await trx
+      .selectFrom('stacks')
+      .select(STACK_COLUMNS)
+      .where('stack_uuid', '=', input.stack_uuid)
+      .forUpdate()
+      .executeTakeFirst();
+    if (!stack) return { opened: false, reason: `Stack ${input.stack_uuid} no longer exists.` };
+    const again = stack.remediation_session_id === input.session_id;
+    if (stack.remediation_session_id && !again) {
+      const last = await trx
+        .selectFrom('sessions')
+        .select('status')
+        .where('session_id', '=', stack.remediation_session_id)
+        .executeTakeFirst();
+      if (last?.status === 'ACTIVE')
+        return {
+          opened: false,
+          reason: `Session ${stack.remediation_session_id} is still open for this stack.`,
+          session_id: stack.remediation_session_id,
+        };
+    }
+    if (!stack.created_by)
+      return { opened: false, reason: 'Nobody who registered the stack is on record to own its session.' };
+    const settings = await insertSession(
+      trx,
+      {
+        session_id: input.session_id,
+        organization_uuid: stack.organization_uuid,
+        created_by: stack.created_by,
+        repository_url: stack.repository_url,
+        cloud: stack.cloud as SessionSettings['cloud'],
+        scope_id: stack.scope_id,
+        iac_path: stack.iac_path,
+      },
+      input.defaults,
+    );
+    if (!again) {
+      await trx
+        .updateTable('stacks')
+        .set({ remediation_session_id: input.session_id })
+        .where('stack_uuid', '=', input.stack_uuid)
+        .execute();
+      await trx
+        .updateTable('detection_runs')
+        .set({ session_id: input.session_id })
+        .where('run_id', '=', input.run_id)
+        .execute();
+      await linkItems(trx, input.stack_uuid, input.items, input.session_id);
+    }
+    return { opened: true, settings };
+  });
+}
+
+/** The open items named (by address and attribute) get the session opened for them. */
+export async function linkItems(
+  db: Db,
+  stack_uuid: string,
+  items: { address: string; attribute: string }[],
+  session_id: string,
+): Promise<void> {
+  if (items.length === 0) return;
+  await db
+    .updateTable('drift_items')
+    .set({ session_id })
+    .where('stack_uuid', '=', stack_uuid)
+    .where('state', '=', 'open')
+    .where((eb) =>
+      eb.or(items.map((i) => eb.and([eb('address', '=', i.address), eb('attribute', '=', i.attribute)]))),
+    )
+    .execute();
 }

@@ -5,16 +5,25 @@
 // run is recorded failed and leaves the inbox as it was; pause and resume change the schedule;
 // bad input is a 4xx that creates nothing. Every finding reaches a loopback receiver as a signed
 // webhook it checks; a delivery it refuses is retried and logged.
-import { rmSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, migrate, type Db } from '../../shared/db';
 import { stackScheduleId } from '../../shared/stack-contracts';
 import { SIGNATURE_HEADER, signatureHeader, verifySignature } from '../../shared/webhooks';
-import { roleTokens, startTestApi, type TestApi } from '../support/api';
-import { APP_CONFIG, DRIFT_ADDRESSES, SG_WEB_DEMO, type DriftTestBed } from '../support/drift-test-bed';
+import { roleTokens, startTestApi, waitForSession, type TestApi } from '../support/api';
+import { roundArtifactKey } from '../../shared/ids';
 import {
+  APP_CONFIG,
+  DRIFT_ADDRESSES,
+  MOTD_CONTENT,
+  SG_WEB_DEMO,
+  type DriftTestBed,
+} from '../support/drift-test-bed';
+import {
+  artifactStore,
   newTestBed,
   promptsWithAwsRules,
   REPLICAS_RULE,
@@ -32,8 +41,11 @@ interface Run {
   resolved: number;
   whitelisted: number;
   error: string | null;
+  session_id: string | null;
 }
 interface Item {
+  drift_item_uuid: string;
+  session_id: string | null;
   address: string;
   attribute: string;
   state: string;
@@ -109,21 +121,20 @@ describe('stacks: scheduled detection and the drift inbox', () => {
   async function runOnce(id: string): Promise<Run> {
     const before = ((await api.call('GET', `/api/v1/stacks/${id}/runs`, tokens.developer)).body.runs as Run[])
       .length;
-    // The run before may still be delivering its webhooks: a trigger while it runs is skipped
-    // (overlap policy skip), so the next one waits until its workflow has closed.
-    const previous = (
-      (await api.call('GET', `/api/v1/stacks/${id}/runs`, tokens.developer)).body.runs as Run[]
-    )[0];
-    if (previous)
-      await h.client.workflow
-        .getHandle(previous.run_id)
-        .result()
-        .catch(() => undefined);
     expect((await api.call('POST', `/api/v1/stacks/${id}/trigger`, tokens.devops, {})).status).toBe(202);
     for (let i = 0; ; i++) {
       const runs = (await api.call('GET', `/api/v1/stacks/${id}/runs`, tokens.developer)).body.runs as Run[];
       const latest = runs[0];
-      if (runs.length > before && latest && latest.status !== 'running') return latest;
+      if (runs.length > before && latest && latest.status !== 'running') {
+        // The run is recorded before its webhooks and its auto-remediation: wait for its workflow.
+        await h.client.workflow
+          .getHandle(latest.run_id)
+          .result()
+          .catch(() => undefined);
+        const after = (await api.call('GET', `/api/v1/stacks/${id}/runs`, tokens.developer)).body
+          .runs as Run[];
+        return after.find((r) => r.run_id === latest.run_id)!;
+      }
       if (i > 900) throw new Error('the triggered run did not finish');
       // A trigger that found a run still closing was skipped (overlap skip): trigger again.
       if (runs.length === before && i > 0 && i % 50 === 0)
@@ -260,6 +271,90 @@ describe('stacks: scheduled detection and the drift inbox', () => {
     // Every delivery the receiver took was signed with the endpoint's secret.
     expect(received.every((r) => r.valid)).toBe(true);
     await bed.api.put(APP_CONFIG.id, APP_CONFIG);
+  });
+
+  /** The targets the session's first round planned on, once the round has ended. */
+  async function sessionTargets(sessionId: string): Promise<{ targets: string[]; status: string }> {
+    const detail = await waitForSession(api, tokens.developer, sessionId, 1);
+    const round = detail.rounds[0]!;
+    const pinned = JSON.parse(
+      await artifactStore().getText(roundArtifactKey(sessionId, round.round_id, 'targets.json')),
+    ) as { targets: string[] };
+    return { targets: pinned.targets, status: round.status };
+  }
+
+  it('auto-remediation opens one partial session on new items at a time; chosen items open one on exactly them', async () => {
+    const created = await api.call('POST', '/api/v1/stacks', tokens.devops, {
+      ...spec(`auto-${Date.now()}`),
+      auto_remediate: 'open_session',
+    });
+    expect(created.status).toBe(201);
+    const id = created.body.stack_uuid as string;
+    expect(await runOnce(id)).toMatchObject({ status: 'completed', opened: 0, session_id: null });
+
+    // New drift: the run opens its item and a session on exactly that resource (no apply).
+    await bed.inject('ingress');
+    const drifted = await runOnce(id);
+    expect(drifted).toMatchObject({ status: 'completed', opened: 1 });
+    const auto = drifted.session_id as string;
+    expect(auto).toMatch(/^s-/);
+    expect(
+      (await api.call('GET', `/api/v1/stacks/${id}`, tokens.developer)).body.remediation_session_id,
+    ).toBe(auto);
+    expect((await items(id, 'open')).map((i) => [i.address, i.session_id])).toEqual([
+      [DRIFT_ADDRESSES.ingress, auto],
+    ]);
+    const first = await sessionTargets(auto);
+    expect(first).toEqual({ targets: [DRIFT_ADDRESSES.ingress], status: 'completed' });
+    const detail = await waitForSession(api, tokens.developer, auto, 1);
+    expect(detail.status).toBe('ACTIVE');
+    expect(detail.rounds[0]).toMatchObject({ kind: 'partial', outcome: 'Succeeded' });
+
+    // More drift while that session is open: the item opens, no second session does.
+    await bed.inject('file');
+    const more = await runOnce(id);
+    expect(more).toMatchObject({ status: 'completed', opened: 1, session_id: null });
+    expect(
+      (await api.call('GET', `/api/v1/stacks/${id}`, tokens.developer)).body.remediation_session_id,
+    ).toBe(auto);
+    const motd = (await items(id, 'open')).find((i) => i.address === DRIFT_ADDRESSES.file)!;
+    expect(motd.session_id).toBeNull();
+
+    // Chosen items: refused when unknown, resolved, whitelisted, of two stacks, or by a developer.
+    const others = await api.call('GET', '/api/v1/drift-items', tokens.developer);
+    const all = others.body.items as (Item & { stack_uuid: string })[];
+    const whitelisted = all.find((i) => i.whitelisted && i.state === 'open');
+    const resolved = all.find((i) => i.state === 'resolved');
+    const remediate = (token: string, body: unknown) =>
+      api.call('POST', '/api/v1/drift-items/remediate', token, body);
+    const sessionsBefore = await db.selectFrom('sessions').select('session_id').execute();
+    expect((await remediate(tokens.developer, { item_uuids: [motd.drift_item_uuid] })).status).toBe(403);
+    expect((await remediate(tokens.devops, { item_uuids: [] })).status).toBe(400);
+    expect((await remediate(tokens.devops, { item_uuids: ['not-a-uuid'] })).status).toBe(400);
+    const unknown = await remediate(tokens.devops, { item_uuids: ['00000000-0000-4000-8000-000000000000'] });
+    expect(unknown.status).toBe(404);
+    // The inbox test before left a resolved item and a whitelisted one on its stack.
+    expect(resolved && whitelisted).toBeTruthy();
+    expect((await remediate(tokens.devops, { item_uuids: [resolved!.drift_item_uuid] })).status).toBe(409);
+    expect((await remediate(tokens.devops, { item_uuids: [whitelisted!.drift_item_uuid] })).status).toBe(409);
+    const twoStacks = [whitelisted!.drift_item_uuid, motd.drift_item_uuid];
+    expect((await remediate(tokens.devops, { item_uuids: twoStacks })).status).toBe(400);
+    expect(await db.selectFrom('sessions').select('session_id').execute()).toHaveLength(
+      sessionsBefore.length,
+    );
+
+    const chosen = await remediate(tokens.devops, { item_uuids: [motd.drift_item_uuid] });
+    expect(chosen.status).toBe(202);
+    expect(chosen.body).toMatchObject({ accepted: true, targets: [DRIFT_ADDRESSES.file] });
+    const manual = chosen.body.session_id as string;
+    expect(manual).not.toBe(auto);
+    expect((await sessionTargets(manual)).targets).toEqual([DRIFT_ADDRESSES.file]);
+    expect((await items(id, 'open')).find((i) => i.address === DRIFT_ADDRESSES.file)?.session_id).toBe(
+      manual,
+    );
+
+    await bed.api.put(SG_WEB_DEMO.id, SG_WEB_DEMO);
+    writeFileSync(join(bed.filesDir, 'motd.txt'), MOTD_CONTENT);
   });
 
   it('pauses and resumes the schedule with a note; deleting the stack removes its schedule', async () => {
