@@ -357,6 +357,47 @@ describe('stacks: scheduled detection and the drift inbox', () => {
     writeFileSync(join(bed.filesDir, 'motd.txt'), MOTD_CONTENT);
   });
 
+  it('fires on its own and records each run; paused it starts none, resumed it fires again', async () => {
+    const created = await api.call('POST', '/api/v1/stacks', tokens.devops, {
+      ...spec(`fires-${Date.now()}`),
+      schedule: { interval_minutes: 1, jitter_seconds: 0 },
+    });
+    const id = created.body.stack_uuid as string;
+    const handle = h.client.schedule.getHandle(stackScheduleId(id));
+    // The API's shortest interval is a minute; the test's schedule fires every 5 seconds, with
+    // the action, policies and attributes the API created (a minute aligned to the clock would
+    // cost the suite up to three minutes of waiting).
+    await handle.update((prev) => ({ ...prev, spec: { intervals: [{ every: '5s' }] } }));
+    const runs = async () =>
+      (await api.call('GET', `/api/v1/stacks/${id}/runs`, tokens.developer)).body.runs as Run[];
+    const until = async (what: string, ok: (r: Run[]) => boolean) => {
+      for (let i = 0; i < 300; i++) {
+        const r = await runs();
+        if (ok(r)) return r;
+        await new Promise((res) => setTimeout(res, 200));
+      }
+      throw new Error(`no ${what} within a minute`);
+    };
+    const fired = await until('scheduled run', (r) => r.some((x) => x.status === 'completed'));
+    const first = fired.find((x) => x.status === 'completed')!;
+    expect(first.run_id).toMatch(new RegExp(`^drift-detection:${id}-\\d{4}-\\d{2}-\\d{2}T`));
+    const described = await h.client.workflow.getHandle(first.run_id).describe();
+    expect(described.searchAttributes.TemporalScheduledById).toEqual([stackScheduleId(id)]);
+
+    expect((await api.call('POST', `/api/v1/stacks/${id}/pause`, tokens.devops, {})).status).toBe(200);
+    // Whatever was already running when the pause came may finish; after that, nothing new starts
+    // while two of the times it would have fired pass.
+    const settled = await until('settled run', (r) => r.every((x) => x.status !== 'running'));
+    // (An absence has no event to await: the window is two 5-second fire times and a second.)
+    await new Promise((res) => setTimeout(res, 2 * 5_000 + 1_000));
+    expect((await runs()).length).toBe(settled.length);
+    expect((await handle.describe()).state.paused).toBe(true);
+
+    expect((await api.call('POST', `/api/v1/stacks/${id}/resume`, tokens.devops, {})).status).toBe(200);
+    await until('run after resume', (r) => r.length > settled.length);
+    expect((await api.call('DELETE', `/api/v1/stacks/${id}`, tokens.devops)).status).toBe(204);
+  });
+
   it('pauses and resumes the schedule with a note; deleting the stack removes its schedule', async () => {
     const created = await api.call('POST', '/api/v1/stacks', tokens.devops, {
       ...spec(`cron-${Date.now()}`),
