@@ -11,6 +11,7 @@ import { ErrorTypes } from '../shared/errors';
 import type { ArtifactStore } from '../shared/object-store';
 import { EngineClient, EngineError, type EngineBinary, type EngineCall } from './engine';
 import type { GitClient } from './git';
+import type { EngineSlots } from './engine-slots';
 import { readPlanForDrift } from './plan-reader';
 
 export interface EngineDeps {
@@ -21,6 +22,8 @@ export interface EngineDeps {
   /** Cloud credentials and endpoints for the providers (never logged). */
   env?: NodeJS.ProcessEnv;
   onCall?: (call: EngineCall) => void;
+  /** The worker's engine slots, shared by both engines (engine.max_concurrent). */
+  slots?: EngineSlots;
 }
 
 export interface DriftDetectionDeps {

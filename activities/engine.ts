@@ -3,6 +3,7 @@
 // most once per round) and re-runs init when the engine's output asks for it (a remediation added
 // a provider or a module). The scope id reaches every call as TF_VAR_kumoss_scope_id: a root that
 // declares `variable "kumoss_scope_id"` sees it, one that does not is unaffected.
+import type { EngineSlots } from './engine-slots';
 import { ProcessError, runProcess, type RunResult } from './process';
 
 export type EngineBinary = 'terraform' | 'tofu';
@@ -22,6 +23,8 @@ export interface EngineOptions {
   env?: NodeJS.ProcessEnv;
   /** Called after every engine process (metrics, benchmarks). */
   onCall?: (call: EngineCall) => void;
+  /** The worker's engine slots: a process starts only in a free one (activities/engine-slots.ts). */
+  slots?: EngineSlots;
 }
 
 export interface CallHooks {
@@ -133,8 +136,8 @@ export class EngineClient {
 
   private async run(args: string[], hooks: CallHooks = {}, stdoutFile?: string): Promise<RunResult> {
     const verb = args[0] ?? '';
-    try {
-      const r = await runProcess(this.opts.binary, args, {
+    const start = () =>
+      runProcess(this.opts.binary, args, {
         cwd: this.opts.workdir,
         env: this.env(),
         timeoutMs: this.opts.timeoutMs ?? 30 * 60 * 1000,
@@ -143,6 +146,17 @@ export class EngineClient {
         onHeartbeat: (ms) =>
           hooks.heartbeat?.(`${this.opts.kind} ${verb} running for ${Math.round(ms / 1000)}s`),
       });
+    const slots = this.opts.slots;
+    try {
+      const r = slots
+        ? await slots.run(start, {
+            ...(hooks.signal ? { signal: hooks.signal } : {}),
+            onWait: () =>
+              hooks.heartbeat?.(
+                `${this.opts.kind} ${verb} waiting for an engine slot (${slots.running} of ${slots.size} busy)`,
+              ),
+          })
+        : await start();
       const call = { args, exitCode: r.exitCode, durationMs: r.durationMs };
       this.calls.push(call);
       this.opts.onCall?.(call);

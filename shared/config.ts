@@ -31,6 +31,11 @@ export const configSchema = z.object({
      * points it at its embedded moto_server. Credentials always come from the worker's environment.
      */
     aws_endpoint_url: z.union([z.literal(''), z.string().url()]).default(''),
+    /**
+     * Engine processes one worker runs at once (every round, probe and stack detection shares
+     * them; a call waits for a free one). 0 = as many as the machine has cores.
+     */
+    max_concurrent: z.number().int().min(0).max(256).default(0),
   }),
   api: z.object({
     host: z.string().min(1).default('127.0.0.1'),
@@ -144,6 +149,7 @@ export const ENV_OVERRIDES: Record<string, string> = {
   KUMOSS_UI_CODEC_TRUST_ORIGIN: 'temporal.ui_codec_trust_origin',
   KUMOSS_ENGINE: 'engine.binary',
   KUMOSS_ENGINE_AWS_ENDPOINT_URL: 'engine.aws_endpoint_url',
+  KUMOSS_ENGINE_MAX_CONCURRENT: 'engine.max_concurrent',
   KUMOSS_API_HOST: 'api.host',
   KUMOSS_API_PORT: 'api.port',
   S3_ENDPOINT: 'storage.endpoint',

@@ -4,6 +4,7 @@ import { createActivities, type Activities } from '../activities';
 import { artifactIndex } from '../shared/db/artifacts';
 import { ArtifactStore, createS3Client } from '../shared/object-store';
 import type { EngineDeps } from '../activities/drift-detection';
+import { EngineSlots } from '../activities/engine-slots';
 import { GitClient } from '../activities/git';
 import { readFileSync } from 'node:fs';
 import { GiteaPullRequests } from '../activities/gitea';
@@ -40,8 +41,13 @@ export function engineCloudEnv(
   return out;
 }
 
-export function engineDeps(config: KumossConfig, kind: 'terraform' | 'tofu'): EngineDeps {
+export function engineDeps(
+  config: KumossConfig,
+  kind: 'terraform' | 'tofu',
+  slots?: EngineSlots,
+): EngineDeps {
   return {
+    ...(slots ? { slots } : {}),
     kind,
     binary: toolPath(kind),
     cliConfigFile: cliConfigPath(),
@@ -91,7 +97,12 @@ export function buildActivities(
     token: process.env.GIT_TOKEN,
     ...(giteaUrl && giteaToken ? { hostTokens: { [new URL(giteaUrl).origin]: giteaToken } } : {}),
   });
-  const engines = { terraform: engineDeps(config, 'terraform'), tofu: engineDeps(config, 'tofu') };
+  // One set of engine slots for the process: terraform and tofu calls share them.
+  const slots = new EngineSlots(config.engine.max_concurrent);
+  const engines = {
+    terraform: engineDeps(config, 'terraform', slots),
+    tofu: engineDeps(config, 'tofu', slots),
+  };
   const activities = createActivities({
     engine: engines[config.engine.binary],
     engines,
