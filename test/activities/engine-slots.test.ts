@@ -49,8 +49,9 @@ describe('engine slots', () => {
     let ran = false;
     let waited = false;
     const second = slots.run(
-      async () => {
+      () => {
         ran = true;
+        return Promise.resolve();
       },
       { signal: abort.signal, onWait: () => (waited = true) },
     );
@@ -60,7 +61,7 @@ describe('engine slots', () => {
     busy.open();
     await first;
     // The queued call's turn came and went: it did not run.
-    await slots.run(async () => undefined);
+    await slots.run(() => Promise.resolve());
     expect(ran).toBe(false);
   });
 
