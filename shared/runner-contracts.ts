@@ -132,6 +132,8 @@ export type RunnerGroupSpec = z.infer<typeof runnerGroupSchema>;
 // ---- The DAG -------------------------------------------------------------------------------
 
 export const DETECT_WORKFLOW_TYPE = 'runner.environment-drift-detect';
+/** The Temporal Schedule of a runner group's periodic detection. */
+export const runnerScheduleId = (groupUuid: string) => `runner-schedule:${groupUuid}`;
 export const REPAIR_WORKFLOW_TYPE = 'runner.environment-drift-repair';
 export const RUNNER_WORKFLOW_TYPES = [DETECT_WORKFLOW_TYPE, REPAIR_WORKFLOW_TYPE] as const;
 export type RunnerWorkflowType = (typeof RUNNER_WORKFLOW_TYPES)[number];

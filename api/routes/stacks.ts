@@ -32,7 +32,7 @@ import { webhookSpecSchema } from '../../shared/webhooks';
 import { authenticate, currentUser, requireRole } from '../auth';
 import { HttpError } from '../errors';
 import { acceptedBody, newRoundId, startSession, type SessionRouteDeps } from '../session-operations';
-import { StackSchedules } from '../stack-schedules';
+import { StackSchedules } from '../schedules';
 import { parseBody } from '../validation';
 import { registryError, uuidParam } from './runner-groups';
 

@@ -10,6 +10,7 @@ import { createActivities } from '../../activities';
 import type { RunnerDeps } from '../../activities/runners';
 import { ArtifactStore, createS3Client } from '../../shared/object-store';
 import type { EngineDeps } from '../../activities/drift-detection';
+import { EngineSlots } from '../../activities/engine-slots';
 import { GitClient } from '../../activities/git';
 import type { GiteaPullRequests } from '../../activities/gitea';
 import type { GitHubPullRequests } from '../../activities/github';
@@ -138,6 +139,8 @@ export interface TestActivityOptions {
   artifacts?: ArtifactStore;
   /** Called after every engine process (benchmarks). */
   onEngineCall?: EngineDeps['onCall'];
+  /** Engine processes at once (engine.max_concurrent; 0 = cores); default: no limit. */
+  engineSlots?: number;
   /** The metadata store the session and round workflows write to (default: the stack's). */
   db?: Db;
   /** GitHub pull requests (a loopback GitHub API) and the hosts it serves. */
@@ -158,8 +161,10 @@ export function stackActivities(stack: TestStack, o: TestActivityOptions = {}) {
       stack.bucket,
       artifactIndex(db),
     );
+  const slots = o.engineSlots !== undefined ? new EngineSlots(o.engineSlots) : undefined;
   const deps = (k: EngineKind): EngineDeps => ({
     ...stackEngineDeps(k, stack.awsEndpoint),
+    ...(slots ? { slots } : {}),
     ...(o.engineBinary ? { binary: o.engineBinary } : {}),
     ...(o.onEngineCall ? { onCall: o.onEngineCall } : {}),
   });

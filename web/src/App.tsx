@@ -9,6 +9,7 @@ import { RunnersPage } from './pages/RunnersPage';
 import { SessionPage } from './pages/SessionPage';
 import { SessionsPage } from './pages/SessionsPage';
 import { SignInPage } from './pages/SignInPage';
+import { InboxPage, StacksPage } from './pages/StacksPage';
 import { navigate, usePath } from './router';
 
 export function App() {
@@ -56,6 +57,8 @@ export function App() {
         <nav aria-label="Main">
           <Link to="/">Sessions</Link>
           <Link to="/new">New request</Link>
+          <Link to="/stacks">Stacks</Link>
+          <Link to="/inbox">Drift inbox</Link>
           <Link to="/runners">Runner groups</Link>
           {me.data.role === 'admin' && <Link to="/admin">Admin</Link>}
         </nav>
@@ -82,6 +85,8 @@ function view(location: string, me: Me & { uiUrl: string }) {
   if (path === '/new') return <RequestPage key={search} me={me} />;
   if (path === '/admin') return <AdminPage me={me} />;
   if (path === '/runners' || path.startsWith('/runners/')) return <RunnersPage me={me} path={path} />;
+  if (path === '/stacks' || path.startsWith('/stacks/')) return <StacksPage key={path} me={me} path={path} />;
+  if (path === '/inbox') return <InboxPage key={search} me={me} search={search} />;
   if (path === '/' || path === '/sessions') return <SessionsPage />;
   return (
     <p>

@@ -1,0 +1,195 @@
+// The Temporal Schedules of drift detection: one per stack (`drift-schedule:<stack>`, runs of
+// `stackDetection`) and one per runner group that has asked for one (`runner-schedule:<group>`,
+// runs of `runner.environment-drift-detect`). The spec comes from a schedule of the API (an
+// interval or a cron expression in a time zone, with jitter); overlap policy skip (a run still
+// going makes the next one wait for the one after); the stack or group as a search attribute. The
+// API changes schedules through Temporal only; the runs are the worker's.
+import {
+  ScheduleNotFoundError,
+  ScheduleOverlapPolicy,
+  type Client,
+  type ScheduleSpec,
+} from '@temporalio/client';
+import { DETECT_WORKFLOW_TYPE, runnerScheduleId } from '../shared/runner-contracts';
+import { KumossOrganization, KumossRunnerGroup, KumossStack } from '../shared/search-attributes';
+import {
+  stackDetectionWorkflowType,
+  stackScheduleId,
+  type Stack,
+  type StackSchedule,
+} from '../shared/stack-contracts';
+
+export interface ScheduleState {
+  schedule_id: string;
+  paused: boolean;
+  note: string | null;
+  next_runs: string[];
+  recent_runs: { scheduled_at: string; workflow_id: string }[];
+}
+
+function spec(s: StackSchedule): ScheduleSpec {
+  return {
+    ...(s.interval_minutes !== undefined ? { intervals: [{ every: `${s.interval_minutes}m` }] } : {}),
+    ...(s.cron !== undefined ? { cronExpressions: [s.cron] } : {}),
+    ...(s.time_zone ? { timezone: s.time_zone } : {}),
+    ...(s.jitter_seconds ? { jitter: `${s.jitter_seconds}s` } : {}),
+  };
+}
+
+/** Pause, resume, trigger, backfill, delete and describe the schedule of a key (a stack, a group). */
+class Schedules {
+  constructor(
+    protected readonly client: Client,
+    protected readonly taskQueue: string,
+    private readonly idOf: (key: string) => string,
+  ) {}
+
+  protected handle(key: string) {
+    return this.client.schedule.getHandle(this.idOf(key));
+  }
+
+  /** Removes the schedule; one already gone is fine (a retried delete). */
+  async delete(key: string): Promise<void> {
+    try {
+      await this.handle(key).delete();
+    } catch (err) {
+      if (!(err instanceof ScheduleNotFoundError)) throw err;
+    }
+  }
+
+  pause(key: string, note?: string): Promise<void> {
+    return this.handle(key).pause(note || 'Paused from the Kumoss API');
+  }
+
+  resume(key: string, note?: string): Promise<void> {
+    return this.handle(key).unpause(note || 'Resumed from the Kumoss API');
+  }
+
+  /** A run now (skipped, as any run, while one is still going). */
+  trigger(key: string): Promise<void> {
+    return this.handle(key).trigger(ScheduleOverlapPolicy.SKIP);
+  }
+
+  /** The runs a missed window would have had, one after the other. */
+  backfill(key: string, start: Date, end: Date): Promise<void> {
+    return this.handle(key).backfill({ start, end, overlap: ScheduleOverlapPolicy.BUFFER_ALL });
+  }
+
+  async state(key: string): Promise<ScheduleState | null> {
+    try {
+      const d = await this.handle(key).describe();
+      return {
+        schedule_id: d.scheduleId,
+        paused: d.state.paused,
+        note: d.state.note ?? null,
+        next_runs: d.info.nextActionTimes.slice(0, 5).map((t) => t.toISOString()),
+        recent_runs: d.info.recentActions.slice(-10).map((a) => ({
+          scheduled_at: a.scheduledAt.toISOString(),
+          workflow_id: a.action.workflow.workflowId,
+        })),
+      };
+    } catch (err) {
+      if (err instanceof ScheduleNotFoundError) return null;
+      throw err;
+    }
+  }
+}
+
+export class StackSchedules extends Schedules {
+  constructor(client: Client, taskQueue: string) {
+    super(client, taskQueue, stackScheduleId);
+  }
+
+  async create(stack: Stack): Promise<void> {
+    await this.client.schedule.create({
+      scheduleId: stackScheduleId(stack.stack_uuid),
+      spec: spec(stack.schedule),
+      action: {
+        type: 'startWorkflow',
+        workflowType: stackDetectionWorkflowType,
+        workflowId: `drift-detection:${stack.stack_uuid}`,
+        taskQueue: this.taskQueue,
+        args: [{ stack_uuid: stack.stack_uuid }],
+        typedSearchAttributes: [
+          { key: KumossStack, value: stack.stack_uuid },
+          { key: KumossOrganization, value: stack.organization_uuid },
+        ],
+      },
+      policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1 hour' },
+      typedSearchAttributes: [
+        { key: KumossStack, value: stack.stack_uuid },
+        { key: KumossOrganization, value: stack.organization_uuid },
+      ],
+      memo: { stack: stack.name },
+    });
+  }
+
+  async update(stack: Stack): Promise<void> {
+    await this.client.schedule.getHandle(stackScheduleId(stack.stack_uuid)).update((prev) => ({
+      ...prev,
+      spec: spec(stack.schedule),
+    }));
+  }
+}
+
+/** A runner group's schedule as the API shows it: its times and whether its runs may apply. */
+export interface RunnerSchedule {
+  schedule: StackSchedule;
+  auto_apply: boolean;
+}
+
+export class RunnerSchedules extends Schedules {
+  constructor(client: Client, taskQueue: string) {
+    super(client, taskQueue, runnerScheduleId);
+  }
+
+  /**
+   * Creates or replaces the group's schedule: each run is `runner.environment-drift-detect` on the
+   * group, applying its repairs only when `auto_apply` says so (off by default), started on behalf
+   * of the devops who set the schedule.
+   */
+  async put(
+    group: { runner_group_uuid: string; organization_uuid: string; name: string },
+    s: RunnerSchedule,
+    actor_uuid: string,
+  ): Promise<void> {
+    const action = {
+      type: 'startWorkflow' as const,
+      workflowType: DETECT_WORKFLOW_TYPE,
+      workflowId: `runner-detect:${group.runner_group_uuid}`,
+      taskQueue: this.taskQueue,
+      args: [
+        {
+          runner_group_uuid: group.runner_group_uuid,
+          organization_uuid: group.organization_uuid,
+          auto_apply: s.auto_apply,
+          actor_uuid,
+        },
+      ],
+      memo: { organization_uuid: group.organization_uuid, runner_group_uuid: group.runner_group_uuid },
+      typedSearchAttributes: [
+        { key: KumossOrganization, value: group.organization_uuid },
+        { key: KumossRunnerGroup, value: group.runner_group_uuid },
+      ],
+    };
+    const h = this.handle(group.runner_group_uuid);
+    try {
+      // An existing schedule keeps its state (paused or not, its note, its recent runs).
+      await h.update((prev) => ({ ...prev, spec: spec(s.schedule), action }));
+      return;
+    } catch (err) {
+      if (!(err instanceof ScheduleNotFoundError)) throw err;
+    }
+    await this.client.schedule.create({
+      scheduleId: runnerScheduleId(group.runner_group_uuid),
+      spec: spec(s.schedule),
+      action,
+      policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1 hour' },
+      typedSearchAttributes: [
+        { key: KumossRunnerGroup, value: group.runner_group_uuid },
+        { key: KumossOrganization, value: group.organization_uuid },
+      ],
+      memo: { runner_group: group.name },
+    });
+  }
+}

@@ -1,0 +1,302 @@
+// Scale of scheduled detection on one machine: 300 stacks on a 5-minute interval (jitter spreading
+// their runs over the interval), first on one worker (a process of its own, engine slots = cores),
+// then for the next interval with a second worker beside it and drift injected. Prints per
+// interval: detections completed per minute, schedule-to-start lag (the schedule starting the run
+// → the worker beginning it), run time, machine CPU, each worker's peak memory, and the most
+// engine processes seen at once; then checks the second interval: every run recorded once, every
+// stack holding exactly one open item for the injected drift. A benchmark, not a test.
+//
+// `npm run bench:stacks`; BENCH_STACKS (300), BENCH_STACKS_INTERVAL_S (300), BENCH_STACKS_SLOTS
+// (engine processes per worker, 0 = cores).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { cpus } from 'node:os';
+import { join } from 'node:path';
+import { Client, Connection, type WorkflowExecutionInfo } from '@temporalio/client';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
+import { GitClient } from '../activities/git';
+import { StackSchedules } from '../api/schedules';
+import { projectRoot } from '../shared/config';
+import { createDb, migrate } from '../shared/db';
+import { createStack } from '../shared/db/stacks';
+import { createUser } from '../shared/db/users';
+import { quietKnownWarnings } from '../shared/logger';
+import { stackScheduleId } from '../shared/stack-contracts';
+import { cliConfigPath, toolPath } from '../shared/tools.mjs';
+import { createDriftTestBed, DRIFT_ADDRESSES } from '../test/support/drift-test-bed';
+import { startTestStack } from '../test/support/test-stack';
+
+quietKnownWarnings();
+Runtime.install({ logger: new DefaultLogger('ERROR') });
+const STACKS = Number(process.env.BENCH_STACKS ?? 300);
+const INTERVAL_S = Number(process.env.BENCH_STACKS_INTERVAL_S ?? 300);
+const SLOTS = process.env.BENCH_STACKS_SLOTS ?? '0';
+const queue = 'bench-stacks';
+
+const pct = (xs: number[], q: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))] ?? 0;
+};
+const sleepUntil = (t: number) => new Promise((r) => setTimeout(r, Math.max(0, t - Date.now())));
+
+const { stack, stop } = await startTestStack();
+const workers: ChildProcess[] = [];
+async function startWorker(): Promise<ChildProcess> {
+  const w = spawn(
+    process.execPath,
+    ['--import', 'tsx', join(projectRoot, 'test/support/worker-process.ts')],
+    {
+      cwd: projectRoot,
+      env: {
+        ...process.env,
+        KUMOSS_TEST_STACK: JSON.stringify(stack),
+        KUMOSS_TEST_QUEUE: queue,
+        KUMOSS_TEST_ENGINE_SLOTS: SLOTS,
+      },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
+  await new Promise<void>((resolve) =>
+    w.stdout.on('data', (d: Buffer) => {
+      if (d.toString().includes('worker ready')) resolve();
+    }),
+  );
+  workers.push(w);
+  return w;
+}
+const rss = (pid: number) => {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return Number(m?.[1] ?? 0) / 1024;
+  } catch {
+    return 0;
+  }
+};
+/** Engine processes running now, machine-wide. */
+const engineProcesses = () => {
+  let n = 0;
+  for (const p of readdirSync('/proc')) {
+    if (!/^\d+$/.test(p)) continue;
+    try {
+      if (readFileSync(`/proc/${p}/comm`, 'utf8').trim() === 'terraform') n += 1;
+    } catch {
+      // gone
+    }
+  }
+  return n;
+};
+const cpuTimes = () =>
+  cpus().reduce(
+    (acc, c) => {
+      const t = c.times;
+      acc.busy += t.user + t.nice + t.sys + t.irq;
+      acc.all += t.user + t.nice + t.sys + t.irq + t.idle;
+      return acc;
+    },
+    { busy: 0, all: 0 },
+  );
+
+const connection = await Connection.connect({ address: stack.temporalAddress });
+const client = new Client({ connection });
+const db = createDb(stack.databaseUrl, { max: 8 });
+await migrate(db);
+const git = new GitClient({ caFile: stack.gitCaFile });
+const bed = await createDriftTestBed({
+  gitHostUrl: stack.gitHostUrl,
+  git,
+  engine: { kind: 'terraform', binary: toolPath('terraform'), cliConfigFile: cliConfigPath() },
+});
+const schedules = new StackSchedules(client, queue);
+const stackIds: string[] = [];
+try {
+  await startWorker();
+  const org = `bench-stacks-${Date.now()}`;
+  const { user } = await createUser(db, { name: `devops-${org}`, role: 'devops', organization: org });
+  // The cycle starts 20 s after the last schedule exists; jitter spreads each interval's runs.
+  const created = performance.now();
+  for (let i = 0; i < STACKS; i += 20) {
+    await Promise.all(
+      Array.from({ length: Math.min(20, STACKS - i) }, async (_, k) => {
+        const s = await createStack(
+          db,
+          user.organization_uuid,
+          {
+            name: `stack-${i + k}`,
+            repository_url: bed.repoUrl,
+            cloud: 'aws',
+            scope_id: 'bench',
+            schedule: { interval_minutes: INTERVAL_S / 60, jitter_seconds: INTERVAL_S - 10 },
+          },
+          user.user_uuid,
+        );
+        await schedules.create(s);
+        stackIds.push(s.stack_uuid);
+      }),
+    );
+  }
+  const t1 = Math.ceil((Date.now() + 20_000) / 1000) * 1000;
+  const offset = (t1 / 1000) % INTERVAL_S;
+  await Promise.all(
+    stackIds.map((id) =>
+      client.schedule.getHandle(stackScheduleId(id)).update((prev) => ({
+        ...prev,
+        spec: {
+          intervals: [{ every: `${INTERVAL_S}s`, offset: `${offset}s` }],
+          jitter: `${INTERVAL_S - 10}s`,
+        },
+      })),
+    ),
+  );
+  console.log(
+    `${STACKS} stacks and schedules created in ${((performance.now() - created) / 1000).toFixed(1)} s; intervals start ${new Date(t1).toISOString()}`,
+  );
+
+  const runsOf = async (from: number, to: number): Promise<WorkflowExecutionInfo[]> => {
+    const out: WorkflowExecutionInfo[] = [];
+    for await (const w of client.workflow.list({
+      query: `WorkflowType = 'stackDetection' AND KumossOrganization = '${user.organization_uuid}'`,
+    }))
+      if (w.startTime.getTime() >= from && w.startTime.getTime() < to) out.push(w);
+    return out;
+  };
+
+  async function interval(label: string, from: number) {
+    const to = from + INTERVAL_S * 1000;
+    await sleepUntil(from);
+    const c0 = cpuTimes();
+    const peaks = new Map<number, number>();
+    let engines = 0;
+    const sampler = setInterval(() => {
+      for (const w of workers) peaks.set(w.pid!, Math.max(peaks.get(w.pid!) ?? 0, rss(w.pid!)));
+      engines = Math.max(engines, engineProcesses());
+    }, 500);
+    await sleepUntil(to);
+    clearInterval(sampler);
+    const c1 = cpuTimes();
+    const runs = await runsOf(from, to);
+    const completedInWindow = runs.filter((r) => r.closeTime && r.closeTime.getTime() < to).length;
+    return {
+      label,
+      from,
+      to,
+      runs,
+      cpu: (100 * (c1.busy - c0.busy)) / (c1.all - c0.all),
+      peaks: [...peaks.values()].map(Math.round),
+      engines,
+      completedInWindow,
+    };
+  }
+
+  const one = await interval('one worker', t1);
+  // The next interval: a second worker beside the first, and drift every stack will see.
+  await startWorker();
+  await bed.inject('ingress');
+  const injectedAt = Date.now();
+  const two = await interval('two workers, drift injected', one.to);
+  // Stop the schedules and let the runs under way finish.
+  await Promise.all(stackIds.map((id) => client.schedule.getHandle(stackScheduleId(id)).pause('bench over')));
+  const drained = async (r: { runs: WorkflowExecutionInfo[]; from: number; to: number }) => {
+    for (;;) {
+      const now = await runsOf(r.from, r.to);
+      if (now.every((w) => w.status.name !== 'RUNNING')) return now;
+      await new Promise((res) => setTimeout(res, 2000));
+    }
+  };
+  const report = async (r: Awaited<ReturnType<typeof interval>>) => {
+    const runs = await drained(r);
+    const rows = await db
+      .selectFrom('detection_runs')
+      .select(['run_id', 'started_at', 'finished_at', 'status'])
+      .where(
+        'run_id',
+        'in',
+        runs.map((w) => w.workflowId),
+      )
+      .execute();
+    const byId = new Map(rows.map((x) => [x.run_id, x]));
+    const lag: number[] = [];
+    const took: number[] = [];
+    for (const w of runs) {
+      const row = byId.get(w.workflowId);
+      if (row) lag.push(new Date(row.started_at).getTime() - w.startTime.getTime());
+      if (w.closeTime) took.push(w.closeTime.getTime() - w.startTime.getTime());
+    }
+    const ok = runs.filter((w) => w.status.name === 'COMPLETED').length;
+    const minutes = INTERVAL_S / 60;
+    console.log(`${r.label}: ${runs.length} runs started in the ${minutes}-minute interval`);
+    console.log(
+      `  completed: ${ok} (${runs.length - ok} not), ${(r.completedInWindow / minutes).toFixed(1)} per minute within the interval`,
+    );
+    console.log(
+      `  schedule-to-start lag: p50 ${pct(lag, 0.5).toFixed(0)} ms, p95 ${pct(lag, 0.95).toFixed(0)} ms, max ${pct(lag, 1).toFixed(0)} ms`,
+    );
+    console.log(
+      `  run time: p50 ${(pct(took, 0.5) / 1000).toFixed(1)} s, p95 ${(pct(took, 0.95) / 1000).toFixed(1)} s`,
+    );
+    console.log(
+      `  machine CPU ${r.cpu.toFixed(0)}%, worker peak RSS ${r.peaks.join(' / ')} MiB, most engine processes at once: ${r.engines}`,
+    );
+    return { runs, rows, ok, lag, took };
+  };
+  const a = await report(one);
+  const b = await report(two);
+
+  // Correctness with two workers: each run recorded once and finished; each stack whose run began
+  // after the drift was injected holds exactly one open item, for the drifted resource.
+  const items = await db
+    .selectFrom('drift_items')
+    .select(['stack_uuid', 'address', 'state'])
+    .where('stack_uuid', 'in', stackIds)
+    .where('state', '=', 'open')
+    .execute();
+  const openBy = new Map<string, string[]>();
+  for (const i of items) openBy.set(i.stack_uuid, [...(openBy.get(i.stack_uuid) ?? []), i.address]);
+  const sawDrift = new Set(
+    b.rows
+      .filter((r) => r.status === 'completed' && new Date(r.started_at).getTime() > injectedAt)
+      .map((r) => /^drift-detection:([0-9a-f-]{36})-/.exec(r.run_id)?.[1] ?? ''),
+  );
+  const wrong = [...sawDrift].filter((id) => {
+    const open = openBy.get(id) ?? [];
+    return open.length !== 1 || open[0] !== DRIFT_ADDRESSES.ingress;
+  });
+  const recordedOnce = b.rows.length === b.runs.length && b.rows.every((r) => r.status !== 'running');
+  console.log(
+    `two workers: ${b.rows.length} of ${b.runs.length} runs recorded, each once and finished; ${sawDrift.size - wrong.length} of the ${sawDrift.size} stacks whose run began after the drift hold exactly its one open item`,
+  );
+  const minutes = INTERVAL_S / 60;
+  console.log(
+    `BENCH_STACKS ${JSON.stringify({
+      stacks: STACKS,
+      stacks_interval_s: INTERVAL_S,
+      stacks_detections_per_min_1w: Number((one.completedInWindow / minutes).toFixed(1)),
+      stacks_detections_per_min_2w: Number((two.completedInWindow / minutes).toFixed(1)),
+      stacks_completed_1w: a.ok,
+      stacks_completed_2w: b.ok,
+      stacks_lag_p95_ms_1w: Math.round(pct(a.lag, 0.95)),
+      stacks_lag_p95_ms_2w: Math.round(pct(b.lag, 0.95)),
+      stacks_run_p95_s_1w: Number((pct(a.took, 0.95) / 1000).toFixed(1)),
+      stacks_cpu_pct_1w: Math.round(one.cpu),
+      stacks_cpu_pct_2w: Math.round(two.cpu),
+      stacks_worker_peak_rss_mib: Math.max(...one.peaks, ...two.peaks),
+      stacks_engine_processes_max_1w: one.engines,
+      stacks_engine_processes_max_2w: two.engines,
+      stacks_two_workers_correct: recordedOnce && wrong.length === 0,
+    })}`,
+  );
+  if (!recordedOnce || wrong.length > 0) process.exitCode = 1;
+} finally {
+  for (const w of workers) w.kill('SIGTERM');
+  await Promise.all(
+    stackIds.map((id) =>
+      client.schedule
+        .getHandle(stackScheduleId(id))
+        .delete()
+        .catch(() => undefined),
+    ),
+  );
+  await bed.destroy();
+  await db.destroy();
+  await connection.close();
+  await stop();
+}
