@@ -10,7 +10,11 @@ Runtime.install({ logger: new DefaultLogger('ERROR') });
 const stack = JSON.parse(process.env.KUMOSS_TEST_STACK ?? '{}') as TestStack;
 const queue = process.env.KUMOSS_TEST_QUEUE ?? '';
 const slots = process.env.KUMOSS_TEST_ENGINE_SLOTS;
-const worker = await startStackWorker(stack, queue, slots !== undefined ? { engineSlots: Number(slots) } : {});
+const worker = await startStackWorker(
+  stack,
+  queue,
+  slots !== undefined ? { engineSlots: Number(slots) } : {},
+);
 process.stdout.write('worker ready\n');
 for (const sig of ['SIGINT', 'SIGTERM'] as const)
   process.once(sig, () => void worker.stop().then(() => process.exit(0)));
