@@ -15,6 +15,7 @@ import { createHealthRouter, type ComponentCheck } from './routes/health';
 import { createMappingRouter } from './routes/mapping';
 import { createPullRequestRouter } from './routes/pull-requests';
 import { createRunnerGroupsRouter } from './routes/runner-groups';
+import { createRunnerSchedulesRouter } from './routes/runner-schedules';
 import { createStacksRouter } from './routes/stacks';
 import { createSessionsRouter, type SessionDetailDeps } from './routes/sessions';
 import { createWorkflowsRouter } from './routes/workflows';
@@ -103,6 +104,7 @@ export function createApp(deps: AppDeps): Express {
     app.use(createWorkflowsRouter(deps.sessions));
     app.use(createRunnerGroupsRouter(deps.sessions));
     app.use(createStacksRouter(deps.sessions));
+    app.use(createRunnerSchedulesRouter(deps.sessions));
     app.use(createPullRequestRouter(deps.sessions));
     app.use(
       createAuthorizeRouter({ db: deps.sessions.db, authz: deps.authz ?? { enabled: false, url: '' } }),

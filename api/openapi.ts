@@ -7,6 +7,7 @@ import {
   detectInputSchema,
   repairInputSchema,
   runnerGroupSchema,
+  runnerScheduleSchema,
   RUNNER_WORKFLOW_TYPES,
 } from '../shared/runner-contracts';
 import { lockRequestSchema, newUserSchema, roleChangeSchema } from './routes/admin';
@@ -82,6 +83,7 @@ export function openApiDocument(): Record<string, unknown> {
         Accepted: schema(acceptedSchema),
         Stack: schema(stackSpecSchema),
         RemediateItems: schema(remediateItemsSchema),
+        RunnerSchedule: schema(runnerScheduleSchema),
         StackUpdate: schema(stackUpdateSchema),
         ScheduleNote: schema(scheduleNoteSchema),
         Backfill: schema(backfillSchema),
@@ -383,6 +385,58 @@ export function openApiDocument(): Record<string, unknown> {
           responses: { '200': { description: 'Plan' }, ...errors(401, 404) },
         },
       },
+      '/api/v1/runner-groups/{id}/schedule': {
+        put: {
+          summary:
+            'Set a runner group’s periodic detection (its Temporal Schedule runner-schedule:<group>); auto_apply off by default (devops)',
+          parameters: [idParam],
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: { $ref: '#/components/schemas/RunnerSchedule' } } },
+          },
+          responses: {
+            '200': { description: 'The schedule and its state' },
+            ...errors(400, 401, 403, 404, 503),
+          },
+        },
+        get: {
+          summary: 'A runner group’s schedule, whether it applies, and its state (next runs, paused, note)',
+          parameters: [idParam],
+          responses: { '200': { description: 'Schedule' }, ...errors(401, 404) },
+        },
+        delete: {
+          summary: 'Remove a runner group’s schedule (devops)',
+          parameters: [idParam],
+          responses: { '204': { description: 'Removed' }, ...errors(401, 403, 404, 503) },
+        },
+      },
+      ...Object.fromEntries(
+        (['pause', 'resume', 'trigger'] as const).map((verb) => [
+          `/api/v1/runner-groups/{id}/schedule/${verb}`,
+          {
+            post: {
+              summary:
+                verb === 'trigger'
+                  ? 'Run the group’s scheduled detection now (devops)'
+                  : `${verb === 'pause' ? 'Pause' : 'Resume'} the group’s schedule, with an optional note (devops)`,
+              parameters: [idParam],
+              ...(verb === 'trigger'
+                ? {}
+                : {
+                    requestBody: {
+                      content: {
+                        'application/json': { schema: { $ref: '#/components/schemas/ScheduleNote' } },
+                      },
+                    },
+                  }),
+              responses: {
+                [verb === 'trigger' ? '202' : '200']: { description: 'The schedule' },
+                ...errors(400, 401, 403, 404, 503),
+              },
+            },
+          },
+        ]),
+      ),
       '/api/v1/stacks': {
         post: {
           summary:

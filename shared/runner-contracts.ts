@@ -2,6 +2,7 @@
 // environment should be, the DAG's input, its state (the seed's output schema) and the plan.
 // Sandbox-safe: workflows import it.
 import { z } from 'zod';
+import { stackScheduleSchema } from './stack-contracts';
 
 const uuid = z.string().uuid('must be a UUID');
 const name = (what: string, pattern: RegExp, hint: string) =>
@@ -134,6 +135,15 @@ export type RunnerGroupSpec = z.infer<typeof runnerGroupSchema>;
 export const DETECT_WORKFLOW_TYPE = 'runner.environment-drift-detect';
 /** The Temporal Schedule of a runner group's periodic detection. */
 export const runnerScheduleId = (groupUuid: string) => `runner-schedule:${groupUuid}`;
+
+/** A runner group's periodic detection: when (as a stack's schedule), and whether it may apply. */
+export const runnerScheduleSchema = z
+  .object({
+    schedule: stackScheduleSchema,
+    /** Repairs applied by the scheduled runs: off unless the group says otherwise. */
+    auto_apply: z.boolean().default(false),
+  })
+  .strict();
 export const REPAIR_WORKFLOW_TYPE = 'runner.environment-drift-repair';
 export const RUNNER_WORKFLOW_TYPES = [DETECT_WORKFLOW_TYPE, REPAIR_WORKFLOW_TYPE] as const;
 export type RunnerWorkflowType = (typeof RUNNER_WORKFLOW_TYPES)[number];

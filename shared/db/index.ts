@@ -127,6 +127,9 @@ export interface RunnerGroupsTable {
   cloud_connection_uuid: string | null;
   /** RunnerEnvironment (shared/runner-contracts.ts), validated on the way in. */
   environment: unknown;
+  /** Its periodic detection (StackSchedule), when it has one; its Temporal Schedule runs it. */
+  schedule: unknown;
+  schedule_auto_apply: Generated<boolean>;
   created_at: Generated<Date>;
   updated_at: Generated<Date>;
 }

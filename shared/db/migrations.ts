@@ -319,4 +319,15 @@ export const migrations: Migration[] = [
       await sql`alter table drift_items add column session_id text`.execute(db);
     },
   },
+  {
+    // A runner group's periodic detection (its Temporal Schedule runner-schedule:<group>): the
+    // schedule as set, and whether its runs may apply repairs.
+    id: '0012_runner_schedules',
+    async up(db) {
+      await sql`alter table runner_groups add column schedule jsonb`.execute(db);
+      await sql`alter table runner_groups add column schedule_auto_apply boolean not null default false`.execute(
+        db,
+      );
+    },
+  },
 ];

@@ -352,3 +352,35 @@ export async function updatePlan(
     .where('plan_uuid', '=', plan_uuid)
     .execute();
 }
+
+/** A runner group's periodic detection as set (null: none). */
+export async function setRunnerSchedule(
+  db: Db,
+  organization_uuid: string,
+  runner_group_uuid: string,
+  s: { schedule: unknown; auto_apply: boolean } | null,
+): Promise<void> {
+  await db
+    .updateTable('runner_groups')
+    .set({
+      schedule: s ? JSON.stringify(s.schedule) : null,
+      schedule_auto_apply: s?.auto_apply ?? false,
+    })
+    .where('runner_group_uuid', '=', runner_group_uuid)
+    .where('organization_uuid', '=', organization_uuid)
+    .execute();
+}
+
+export async function getRunnerSchedule(
+  db: Db,
+  organization_uuid: string,
+  runner_group_uuid: string,
+): Promise<{ schedule: unknown; auto_apply: boolean } | null> {
+  const row = await db
+    .selectFrom('runner_groups')
+    .select(['schedule', 'schedule_auto_apply'])
+    .where('runner_group_uuid', '=', runner_group_uuid)
+    .where('organization_uuid', '=', organization_uuid)
+    .executeTakeFirst();
+  return row?.schedule ? { schedule: row.schedule, auto_apply: row.schedule_auto_apply } : null;
+}

@@ -324,4 +324,65 @@ describe('runner workflows API', () => {
       ((await waitFor(String(clean.body.workflow_uuid), tokens.devops ?? '')).output as Json).plan_status,
     ).toBe('clean');
   });
+
+  it('runs a runner group on its own Temporal Schedule: set, run now, pause kept across a change, removed', async () => {
+    const { group } = await registerGroup(tokens.devops ?? '');
+    const id = String(group.runner_group_uuid);
+    const path = `/api/v1/runner-groups/${id}/schedule`;
+    expect((await call('GET', path, tokens.developer)).status).toBe(404);
+    const every30 = { schedule: { interval_minutes: 30, jitter_seconds: 60 } };
+    expect((await call('PUT', path, tokens.developer, every30)).status).toBe(403);
+    expect((await call('PUT', path, tokens.devops, { schedule: { interval_minutes: 0 } })).status).toBe(400);
+    expect((await call('PUT', path, tokens.devops, { ...every30, surprise: 1 })).status).toBe(400);
+    expect(
+      (await call('PUT', `/api/v1/runner-groups/${randomUUID()}/schedule`, tokens.devops, every30)).status,
+    ).toBe(404);
+    expect((await call('GET', path, tokens.developer)).status).toBe(404);
+
+    const set = await call('PUT', path, tokens.devops, every30);
+    expect(set.status).toBe(200);
+    expect(set.body).toMatchObject({ ...every30, auto_apply: false });
+    expect(set.body.schedule_state).toMatchObject({ schedule_id: `runner-schedule:${id}`, paused: false });
+    const described = await h.client.schedule.getHandle(`runner-schedule:${id}`).describe();
+    expect(described.action).toMatchObject({
+      type: 'startWorkflow',
+      workflowType: 'runner.environment-drift-detect',
+    });
+    expect((described.action as { args: Json[] }).args[0]).toMatchObject({
+      runner_group_uuid: id,
+      auto_apply: false,
+    });
+
+    // Run now: the scheduled run is the detection DAG on the group, recorded as its execution.
+    expect((await call('POST', `${path}/trigger`, tokens.devops, {})).status).toBe(202);
+    let run: Json | undefined;
+    for (let i = 0; i < 300 && !run; i++) {
+      const execs = (await call('GET', `/api/v1/runner-groups/${id}/executions`, tokens.developer)).body
+        .executions as Json[];
+      run = execs.find((e) => String(e.workflow_uuid).startsWith(`runner-detect:${id}-`));
+      if (!run) await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(run).toBeDefined();
+    const done = await waitFor(String(run!.workflow_uuid), tokens.developer ?? '');
+    expect(done.status).toBe('COMPLETED');
+    expect((done.output as Json).auto_apply).toBe(false);
+
+    // Paused with a note, then changed (cron, auto-apply on): still paused, with its note.
+    expect((await call('POST', `${path}/pause`, tokens.devops, { note: 'provider upgrade' })).status).toBe(
+      200,
+    );
+    const changed = await call('PUT', path, tokens.devops, {
+      schedule: { cron: '0 6 * * 1-5', time_zone: 'Europe/Berlin' },
+      auto_apply: true,
+    });
+    expect(changed.body).toMatchObject({ auto_apply: true, schedule: { cron: '0 6 * * 1-5' } });
+    expect(changed.body.schedule_state).toMatchObject({ paused: true, note: 'provider upgrade' });
+    expect((await call('POST', `${path}/resume`, tokens.devops, {})).body.schedule_state).toMatchObject({
+      paused: false,
+    });
+
+    expect((await call('DELETE', path, tokens.devops)).status).toBe(204);
+    expect((await call('GET', path, tokens.developer)).status).toBe(404);
+    await expect(h.client.schedule.getHandle(`runner-schedule:${id}`).describe()).rejects.toThrow();
+  });
 });
