@@ -16,6 +16,7 @@ const BENCHES = [
   'real-root', // (e) a 1,000-resource root
   'web', // (f) the web application
   'load-sessions', // 50 sessions at once
+  'stacks-scale', // 300 stacks on a 5-minute schedule, one then two workers (≈ 13 min)
 ];
 
 /** The figures the summary line must hold (issue 13). */
