@@ -15,17 +15,10 @@ import { KumossOrganization, KumossRunnerGroup, KumossStack } from '../shared/se
 import {
   stackDetectionWorkflowType,
   stackScheduleId,
+  type ScheduleState,
   type Stack,
   type StackSchedule,
 } from '../shared/stack-contracts';
-
-export interface ScheduleState {
-  schedule_id: string;
-  paused: boolean;
-  note: string | null;
-  next_runs: string[];
-  recent_runs: { scheduled_at: string; workflow_id: string }[];
-}
 
 function spec(s: StackSchedule): ScheduleSpec {
   return {

@@ -158,3 +158,50 @@ export interface StackDetectionResult {
   /** The partial drift session auto-remediation opened for the new items. */
   session_id?: string;
 }
+
+/** A detection run as recorded (GET /api/v1/stacks/{id}/runs). */
+export interface DetectionRun {
+  run_id: string;
+  stack_uuid: string;
+  status: 'running' | 'completed' | 'failed';
+  started_at: string;
+  finished_at: string | null;
+  drift_count: number;
+  opened: number;
+  resolved: number;
+  whitelisted: number;
+  plan_key: string | null;
+  report_key: string | null;
+  error: string | null;
+  /** The session its auto-remediation opened. */
+  session_id: string | null;
+}
+
+/** An item of the drift inbox (GET /api/v1/drift-items). */
+export interface DriftItem {
+  drift_item_uuid: string;
+  stack_uuid: string;
+  stack_name: string;
+  cloud: string;
+  address: string;
+  attribute: string;
+  action: string;
+  state: DriftItemState;
+  whitelisted: boolean;
+  rule_id: string | null;
+  first_seen_at: string;
+  last_seen_at: string;
+  resolved_at: string | null;
+  runs_seen: number;
+  /** The remediation session opened for it, if any. */
+  session_id: string | null;
+}
+
+/** A Temporal Schedule's state as the API shows it. */
+export interface ScheduleState {
+  schedule_id: string;
+  paused: boolean;
+  note: string | null;
+  next_runs: string[];
+  recent_runs: { scheduled_at: string; workflow_id: string }[];
+}

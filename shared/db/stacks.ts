@@ -7,6 +7,8 @@ import { sql } from 'kysely';
 import {
   stackScheduleSchema,
   type DetectedDrift,
+  type DetectionRun,
+  type DriftItem,
   type DriftItemState,
   type Stack,
   type StackSpec,
@@ -130,23 +132,6 @@ export async function deleteStack(db: Db, organization_uuid: string, stack_uuid:
     .where('organization_uuid', '=', organization_uuid)
     .executeTakeFirst();
   if (Number(r.numDeletedRows) === 0) throw new RegistryError('not_found', `Stack ${stack_uuid} not found.`);
-}
-
-export interface DetectionRun {
-  run_id: string;
-  stack_uuid: string;
-  status: 'running' | 'completed' | 'failed';
-  started_at: string;
-  finished_at: string | null;
-  drift_count: number;
-  opened: number;
-  resolved: number;
-  whitelisted: number;
-  plan_key: string | null;
-  report_key: string | null;
-  error: string | null;
-  /** The session its auto-remediation opened. */
-  session_id: string | null;
 }
 
 /** A run begins (idempotent: a retry of the same run id changes nothing). */
@@ -325,25 +310,6 @@ export async function listDetectionRuns(db: Db, stack_uuid: string, limit = 50):
     started_at: new Date(r.started_at).toISOString(),
     finished_at: r.finished_at ? new Date(r.finished_at).toISOString() : null,
   }));
-}
-
-export interface DriftItem {
-  drift_item_uuid: string;
-  stack_uuid: string;
-  stack_name: string;
-  cloud: string;
-  address: string;
-  attribute: string;
-  action: string;
-  state: DriftItemState;
-  whitelisted: boolean;
-  rule_id: string | null;
-  first_seen_at: string;
-  last_seen_at: string;
-  resolved_at: string | null;
-  runs_seen: number;
-  /** The remediation session opened for it, if any. */
-  session_id: string | null;
 }
 
 /** The organization's drift inbox, newest first; filters by stack, state and cloud. */

@@ -10,7 +10,7 @@ import { ensureWebBuild } from '../../scripts/web-build';
 import { createDb, type Db } from '../../shared/db';
 import { roundArtifactKey } from '../../shared/ids';
 import { roleTokens, startTestApi, waitForSession, type TestApi } from '../support/api';
-import { expectAccessible, launchBrowser, screenshot } from '../support/browser';
+import { expectAccessible, launchBrowser, signIn, screenshot } from '../support/browser';
 import { DRIFT_ADDRESSES, SG_WEB_DEMO, type DriftTestBed } from '../support/drift-test-bed';
 import { artifactStore, newTestBed, stack, temporalHarness, type TemporalHarness } from '../support/stack';
 
@@ -39,17 +39,7 @@ describe('web application: stacks and the drift inbox (Chromium)', () => {
     await h?.close();
   });
 
-  const signedIn = async (token: string, path: string) => {
-    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-    const page = await context.newPage();
-    const errors: string[] = [];
-    page.on('pageerror', (e) => errors.push(e.message));
-    await page.goto(`${api.url}${path}`);
-    await page.getByLabel('Access token').fill(token);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('button', { name: 'Sign out' }).waitFor();
-    return { context, page, errors };
-  };
+  const signedIn = (token: string, path: string) => signIn(browser, api.url, token, path);
 
   /** Clicks "Run now" and waits for one more finished run row than there were. */
   const runNow = async (page: Page) => {

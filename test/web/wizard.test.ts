@@ -11,7 +11,7 @@ import { createDb, type Db } from '../../shared/db';
 import { findUserByToken } from '../../shared/db/users';
 import { sessionBranch } from '../../shared/ids';
 import { roleTokens, startTestApi, waitForSession, type TestApi } from '../support/api';
-import { expectAccessible, launchBrowser } from '../support/browser';
+import { expectAccessible, launchBrowser, signIn } from '../support/browser';
 import type { DriftTestBed } from '../support/drift-test-bed';
 import { reply, startJsonLoopback, type JsonLoopback } from '../support/json-loopback';
 import { newTestBed, stack, temporalHarness, type TemporalHarness } from '../support/stack';
@@ -57,17 +57,8 @@ describe('web application: wizard, failed and follow-up sessions, keyboard (Chro
     await h?.close();
   });
 
-  const signedIn = async (token: string, path: string, viewport = { width: 1280, height: 800 }) => {
-    const context = await browser.newContext({ viewport });
-    const page = await context.newPage();
-    const errors: string[] = [];
-    page.on('pageerror', (e) => errors.push(e.message));
-    await page.goto(`${api.url}${path}`);
-    await page.getByLabel('Access token').fill(token);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('button', { name: 'Sign out' }).waitFor();
-    return { context, page, errors };
-  };
+  const signedIn = (token: string, path: string, viewport = { width: 1280, height: 800 }) =>
+    signIn(browser, api.url, token, path, viewport);
 
   /** The focused element: `input#<id>` or `a <text>`. */
   const focused = (page: Page) =>

@@ -6,62 +6,20 @@
 //   /inbox           the drift inbox
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
+import type {
+  DetectionRun,
+  DriftItem,
+  ScheduleState,
+  Stack as StackRecord,
+} from '../../../shared/stack-contracts';
 import { api, ok, type Me } from '../api/client';
 import { Alert } from '../components/Alert';
 import { Link } from '../components/Link';
 import { QueryState } from '../components/QueryState';
 import { navigate } from '../router';
 
-interface ScheduleState {
-  schedule_id: string;
-  paused: boolean;
-  note: string | null;
-  next_runs: string[];
-  recent_runs: { scheduled_at: string; workflow_id: string }[];
-}
-interface Stack {
-  stack_uuid: string;
-  name: string;
-  repository_url: string;
-  iac_path: string;
-  cloud: string;
-  scope_id: string;
-  engine: string;
-  branch: string;
-  schedule: { interval_minutes?: number; cron?: string; time_zone?: string; jitter_seconds?: number };
-  auto_remediate: 'off' | 'open_session';
-  remediation_session_id: string | null;
-  schedule_state: ScheduleState | null;
-}
-interface DetectionRun {
-  run_id: string;
-  status: 'running' | 'completed' | 'failed';
-  started_at: string;
-  finished_at: string | null;
-  drift_count: number;
-  opened: number;
-  resolved: number;
-  whitelisted: number;
-  error: string | null;
-  session_id: string | null;
-}
-interface DriftItem {
-  drift_item_uuid: string;
-  stack_uuid: string;
-  stack_name: string;
-  cloud: string;
-  address: string;
-  attribute: string;
-  action: string;
-  state: 'open' | 'resolved';
-  whitelisted: boolean;
-  rule_id: string | null;
-  first_seen_at: string;
-  last_seen_at: string;
-  resolved_at: string | null;
-  runs_seen: number;
-  session_id: string | null;
-}
+/** A stack as the API answers it: the registered fields and its schedule's state. */
+type Stack = StackRecord & { schedule_state: ScheduleState | null };
 
 const when = (iso: string | null | undefined) =>
   iso ? <time dateTime={iso}>{new Date(iso).toLocaleString()}</time> : '—';
