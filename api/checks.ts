@@ -20,6 +20,26 @@ export function temporalCheck(connection: Connection, namespace: string): Compon
   };
 }
 
+/**
+ * A worker polls the task queue: without one a request is accepted by nobody (the session's
+ * first Update would time out). Temporal remembers a poller for a minute or so after it stops.
+ */
+export function workerCheck(connection: Connection, namespace: string, taskQueue: string): ComponentCheck {
+  return {
+    name: 'worker',
+    async check() {
+      const r = await connection.workflowService.describeTaskQueue({
+        namespace,
+        taskQueue: { name: taskQueue },
+        taskQueueType: 1, // TASK_QUEUE_TYPE_WORKFLOW
+      });
+      const pollers = r.pollers?.length ?? 0;
+      if (pollers === 0) throw new Error(`no worker polls task queue ${taskQueue} yet`);
+      return `${pollers} poller(s) on task queue ${taskQueue}`;
+    },
+  };
+}
+
 export function storageCheck(store: ArtifactStore): ComponentCheck {
   return {
     name: 'object_store',

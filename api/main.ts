@@ -8,7 +8,7 @@ import { logger, quietKnownWarnings } from '../shared/logger';
 import { dataConverter, payloadCodecFromEnv } from '../shared/payload-codec';
 import { createApp } from './app';
 import { startEventsHub } from './events-hub';
-import { databaseCheck, forgeCheck, gitHostCheck, storageCheck, temporalCheck } from './checks';
+import { databaseCheck, forgeCheck, gitHostCheck, storageCheck, temporalCheck, workerCheck } from './checks';
 
 quietKnownWarnings();
 const config = loadConfig();
@@ -23,6 +23,7 @@ const artifacts = new ArtifactStore(createS3Client(config.storage), config.stora
 const app = createApp({
   checks: [
     temporalCheck(connection, config.temporal.namespace),
+    workerCheck(connection, config.temporal.namespace, config.temporal.task_queue),
     storageCheck(artifacts),
     databaseCheck(db),
     gitHostCheck(`https://${config.git_host.host}:${config.git_host.port}`, gitTrustBundle(config)),

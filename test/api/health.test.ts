@@ -3,11 +3,11 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { databaseCheck, gitHostCheck, storageCheck, temporalCheck } from '../../api/checks';
+import { databaseCheck, gitHostCheck, storageCheck, temporalCheck, workerCheck } from '../../api/checks';
 import { createApp } from '../../api/app';
 import { ArtifactStore, createS3Client } from '../../shared/object-store';
 import { createDb, migrate, type Db } from '../../shared/db';
-import { artifactStore, stack } from '../support/stack';
+import { artifactStore, stack, temporalHarness } from '../support/stack';
 
 async function listen(app: ReturnType<typeof createApp>): Promise<{ server: Server; url: string }> {
   const server = app.listen(0, '127.0.0.1');
@@ -101,6 +101,23 @@ describe('API health', () => {
       expect(((await bad.json()) as { error: { code: string } }).error.code).toBe('entity_parse_failed');
     } finally {
       server.close();
+    }
+  });
+
+  it('says the worker is down while no worker polls the task queue, and up once one does', async () => {
+    const s = stack();
+    const idle = `health-idle-${Date.now()}`;
+    await expect(workerCheck(connection, s.namespace, idle).check()).rejects.toThrow(
+      `no worker polls task queue ${idle} yet`,
+    );
+    const h = await temporalHarness('health');
+    try {
+      const check = workerCheck(connection, s.namespace, h.taskQueue);
+      await expect
+        .poll(() => check.check().catch((e: Error) => e.message), { timeout: 30_000 })
+        .toBe(`1 poller(s) on task queue ${h.taskQueue}`);
+    } finally {
+      await h.close();
     }
   });
 });
