@@ -11,6 +11,6 @@ export default defineConfig({
     // Global teardown scans every history and artifact of the run for test secrets.
     teardownTimeout: 180_000,
     fileParallelism: true,
-    maxWorkers: 2,
+    maxWorkers: 3,
   },
 });

@@ -364,10 +364,10 @@ describe('stacks: scheduled detection and the drift inbox', () => {
     });
     const id = created.body.stack_uuid as string;
     const handle = h.client.schedule.getHandle(stackScheduleId(id));
-    // The API's shortest interval is a minute; the test's schedule fires every 5 seconds, with
+    // The API's shortest interval is a minute; the test's schedule fires every 3 seconds, with
     // the action, policies and attributes the API created (a minute aligned to the clock would
     // cost the suite up to three minutes of waiting).
-    await handle.update((prev) => ({ ...prev, spec: { intervals: [{ every: '5s' }] } }));
+    await handle.update((prev) => ({ ...prev, spec: { intervals: [{ every: '3s' }] } }));
     const runs = async () =>
       (await api.call('GET', `/api/v1/stacks/${id}/runs`, tokens.developer)).body.runs as Run[];
     const until = async (what: string, ok: (r: Run[]) => boolean) => {
@@ -388,8 +388,8 @@ describe('stacks: scheduled detection and the drift inbox', () => {
     // Whatever was already running when the pause came may finish; after that, nothing new starts
     // while two of the times it would have fired pass.
     const settled = await until('settled run', (r) => r.every((x) => x.status !== 'running'));
-    // (An absence has no event to await: the window is two 5-second fire times and a second.)
-    await new Promise((res) => setTimeout(res, 2 * 5_000 + 1_000));
+    // (An absence has no event to await: the window is two 3-second fire times and a second.)
+    await new Promise((res) => setTimeout(res, 2 * 3_000 + 1_000));
     expect((await runs()).length).toBe(settled.length);
     expect((await handle.describe()).state.paused).toBe(true);
 
