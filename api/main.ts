@@ -6,6 +6,7 @@ import { databaseUrl, gitTrustBundle, loadConfig, projectRoot } from '../shared/
 import { createDb, migrate } from '../shared/db';
 import { logger, quietKnownWarnings } from '../shared/logger';
 import { dataConverter, payloadCodecFromEnv } from '../shared/payload-codec';
+import { ensureSearchAttributes } from '../shared/temporal-setup';
 import { createApp } from './app';
 import { startEventsHub } from './events-hub';
 import { databaseCheck, forgeCheck, gitHostCheck, storageCheck, temporalCheck, workerCheck } from './checks';
@@ -18,6 +19,8 @@ const db = createDb(databaseUrl(config));
 const hub = startEventsHub(databaseUrl(config), (err) => log.warn({ err }, 'events hub reconnecting'));
 await migrate(db);
 const connection = await Connection.connect({ address: config.temporal.address });
+const added = await ensureSearchAttributes(connection, config.temporal.namespace);
+if (added.length) log.info({ namespace: config.temporal.namespace, added }, 'search attributes registered');
 const codec = payloadCodecFromEnv();
 const artifacts = new ArtifactStore(createS3Client(config.storage), config.storage.bucket);
 const app = createApp({

@@ -1,4 +1,5 @@
-// Search attributes Kumoss sets (registered in temporal-dev.yaml), so that
+// Search attributes Kumoss sets (registered by the worker and the API at start-up, and in
+// temporal-dev.yaml for the dev server), so that
 // `temporal workflow list --query "KumossSessionId='s-1'"` finds a session's runs. Sandbox-safe.
 import { defineSearchAttributeKey, SearchAttributeType, type SearchAttributePair } from '@temporalio/common';
 import type { DriftRoundInput } from './contracts';
@@ -12,6 +13,19 @@ export const KumossRunnerGroup = defineSearchAttributeKey('KumossRunnerGroup', S
 export const KumossOrganization = defineSearchAttributeKey('KumossOrganization', SearchAttributeType.KEYWORD);
 export const KumossPlanStatus = defineSearchAttributeKey('KumossPlanStatus', SearchAttributeType.KEYWORD);
 export const KumossStack = defineSearchAttributeKey('KumossStack', SearchAttributeType.KEYWORD);
+
+/** Every custom search attribute Kumoss sets: registered at start-up (shared/temporal-setup.ts). */
+export const KUMOSS_SEARCH_ATTRIBUTES = [
+  KumossSessionId,
+  KumossRoundId,
+  KumossMode,
+  KumossCloud,
+  KumossOutcome,
+  KumossRunnerGroup,
+  KumossOrganization,
+  KumossPlanStatus,
+  KumossStack,
+] as const;
 
 /** The attributes a drift round is started with. */
 export function driftRoundSearchAttributes(input: DriftRoundInput): SearchAttributePair[] {

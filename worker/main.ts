@@ -4,6 +4,7 @@ import { databaseUrl, loadConfig } from '../shared/config';
 import { createDb, migrate } from '../shared/db';
 import { logger, quietKnownWarnings } from '../shared/logger';
 import { dataConverter, payloadCodecFromEnv } from '../shared/payload-codec';
+import { ensureSearchAttributes } from '../shared/temporal-setup';
 import { buildActivities } from './deps';
 import { createWorker } from './worker';
 
@@ -13,6 +14,8 @@ Runtime.install({ logger: new DefaultLogger('WARN') });
 const config = loadConfig();
 const log = logger.child({ component: 'worker' });
 const connection = await NativeConnection.connect({ address: config.temporal.address });
+const added = await ensureSearchAttributes(connection, config.temporal.namespace);
+if (added.length) log.info({ namespace: config.temporal.namespace, added }, 'search attributes registered');
 const db = createDb(databaseUrl(config));
 await migrate(db);
 const { activities, artifacts } = buildActivities(config, db);
