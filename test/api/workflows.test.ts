@@ -356,13 +356,17 @@ describe('runner workflows API', () => {
     // Run now: the scheduled run is the detection DAG on the group, recorded as its execution.
     expect((await call('POST', `${path}/trigger`, tokens.devops, {})).status).toBe(202);
     let run: Json | undefined;
-    for (let i = 0; i < 300 && !run; i++) {
-      const execs = (await call('GET', `/api/v1/runner-groups/${id}/executions`, tokens.developer)).body
-        .executions as Json[];
-      run = execs.find((e) => String(e.workflow_uuid).startsWith(`runner-detect:${id}-`));
-      if (!run) await new Promise((r) => setTimeout(r, 200));
-    }
-    expect(run).toBeDefined();
+    await expect
+      .poll(
+        async () => {
+          const execs = (await call('GET', `/api/v1/runner-groups/${id}/executions`, tokens.developer)).body
+            .executions as Json[];
+          run = execs.find((e) => String(e.workflow_uuid).startsWith(`runner-detect:${id}-`));
+          return run !== undefined;
+        },
+        { timeout: 60_000, interval: 200 },
+      )
+      .toBe(true);
     const done = await waitFor(String(run!.workflow_uuid), tokens.developer ?? '');
     expect(done.status).toBe('COMPLETED');
     expect((done.output as Json).auto_apply).toBe(false);
