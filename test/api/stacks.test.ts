@@ -123,25 +123,31 @@ describe('stacks: scheduled detection and the drift inbox', () => {
     const before = ((await api.call('GET', `/api/v1/stacks/${id}/runs`, tokens.developer)).body.runs as Run[])
       .length;
     expect((await api.call('POST', `/api/v1/stacks/${id}/trigger`, tokens.devops, {})).status).toBe(202);
-    for (let i = 0; ; i++) {
-      const runs = (await api.call('GET', `/api/v1/stacks/${id}/runs`, tokens.developer)).body.runs as Run[];
-      const latest = runs[0];
-      if (runs.length > before && latest && latest.status !== 'running') {
-        // The run is recorded before its webhooks and its auto-remediation: wait for its workflow.
-        await h.client.workflow
-          .getHandle(latest.run_id)
-          .result()
-          .catch(() => undefined);
-        const after = (await api.call('GET', `/api/v1/stacks/${id}/runs`, tokens.developer)).body
-          .runs as Run[];
-        return after.find((r) => r.run_id === latest.run_id)!;
-      }
-      if (i > 900) throw new Error('the triggered run did not finish');
-      // A trigger that found a run still closing was skipped (overlap skip): trigger again.
-      if (runs.length === before && i > 0 && i % 50 === 0)
-        await api.call('POST', `/api/v1/stacks/${id}/trigger`, tokens.devops, {});
-      await new Promise((r) => setTimeout(r, 200));
-    }
+    let polls = 0;
+    let latest: Run | undefined;
+    await expect
+      .poll(
+        async () => {
+          const runs = (await api.call('GET', `/api/v1/stacks/${id}/runs`, tokens.developer)).body
+            .runs as Run[];
+          polls += 1;
+          // A trigger that found a run still closing was skipped (overlap skip): trigger again.
+          if (runs.length === before && polls % 50 === 0)
+            await api.call('POST', `/api/v1/stacks/${id}/trigger`, tokens.devops, {});
+          latest = runs.length > before && runs[0]?.status !== 'running' ? runs[0] : undefined;
+          return latest !== undefined;
+        },
+        { timeout: 180_000, interval: 200, message: 'the triggered run did not finish' },
+      )
+      .toBe(true);
+    // The run is recorded before its webhooks and its auto-remediation: wait for its workflow.
+    const runId = latest!.run_id;
+    await h.client.workflow
+      .getHandle(runId)
+      .result()
+      .catch(() => undefined);
+    const after = (await api.call('GET', `/api/v1/stacks/${id}/runs`, tokens.developer)).body.runs as Run[];
+    return after.find((r) => r.run_id === runId)!;
   }
   /** The delivery of `event` for `run`, as the receiver took it (waits for it to arrive). */
   async function delivery(event: string, run: string) {
