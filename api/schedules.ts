@@ -11,6 +11,7 @@ import {
   type ScheduleSpec,
 } from '@temporalio/client';
 import { DETECT_WORKFLOW_TYPE, runnerScheduleId } from '../shared/runner-contracts';
+import { HttpError } from './errors';
 import { KumossOrganization, KumossRunnerGroup, KumossStack } from '../shared/search-attributes';
 import {
   stackDetectionWorkflowType,
@@ -19,6 +20,15 @@ import {
   type Stack,
   type StackSchedule,
 } from '../shared/stack-contracts';
+
+/** The 503 of a route whose schedule change Temporal did not take (nothing was changed). */
+export function scheduleUnavailable(err: unknown): never {
+  throw new HttpError(
+    503,
+    'temporal_unavailable',
+    `The schedule could not be changed: ${(err as Error).message}. Nothing was changed; try again.`,
+  );
+}
 
 function spec(s: StackSchedule): ScheduleSpec {
   return {

@@ -15,7 +15,7 @@ import {
 } from '../shared/contracts';
 import type { EventsHub } from './events-hub';
 import type { Db } from '../shared/db';
-import { recordEvents } from '../shared/db/sessions';
+import { insertSession, recordEvents } from '../shared/db/sessions';
 import { sessionWorkflowId } from '../shared/ids';
 import { logger } from '../shared/logger';
 import { operationUpdate, SESSION_WORKFLOW_TYPE } from '../shared/messages';
@@ -141,6 +141,25 @@ export async function startSession(
     updateId: op.round_id,
     startWorkflowOperation,
   });
+}
+
+/**
+ * A new session: its row, then its workflow with the first operation. When Temporal does not take
+ * it, the row goes again, so the request leaves no trace.
+ */
+export async function openSession(
+  deps: SessionRouteDeps,
+  row: Parameters<typeof insertSession>[1],
+  op: SessionOperation,
+  memo: Record<string, unknown>,
+): Promise<void> {
+  const settings = await insertSession(deps.db, row, deps.orchestration);
+  try {
+    await startSession(deps, settings, op, memo);
+  } catch (err) {
+    await deps.db.deleteFrom('sessions').where('session_id', '=', row.session_id).execute();
+    throw err;
+  }
 }
 
 /** The 202 of an IaC route: the session, the round, and whether its run will start. */

@@ -5,14 +5,13 @@
 import { randomUUID } from 'node:crypto';
 import { Router } from 'express';
 import { firstRequestSchema, followUpRequestSchema, type SessionOperation } from '../../shared/contracts';
-import { insertSession } from '../../shared/db/sessions';
 import { authenticate, currentUser, requireRole } from '../auth';
 import { HttpError } from '../errors';
 import {
   acceptedBody,
   newRoundId,
   ownSession,
-  startSession,
+  openSession,
   submitOperation,
   type OperationOutcome,
   type SessionRouteDeps,
@@ -42,8 +41,8 @@ export function createDriftRouter(deps: SessionRouteDeps): Router {
       const r = parseBody(firstRequestSchema, body);
       session_id = `s-${randomUUID()}`;
       const iac_path = r.iac_path ?? '';
-      const settings = await insertSession(
-        deps.db,
+      await openSession(
+        deps,
         {
           session_id,
           organization_uuid: user.organization_uuid,
@@ -53,22 +52,9 @@ export function createDriftRouter(deps: SessionRouteDeps): Router {
           scope_id: r.scope_id,
           iac_path,
         },
-        deps.orchestration,
+        { ...op, text: r.text },
+        { request: { repository_url: r.repository_url, cloud: r.cloud, iac_path, created_by: user.name } },
       );
-      try {
-        await startSession(
-          deps,
-          settings,
-          { ...op, text: r.text },
-          {
-            request: { repository_url: r.repository_url, cloud: r.cloud, iac_path, created_by: user.name },
-          },
-        );
-      } catch (err) {
-        // Nothing started: take the session row back so the request leaves no trace.
-        await deps.db.deleteFrom('sessions').where('session_id', '=', session_id).execute();
-        throw err;
-      }
       outcome = { accepted: true };
     }
     res

@@ -10,17 +10,9 @@ import { runnerScheduleSchema } from '../../shared/runner-contracts';
 import { scheduleNoteSchema } from '../../shared/stack-contracts';
 import { authenticate, currentUser, requireRole } from '../auth';
 import { HttpError } from '../errors';
-import { RunnerSchedules } from '../schedules';
+import { RunnerSchedules, scheduleUnavailable as unavailable } from '../schedules';
 import { parseBody } from '../validation';
 import { uuidParam } from './runner-groups';
-
-function unavailable(err: unknown): never {
-  throw new HttpError(
-    503,
-    'temporal_unavailable',
-    `The schedule could not be changed: ${(err as Error).message}. Nothing was changed; try again.`,
-  );
-}
 
 export function createRunnerSchedulesRouter(deps: { db: Db; client: Client; taskQueue: string }): Router {
   const router = Router();

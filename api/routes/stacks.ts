@@ -4,7 +4,6 @@
 // webhooks that announce what the runs find.
 import { randomUUID } from 'node:crypto';
 import { Router } from 'express';
-import { insertSession } from '../../shared/db/sessions';
 import {
   createStack,
   deleteStack,
@@ -31,20 +30,12 @@ import { createWebhook, deleteWebhook, listDeliveries, listWebhooks } from '../.
 import { webhookSpecSchema } from '../../shared/webhooks';
 import { authenticate, currentUser, requireRole } from '../auth';
 import { HttpError } from '../errors';
-import { acceptedBody, newRoundId, startSession, type SessionRouteDeps } from '../session-operations';
-import { StackSchedules } from '../schedules';
+import { acceptedBody, newRoundId, openSession, type SessionRouteDeps } from '../session-operations';
+import { scheduleUnavailable as unavailable, StackSchedules } from '../schedules';
 import { parseBody } from '../validation';
 import { registryError, uuidParam } from './runner-groups';
 
 export type StacksDeps = SessionRouteDeps;
-
-function unavailable(err: unknown): never {
-  throw new HttpError(
-    503,
-    'temporal_unavailable',
-    `The schedule could not be changed: ${(err as Error).message}. Nothing was changed; try again.`,
-  );
-}
 
 export function createStacksRouter(deps: StacksDeps): Router {
   const router = Router();
@@ -187,8 +178,8 @@ export function createStacksRouter(deps: StacksDeps): Router {
     const { text, targets } = remediationRequest(stack.name, items);
     const session_id = `s-${randomUUID()}`;
     const round_id = newRoundId();
-    const settings = await insertSession(
-      deps.db,
+    await openSession(
+      deps,
       {
         session_id,
         organization_uuid: user.organization_uuid,
@@ -198,28 +189,17 @@ export function createStacksRouter(deps: StacksDeps): Router {
         scope_id: stack.scope_id,
         iac_path: stack.iac_path,
       },
-      deps.orchestration,
-    );
-    try {
-      await startSession(
-        deps,
-        settings,
-        { round_id, kind: 'partial', actor_uuid: user.user_uuid, text, targets },
-        {
-          request: {
-            repository_url: stack.repository_url,
-            cloud: stack.cloud,
-            iac_path: stack.iac_path,
-            created_by: user.name,
-            stack: stack.name,
-          },
+      { round_id, kind: 'partial', actor_uuid: user.user_uuid, text, targets },
+      {
+        request: {
+          repository_url: stack.repository_url,
+          cloud: stack.cloud,
+          iac_path: stack.iac_path,
+          created_by: user.name,
+          stack: stack.name,
         },
-      );
-    } catch (err) {
-      // Nothing started: the session row goes again, the items stay as they were.
-      await deps.db.deleteFrom('sessions').where('session_id', '=', session_id).execute();
-      throw err;
-    }
+      },
+    );
     await linkItems(deps.db, stack.stack_uuid, items, session_id);
     res
       .status(202)
