@@ -225,6 +225,9 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
     async prepareRound(input: { ref: RoundRef; text: string }): Promise<PrepareRoundOutput> {
       try {
         const ws = await workspaces.get(input.ref);
+        // The engine's init runs while the root is read and the prompt stored (the next step needs
+        // it; a failure here is left to that step, which runs init again and says why).
+        const init = ws.engine.ensureInit(hooks()).catch(() => false);
         const rules = catalogue.driftExceptions(input.ref.cloud).rules;
         const resources = await configResources(ws.iacDir, ws.dir);
         const prompt = catalogue.compose(
@@ -242,6 +245,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
             return (await git.run(['merge-base', baseRef, 'HEAD'], ws.dir)).trim();
           })(),
         ]);
+        await init;
         return { rules, baseCommit, resourceCount: resources.length, promptKey };
       } catch (err) {
         if (
@@ -314,8 +318,10 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
           await ws.engine.ensureInit(h);
         } else {
           // The seed's first iteration: init, validate, plan -out (init runs inside, once per round).
-          if (iteration === '1') await ws.engine.validate(h);
-          const plan = await ws.engine.plan({ out: planFile, targets: input.targets }, h);
+          const plan =
+            iteration === '1'
+              ? await ws.engine.validateAndPlan({ out: planFile, targets: input.targets }, h)
+              : await ws.engine.plan({ out: planFile, targets: input.targets }, h);
           reinitialized = plan.reinitialized;
           planKey = key(ref, `iteration-${iteration}/plan.tfplan`);
           track(
@@ -497,15 +503,14 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
         };
       }
       try {
-        const v = await ws.engine.validate(h);
         const planFile = join(ws.scratch, `${ref.roundId}-${iteration}-${group}.tfplan`);
-        const plan = await ws.engine.plan({ out: planFile, targets: input.targets }, h);
+        const plan = await ws.engine.validateAndPlan({ out: planFile, targets: input.targets }, h);
         const planKey = key(ref, `iteration-${iteration}/group-${group}/plan.tfplan`);
         await Promise.all([
           artifacts.putFile(planKey, planFile),
           artifacts.putText(key(ref, `iteration-${iteration}/group-${group}/plan.txt`), plan.output),
         ]);
-        return { valid: true, planKey, reinitialized: v.reinitialized || plan.reinitialized };
+        return { valid: true, planKey, reinitialized: plan.reinitialized };
       } catch (err) {
         if (err instanceof EngineError && err.permanent) {
           // The proposed code does not validate: say why its drift stays unreconciled (recorded

@@ -134,15 +134,21 @@ export class EngineClient {
     };
   }
 
-  private async run(args: string[], hooks: CallHooks = {}, stdoutFile?: string): Promise<RunResult> {
+  private async run(
+    args: string[],
+    hooks: CallHooks = {},
+    stdoutFile?: string,
+    io: { stdin?: string; timeoutMs?: number } = {},
+  ): Promise<RunResult> {
     const verb = args[0] ?? '';
     const start = () =>
       runProcess(this.opts.binary, args, {
         cwd: this.opts.workdir,
         env: this.env(),
-        timeoutMs: this.opts.timeoutMs ?? 30 * 60 * 1000,
+        timeoutMs: io.timeoutMs ?? this.opts.timeoutMs ?? 30 * 60 * 1000,
         signal: hooks.signal,
         stdoutFile,
+        ...(io.stdin !== undefined ? { stdin: io.stdin } : {}),
         onHeartbeat: (ms) =>
           hooks.heartbeat?.(`${this.opts.kind} ${verb} running for ${Math.round(ms / 1000)}s`),
       });
@@ -178,9 +184,15 @@ export class EngineClient {
    * the configuration are permanent (no retry fixes them); a configuration that validates failed
    * for another reason (a provider, the network, a lock) and is retried.
    */
-  private async failClassified(verb: string, r: RunResult, hooks: CallHooks): Promise<never> {
+  private async failClassified(
+    verb: string,
+    r: RunResult,
+    hooks: CallHooks,
+    validated?: RunResult,
+  ): Promise<never> {
     const output = `${r.stderr}\n${r.stdout}`.trim();
-    const v = verb === 'validate' ? r : await this.run(['validate', '-json', '-no-color'], hooks);
+    const v =
+      verb === 'validate' ? r : (validated ?? (await this.run(['validate', '-json', '-no-color'], hooks)));
     const diagnostic = firstErrorDiagnostic(v.stdout);
     if (diagnostic) throw new EngineError(`${this.opts.kind} ${verb} failed: ${diagnostic}`, true, output);
     const match = /Error: (.*)/.exec(output);
@@ -219,6 +231,21 @@ export class EngineClient {
     return true;
   }
 
+  private static readonly VALIDATE = ['validate', '-json', '-no-color'];
+
+  private planArgs(opts: { out: string; targets?: string[] }): string[] {
+    const args = [
+      'plan',
+      '-input=false',
+      '-no-color',
+      '-lock-timeout=60s',
+      '-detailed-exitcode',
+      `-out=${opts.out}`,
+    ];
+    for (const t of opts.targets ?? []) args.push(`-target=${t}`);
+    return args;
+  }
+
   /** Runs `args`, and when the engine asks for init, runs init once and the call again. */
   private async withReinit(verb: string, args: string[], ok: (code: number) => boolean, hooks: CallHooks) {
     await this.ensureInit(hooks);
@@ -239,7 +266,7 @@ export class EngineClient {
   async validate(hooks: CallHooks = {}): Promise<{ valid: boolean; output: string; reinitialized: boolean }> {
     const { r, reinitialized } = await this.withReinit(
       'validate',
-      ['validate', '-json', '-no-color'],
+      EngineClient.VALIDATE,
       (c) => c === 0,
       hooks,
     );
@@ -247,17 +274,50 @@ export class EngineClient {
   }
 
   async plan(opts: { out: string; targets?: string[] }, hooks: CallHooks = {}): Promise<PlanResult> {
-    const args = [
+    const { r, reinitialized } = await this.withReinit(
       'plan',
-      '-input=false',
-      '-no-color',
-      '-lock-timeout=60s',
-      '-detailed-exitcode',
-      `-out=${opts.out}`,
-    ];
-    for (const t of opts.targets ?? []) args.push(`-target=${t}`);
-    const { r, reinitialized } = await this.withReinit('plan', args, (c) => c === 0 || c === 2, hooks);
+      this.planArgs(opts),
+      (c) => c === 0 || c === 2,
+      hooks,
+    );
     return { planFile: opts.out, hasChanges: r.exitCode === 2, output: r.stdout, reinitialized };
+  }
+
+  /**
+   * The seed's validate, then plan -out — with both engine processes running at once (neither
+   * writes what the other reads: validate reads the configuration and `.terraform/`, plan takes the
+   * state lock and writes its plan file). The answer is the serial one's: a configuration that
+   * does not validate fails with validate's diagnostic, whatever the plan said; a plan that fails on
+   * a configuration that validates is retried. When either asks for init, init runs once (never
+   * beside another engine process of this directory) and both run again.
+   */
+  async validateAndPlan(
+    opts: { out: string; targets?: string[] },
+    hooks: CallHooks = {},
+  ): Promise<PlanResult & { validateOutput: string }> {
+    await this.ensureInit(hooks);
+    const planArgs = this.planArgs(opts);
+    const both = () => Promise.all([this.run(EngineClient.VALIDATE, hooks), this.run(planArgs, hooks)]);
+    let [v, p] = await both();
+    let reinitialized = false;
+    const planOk = (c: number) => c === 0 || c === 2;
+    if (
+      (v.exitCode !== 0 && needsInit(`${v.stderr}\n${v.stdout}`)) ||
+      (!planOk(p.exitCode) && needsInit(`${p.stderr}\n${p.stdout}`))
+    ) {
+      await this.init(hooks);
+      reinitialized = true;
+      [v, p] = await both();
+    }
+    if (v.exitCode !== 0) await this.failClassified('validate', v, hooks);
+    if (!planOk(p.exitCode)) await this.failClassified('plan', p, hooks, v);
+    return {
+      planFile: opts.out,
+      hasChanges: p.exitCode === 2,
+      output: p.stdout,
+      validateOutput: v.stdout,
+      reinitialized,
+    };
   }
 
   /** `show -json` of a saved plan, written to `outFile` (plans can be large: they go to object
@@ -276,13 +336,7 @@ export class EngineClient {
 
   /** `fmt -` on a file's text: the canonical formatting (no init needed). */
   async fmt(text: string, hooks: CallHooks = {}): Promise<string> {
-    const r = await runProcess(this.opts.binary, ['fmt', '-no-color', '-'], {
-      cwd: this.opts.workdir,
-      env: this.env(),
-      timeoutMs: 60_000,
-      signal: hooks.signal,
-      stdin: text,
-    });
+    const r = await this.run(['fmt', '-no-color', '-'], hooks, undefined, { stdin: text, timeoutMs: 60_000 });
     if (r.exitCode !== 0) this.fail('fmt', r);
     return r.stdout;
   }

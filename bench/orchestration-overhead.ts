@@ -47,6 +47,28 @@ const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
 let engineMs = 0;
 let modelMs = 0;
 let engineCalls = 0;
+/** Each engine call's [start, end] on this process's clock. */
+let intervals: [number, number][] = [];
+
+/**
+ * Time during which at least one engine process ran: the sum of the calls when they run one after
+ * the other; less when a round runs two at once (validate beside plan), which the sum would count
+ * twice — and so credit as less orchestration overhead than there is.
+ */
+function busyMs(xs: [number, number][]): number {
+  let total = 0;
+  let end = -Infinity;
+  for (const [a, b] of [...xs].sort((x, y) => x[0] - y[0])) {
+    if (a > end) {
+      total += b - a;
+      end = b;
+    } else if (b > end) {
+      total += b - end;
+      end = b;
+    }
+  }
+  return total;
+}
 
 /** Times every model call of the wrapped provider. */
 function timed(model: ModelProvider): ModelProvider {
@@ -80,6 +102,8 @@ try {
     onEngineCall: (c) => {
       engineMs += c.durationMs;
       engineCalls += 1;
+      const end = performance.now();
+      intervals.push([end - c.durationMs, end]);
     },
   });
   const { client, git } = sw;
@@ -93,6 +117,7 @@ try {
     engineMs = 0;
     modelMs = 0;
     engineCalls = 0;
+    intervals = [];
     const t0 = performance.now();
     const workflowId = `bench-${randomUUID()}`;
     const result: DriftRoundResult = await client.workflow.execute(driftRound, {
@@ -111,23 +136,24 @@ try {
       ],
     });
     const wall = performance.now() - t0;
-    const ratio = wall / (engineMs + modelMs);
+    const busy = busyMs(intervals);
+    const ratio = wall / (busy + modelMs);
     const split = await activityTimes(client, workflowId);
     console.log(
-      `${label.padEnd(22)}  ${wall.toFixed(0).padStart(7)}  ${`${engineMs.toFixed(0)} (${engineCalls})`.padStart(17)}  ${modelMs.toFixed(1).padStart(8)}  ${ratio.toFixed(2).padStart(14)}  ${result.outcome ?? ''} ${result.remediated.length} remediated`,
+      `${label.padEnd(22)}  ${wall.toFixed(0).padStart(7)}  ${`${busy.toFixed(0)} (${engineCalls}, sum ${engineMs.toFixed(0)})`.padStart(24)}  ${modelMs.toFixed(1).padStart(8)}  ${ratio.toFixed(2).padStart(14)}  ${result.outcome ?? ''} ${result.remediated.length} remediated`,
     );
     console.log(
       `${''.padEnd(24)}inside activities ${split.running.toFixed(0)} ms (${split.count} activities), waiting to start ${split.queued.toFixed(0)} ms`,
     );
     if (result.outcome !== 'Succeeded') throw new Error(`${label}: outcome ${result.outcome}`);
-    return ratio;
+    return { ratio, sumRatio: wall / (engineMs + modelMs), wall };
   };
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
 
   console.log('full drift rounds (2 drifted resources, offline model), terraform 1.5.7, real stack');
-  console.log('round                   wall ms  engine ms (calls)  model ms  overhead ratio');
+  console.log('round                   wall ms  engine busy ms (calls, sum)  model ms  overhead ratio');
   // (1) The first round of a session: the worker clones the repository.
-  const first: number[] = [];
+  const first: { ratio: number; sumRatio: number; wall: number }[] = [];
   for (let r = 1; r <= rounds; r++) {
     const bed = await createDriftTestBed({ gitHostUrl: stack.gitHostUrl, git, engine: plainEngine });
     await bed.inject('attribute');
@@ -136,7 +162,7 @@ try {
     await bed.destroy();
   }
   // (2) Later rounds of one session: the worker fetches into its checkout of the session.
-  const later: number[] = [];
+  const later: typeof first = [];
   const bed = await createDriftTestBed({ gitHostUrl: stack.gitHostUrl, git, engine: plainEngine });
   const session = `b-${randomUUID().slice(0, 8)}`;
   for (let r = 1; r <= rounds + 1; r++) {
@@ -153,13 +179,17 @@ try {
     if (r > 1) later.push(ratio);
   }
   await bed.destroy();
-  figures.round_overhead_first_ratio = median(first);
-  figures.round_overhead_later_ratio = median(later);
-  figures.round_overhead_ratio = median([...first, ...later]);
+  const all = [...first, ...later];
+  figures.round_overhead_first_ratio = median(first.map((r) => r.ratio));
+  figures.round_overhead_later_ratio = median(later.map((r) => r.ratio));
+  figures.round_overhead_ratio = median(all.map((r) => r.ratio));
+  figures.round_overhead_sum_ratio = median(all.map((r) => r.sumRatio));
+  figures.round_wall_ms = median(all.map((r) => r.wall));
   console.log(
     `median overhead ratio: ${figures.round_overhead_ratio.toFixed(2)} over ${first.length + later.length} rounds ` +
       `(a session's first round ${figures.round_overhead_first_ratio.toFixed(2)}, its later rounds ` +
-      `${figures.round_overhead_later_ratio.toFixed(2)}; target <= 1.10)`,
+      `${figures.round_overhead_later_ratio.toFixed(2)}; target <= 1.10); over the sum of the engine calls ` +
+      `${figures.round_overhead_sum_ratio.toFixed(2)}; round wall time ${figures.round_wall_ms.toFixed(0)} ms`,
   );
   await sw.stop();
 } finally {

@@ -1,6 +1,7 @@
 // Records workflow histories for the replay test (test/workflows/replay.test.ts): a full and a
 // partial drift round, a session and both runner DAGs, run on the real stack, saved as binary
-// protobuf under test/fixtures/histories. The `*-before-store.binpb` files are not written here:
+// protobuf under test/fixtures/histories. The `*-before-store.binpb` and `*-local-events.binpb`
+// files are not written here:
 // they are runs of the code before the session store, kept to prove that runs started then still
 // replay (workflows/session.ts, "Versioning"). Re-record only when a change to a workflow is meant
 // to be incompatible with runs already in flight (and then version it instead where you can).

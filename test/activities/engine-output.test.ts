@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -69,5 +69,86 @@ data "local_file" "missing" {
     expect(err).toBeInstanceOf(EngineError);
     expect(err).toMatchObject({ permanent: false });
     expect((err as Error).message).toMatch(/^terraform plan failed: Error: /);
+  });
+});
+
+describe('validate beside plan (real terraform)', () => {
+  const versions = `terraform {
+  required_providers {
+    local = {
+      source  = "hashicorp/local"
+      version = "1.4.0"
+    }
+  }
+}
+`;
+  const root = (files: Record<string, string>) => {
+    const dir = mkdtempSync(join(tmpdir(), 'kumoss-engine-'));
+    for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
+    const calls: { verb: string; start: number; end: number }[] = [];
+    const engine = new EngineClient({
+      ...engineDeps(),
+      workdir: dir,
+      scopeId: 'engine-test',
+      onCall: (c) => {
+        const end = performance.now();
+        calls.push({ verb: c.args[0] ?? '', start: end - c.durationMs, end });
+      },
+    });
+    return { dir, engine, calls };
+  };
+
+  it('runs both processes at once and answers with the plan', async () => {
+    const { dir, engine, calls } = root({
+      'main.tf': `${versions}
+resource "local_file" "motd" {
+  filename = "${join(tmpdir(), 'kumoss-never-applied')}"
+  content  = "hello"
+}
+`,
+    });
+    const out = join(dir, 'round.tfplan');
+    const plan = await engine.validateAndPlan({ out });
+    expect(plan).toMatchObject({ planFile: out, hasChanges: true, reinitialized: false });
+    expect(plan.output).toContain('local_file.motd will be created');
+    expect(JSON.parse(plan.validateOutput)).toMatchObject({ valid: true });
+    expect(calls.map((c) => c.verb)).toEqual(['init', expect.any(String), expect.any(String)]);
+    const validate = calls.find((c) => c.verb === 'validate');
+    const planned = calls.find((c) => c.verb === 'plan');
+    // Each started before the other ended.
+    expect(validate && planned && validate.start < planned.end && planned.start < validate.end).toBe(true);
+  });
+
+  it("fails with validate's diagnostic, permanent, when the configuration does not validate", async () => {
+    const { dir, engine } = root({
+      'main.tf': `${versions}
+resource "local_file" "motd" {
+  filename = "/tmp/kumoss-never-written"
+  content  = var.undeclared
+}
+`,
+    });
+    const err = await engine.validateAndPlan({ out: join(dir, 'round.tfplan') }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(EngineError);
+    expect(err).toMatchObject({ permanent: true });
+    expect((err as Error).message).toBe(
+      'terraform validate failed: Error: Reference to undeclared input variable (main.tf line 12)',
+    );
+  });
+
+  it('runs init once more, alone, when a module appears after the first init, then both again', async () => {
+    const { dir, engine, calls } = root({ 'main.tf': versions });
+    await engine.ensureInit();
+    mkdirSync(join(dir, 'modules', 'm'), { recursive: true });
+    writeFileSync(join(dir, 'modules', 'm', 'main.tf'), 'output "x" {\n  value = 1\n}\n');
+    writeFileSync(join(dir, 'calls.tf'), 'module "m" {\n  source = "./modules/m"\n}\n');
+    const plan = await engine.validateAndPlan({ out: join(dir, 'round.tfplan') });
+    expect(plan.reinitialized).toBe(true);
+    const verbs = calls.map((c) => c.verb);
+    expect(verbs.filter((v) => v === 'init')).toHaveLength(2);
+    const reinit = calls.filter((c) => c.verb === 'init')[1];
+    // No other engine process of the directory ran while init did.
+    expect(calls.filter((c) => c !== reinit && c.start < reinit!.end && reinit!.start < c.end)).toEqual([]);
+    expect(verbs.slice(-2).sort()).toEqual(['plan', 'validate']);
   });
 });

@@ -2,7 +2,9 @@
 // `node --import tsx scripts/record-histories.ts`) replayed against the current code. A change
 // that would break runs already in flight fails here. The `*-before-store` histories are runs of
 // the code before the session store: they replay because that change is behind patched(); the
-// negative case shows that the same change without its patch breaks them.
+// negative case shows that the same change without its patch breaks them. The `*-local-events`
+// histories are rounds that wrote their events through local activities (before
+// ROUND_EVENTS_ACTIVITY_PATCH): they replay on the same code, which still takes that path for them.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { temporal } from '@temporalio/proto';
@@ -20,8 +22,10 @@ describe('replay of recorded histories', () => {
   it('has a recorded history of each drift round mode, a session and both runner DAGs', () => {
     expect(files.sort()).toEqual([
       'drift-round-full-before-store.binpb',
+      'drift-round-full-local-events.binpb',
       'drift-round-full.binpb',
       'drift-round-partial-before-store.binpb',
+      'drift-round-partial-local-events.binpb',
       'drift-round-partial.binpb',
       'runner-detect.binpb',
       'runner-repair-compensated.binpb',
