@@ -1,11 +1,12 @@
 // The API process.
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import { ArtifactStore, createS3Client } from '../shared/object-store';
 import { join } from 'node:path';
 import { databaseUrl, gitTrustBundle, loadConfig, projectRoot } from '../shared/config';
 import { createDb, migrate } from '../shared/db';
 import { logger, quietKnownWarnings } from '../shared/logger';
 import { dataConverter, payloadCodecFromEnv } from '../shared/payload-codec';
+import { connectClient, temporalTarget } from '../shared/temporal-connection';
 import { ensureSearchAttributes } from '../shared/temporal-setup';
 import { createApp } from './app';
 import { startEventsHub } from './events-hub';
@@ -18,15 +19,16 @@ const db = createDb(databaseUrl(config));
 // One LISTEN connection for every event stream of this process.
 const hub = startEventsHub(databaseUrl(config), (err) => log.warn({ err }, 'events hub reconnecting'));
 await migrate(db);
-const connection = await Connection.connect({ address: config.temporal.address });
-const added = await ensureSearchAttributes(connection, config.temporal.namespace);
-if (added.length) log.info({ namespace: config.temporal.namespace, added }, 'search attributes registered');
+const temporal = temporalTarget(config.temporal);
+const connection = await connectClient(temporal);
+const added = await ensureSearchAttributes(connection, temporal.namespace);
+if (added.length) log.info({ namespace: temporal.namespace, added }, 'search attributes registered');
 const codec = payloadCodecFromEnv();
 const artifacts = new ArtifactStore(createS3Client(config.storage), config.storage.bucket);
 const app = createApp({
   checks: [
-    temporalCheck(connection, config.temporal.namespace),
-    workerCheck(connection, config.temporal.namespace, config.temporal.task_queue),
+    temporalCheck(connection, temporal.namespace),
+    workerCheck(connection, temporal.namespace, config.temporal.task_queue),
     storageCheck(artifacts),
     databaseCheck(db),
     gitHostCheck(`https://${config.git_host.host}:${config.git_host.port}`, gitTrustBundle(config)),
@@ -47,7 +49,7 @@ const app = createApp({
     db,
     client: new Client({
       connection,
-      namespace: config.temporal.namespace,
+      namespace: temporal.namespace,
       dataConverter: dataConverter(codec),
     }),
     taskQueue: config.temporal.task_queue,

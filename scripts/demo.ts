@@ -6,10 +6,11 @@
 // link of the run. Uses the stack of `npm start` when it is up, else starts it for the demo.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import { ArtifactStore, createS3Client } from '../shared/object-store';
 import { GitClient } from '../activities/git';
 import { gitTrustBundle, loadConfig, projectRoot } from '../shared/config';
+import { connectClient, temporalTarget } from '../shared/temporal-connection';
 import type { DriftRoundInput, DriftRoundResult } from '../shared/contracts';
 import { driftRoundWorkflowId } from '../shared/ids';
 import { quietKnownWarnings } from '../shared/logger';
@@ -66,12 +67,13 @@ async function main(): Promise<void> {
     engine: { ...engineDeps(config, config.engine.binary), env: awsEngineEnv(awsEndpoint) },
     name: `demo-${Date.now()}`,
   });
-  const connection = await Connection.connect({ address: config.temporal.address });
+  const temporal = temporalTarget(config.temporal);
+  const connection = await connectClient(temporal);
   try {
     say(`example root: ${bed.repoUrl}`);
     say('someone opens port 8080 on sg-web-demo in the console (EC2 AuthorizeSecurityGroupIngress)…');
     await bed.inject('sg-ingress-added', awsClients(awsEndpoint));
-    const client = new Client({ connection, namespace: config.temporal.namespace });
+    const client = new Client({ connection, namespace: temporal.namespace });
     const session = `demo-${randomUUID().slice(0, 8)}`;
     const input: DriftRoundInput = {
       session_id: session,

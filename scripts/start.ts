@@ -26,6 +26,7 @@ import { toolReady } from '../shared/tools.mjs';
 import { startObjectStore } from './embedded/object-store';
 import { assertPortFree, PortTakenError } from './embedded/ports';
 import { loadDevServerSpec, startDevServer } from './embedded/temporal-dev';
+import { temporalTarget } from '../shared/temporal-connection';
 
 const say = (msg: string): void => console.log(`[kumoss] ${msg}`);
 const stops: { name: string; stop: () => Promise<void> }[] = [];
@@ -141,11 +142,13 @@ async function main(config: KumossConfig): Promise<void> {
   const runDir = join(data, 'run');
   mkdirSync(logDir, { recursive: true });
   mkdirSync(runDir, { recursive: true });
-  const embeddedTemporal = isLoopback(config.temporal.address);
+  // Where Temporal is, after the environment configuration (TEMPORAL_*, a temporal.toml profile).
+  const temporal = temporalTarget(config.temporal);
+  const embeddedTemporal = isLoopback(temporal.address) && !temporal.describe.tls;
   // The embedded dev server listens where the configuration says Temporal and its Web UI are.
   const spec = {
     ...loadDevServerSpec(),
-    ...(embeddedTemporal ? { port: Number(config.temporal.address.split(':').pop()) } : {}),
+    ...(embeddedTemporal ? { port: Number(temporal.address.split(':').pop()) } : {}),
     ...(isLoopback(config.temporal.ui_url) ? { ui_port: Number(new URL(config.temporal.ui_url).port) } : {}),
   };
   const storageUrl = new URL(config.storage.endpoint);

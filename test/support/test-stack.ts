@@ -29,6 +29,7 @@ import { startObjectStore } from '../../scripts/embedded/object-store';
 import { freePort } from '../../scripts/embedded/ports';
 import { loadDevServerSpec, startDevServer } from '../../scripts/embedded/temporal-dev';
 import { createWorker, workflowsPath } from '../../worker/worker';
+import type { TemporalTarget } from '../../shared/temporal-connection';
 
 export interface TestStack {
   root: string;
@@ -197,10 +198,14 @@ export function stackActivities(stack: TestStack, o: TestActivityOptions = {}) {
 export async function startStackWorker(
   stack: TestStack,
   taskQueue: string,
-  opts: TestActivityOptions = {},
+  opts: TestActivityOptions & {
+    /** How the worker and the client reach Temporal (default: the stack's server, in the clear). */
+    temporal?: TemporalTarget;
+  } = {},
 ): Promise<StackWorker> {
   const { activities, git, artifacts, engine } = stackActivities(stack, opts);
-  const native = await NativeConnection.connect({ address: stack.temporalAddress });
+  const target = opts.temporal?.connection ?? { address: stack.temporalAddress };
+  const native = await NativeConnection.connect(target);
   const worker = await createWorker({
     connection: native,
     namespace: stack.namespace,
@@ -209,7 +214,7 @@ export async function startStackWorker(
     workflowBundlePath: stack.workflowBundlePath,
   });
   const running = worker.run();
-  const connection = await Connection.connect({ address: stack.temporalAddress });
+  const connection = await Connection.connect(target);
   return {
     client: new Client({ connection, namespace: stack.namespace }),
     git,
