@@ -6,6 +6,8 @@ export default defineConfig({
     pool: 'forks',
     globalSetup: ['test/support/global-setup.ts'],
     include: ['test/**/*.test.ts'],
+    // The cluster tier's own file runs on the cluster stack only (vitest.cluster.config.ts).
+    exclude: ['**/node_modules/**', 'test/cluster/**'],
     testTimeout: 180_000,
     hookTimeout: 300_000,
     // Global teardown scans every history and artifact of the run for test secrets.

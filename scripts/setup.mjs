@@ -403,6 +403,34 @@ async function ensureChromium() {
 }
 
 /**
+ * PostgreSQL's server binaries for the cluster test tier (a real Temporal cluster persists to it,
+ * Kumoss's metadata beside it): Debian's postgresql package, installed with apt-get when missing
+ * and setup runs as root; otherwise the command is printed and the tier says why it cannot run.
+ */
+async function ensurePostgres() {
+  const has = () =>
+    process.env.KUMOSS_POSTGRES_BIN_DIR ||
+    spawnSync('sh', ['-c', 'ls /usr/lib/postgresql/*/bin/postgres'], { stdio: 'ignore' }).status === 0;
+  if (has()) return;
+  if (process.getuid?.() !== 0) {
+    log('PostgreSQL is missing (the cluster test tier needs it): run `sudo apt-get install -y postgresql`');
+    return;
+  }
+  const t0 = Date.now();
+  log("installing Debian's postgresql package for the cluster test tier (first time only)");
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  let r = await run('apt-get', ['update', '-qq'], { env });
+  if (r.status === 0)
+    r = await run('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'postgresql'], { env });
+  if (r.status !== 0 || !has()) {
+    process.stderr.write(r.stderr ?? '');
+    log('apt-get could not install postgresql; the cluster test tier will say so');
+    return;
+  }
+  log(`postgresql installed in ${seconds(t0)}`);
+}
+
+/**
  * Runs `jobs` with at most `limit` at a time.
  * @param {(() => Promise<void>)[]} jobs @param {number} limit
  */
@@ -441,7 +469,7 @@ if (background) {
         GO_TOOLS.filter((t) => !t.background).map((tool) => () => ensureGoTool(tool)),
         2,
       ),
-      pool([...PY_TOOLS.map((tool) => () => ensurePyTool(tool)), ensureChromium], 1),
+      pool([...PY_TOOLS.map((tool) => () => ensurePyTool(tool)), ensureChromium, ensurePostgres], 1),
     ]);
     ensureProviderMirror();
   });

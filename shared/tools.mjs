@@ -124,6 +124,33 @@ export const GO_TOOLS = [
     },
   },
   {
+    // A real Temporal cluster for the cluster test tier (npm run test:cluster): the server the dev
+    // server embeds, its four services run as separate processes on PostgreSQL. ≈ 4 min on 2 cores
+    // the first time, in the background; the tier waits for it.
+    name: 'temporal-server',
+    version: '1.29.1',
+    module: 'go.temporal.io/server/cmd/server',
+    ref: 'v1.29.1',
+    bin: 'server',
+    versionArgs: ['--version'],
+    versionMatch: /^temporal version 1\.29\.1\b/,
+    envOverride: 'KUMOSS_TEMPORAL_SERVER_BIN',
+    background: true,
+  },
+  {
+    // Its schema tool: creates the persistence and visibility databases and their schemas
+    // (embedded in the binary: postgresql/v12/temporal, postgresql/v12/visibility).
+    name: 'temporal-sql-tool',
+    version: '1.29.1',
+    module: 'go.temporal.io/server/cmd/tools/sql',
+    ref: 'v1.29.1',
+    bin: 'sql',
+    versionArgs: ['--version'],
+    versionMatch: /^temporal-sql-tool version 1\.29\.1\b/,
+    envOverride: 'KUMOSS_TEMPORAL_SQL_TOOL_BIN',
+    background: true,
+  },
+  {
     name: 'provider-local',
     version: '1.4.0',
     // v2.x is not served by the Go module proxy here; v1.4.0 is, under its historical path.

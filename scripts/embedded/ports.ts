@@ -1,5 +1,26 @@
 import { createServer } from 'node:net';
 
+/** True when `port` can be bound on `host` right now. */
+function bindable(port: number, host: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const srv = createServer();
+    srv.once('error', () => resolve(false));
+    srv.listen(port, host, () => srv.close(() => resolve(true)));
+  });
+}
+
+/**
+ * A free loopback port below the kernel's ephemeral range, for servers that store their port in a
+ * 16-bit signed column (Temporal's cluster membership table: smallint, at most 32767).
+ */
+export async function freeLowPort(host = '127.0.0.1', from = 20000, to = 32767): Promise<number> {
+  for (let i = 0; i < 200; i++) {
+    const port = from + Math.floor(Math.random() * (to - from));
+    if (await bindable(port, host)) return port;
+  }
+  throw new Error(`no free port between ${from} and ${to}`);
+}
+
 /** Asks the kernel for a free loopback port (for servers that cannot report the one they got). */
 export async function freePort(host = '127.0.0.1'): Promise<number> {
   return new Promise((resolvePort, reject) => {

@@ -12,11 +12,14 @@ declare module 'vitest' {
   }
 }
 
+/** The stack's shape: `KUMOSS_TEST_STACK_SHAPE=cluster` (npm run test:cluster), else the dev server. */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const t0 = Date.now();
-  const { stack, stop } = await startTestStack();
+  const shape = process.env.KUMOSS_TEST_STACK_SHAPE === 'cluster' ? 'cluster' : 'dev';
+  const { stack, stop } = await startTestStack(shape);
   console.log(
-    `[test stack] up in ${((Date.now() - t0) / 1000).toFixed(1)}s: Temporal ${stack.temporalAddress}`,
+    `[test stack] up in ${((Date.now() - t0) / 1000).toFixed(1)}s: Temporal ${stack.temporalAddress}` +
+      (stack.cluster ? ` (a cluster: ${Object.keys(stack.cluster.pids).join(', ')} on PostgreSQL)` : ''),
   );
   project.provide('stack', stack);
   // After every test file: no test secret (they all carry SECRET_MARKER) in any workflow history

@@ -27,6 +27,8 @@ import { startEmbeddedDatabase } from '../../scripts/embedded/database';
 import { startGitHost } from '../../scripts/embedded/git-host';
 import { startObjectStore } from '../../scripts/embedded/object-store';
 import { freePort } from '../../scripts/embedded/ports';
+import { startPostgres } from '../../scripts/embedded/postgres';
+import { startTemporalCluster } from '../../scripts/embedded/temporal-cluster';
 import { loadDevServerSpec, startDevServer } from '../../scripts/embedded/temporal-dev';
 import { createWorker, workflowsPath } from '../../worker/worker';
 import type { TemporalTarget } from '../../shared/temporal-connection';
@@ -44,27 +46,83 @@ export interface TestStack {
   workflowBundlePath: string;
   /** moto_server: the AWS APIs behind the kumoss/aws provider of the real-root test beds. */
   awsEndpoint: string;
+  /** Set on the cluster tier: Temporal is a four-process cluster on a real PostgreSQL server. */
+  cluster?: {
+    /** A superuser URL of that PostgreSQL server (Temporal's databases and Kumoss's are on it). */
+    postgresUrl: string;
+    /** The Temporal service processes' ids, by service. */
+    pids: Record<string, number>;
+  };
+}
+
+/**
+ * Which Temporal and metadata store a test run gets: `dev` — `temporal server start-dev` and the
+ * embedded PGlite (the default); `cluster` — the Temporal server's four services on PostgreSQL,
+ * with Kumoss's metadata on the same PostgreSQL server (npm run test:cluster).
+ */
+export type StackShape = 'dev' | 'cluster';
+
+/** Temporal and the metadata store of one shape. */
+async function startTemporalAndStore(shape: StackShape, root: string) {
+  if (shape === 'dev') {
+    const spec = {
+      ...loadDevServerSpec(),
+      port: await freePort(),
+      http_port: await freePort(),
+      db_filename: undefined,
+      headless: true,
+    };
+    const [temporal, db] = await Promise.all([
+      startDevServer(spec, { dataDir: root }),
+      startEmbeddedDatabase({}),
+    ]);
+    return {
+      temporalAddress: temporal.address,
+      databaseUrl: db.url,
+      stop: async () => {
+        await Promise.allSettled([temporal.stop(), db.close()]);
+      },
+    };
+  }
+  const pg = await startPostgres({ dataDir: join(root, 'postgres'), port: await freePort() });
+  try {
+    const user = { user: 'kumoss', password: 'kumoss-test' };
+    const [cluster] = await Promise.all([
+      startTemporalCluster({ pg, dir: join(root, 'temporal') }),
+      pg.createDatabase('kumoss', user),
+    ]);
+    return {
+      temporalAddress: cluster.address,
+      databaseUrl: `postgres://${user.user}:${user.password}@127.0.0.1:${pg.port}/kumoss`,
+      cluster: {
+        postgresUrl: pg.url(),
+        pids: Object.fromEntries(Object.entries(cluster.processes).map(([k, p]) => [k, p.pid ?? 0])),
+      },
+      stop: async () => {
+        await cluster.stop();
+        await pg.stop();
+      },
+    };
+  } catch (err) {
+    await pg.stop();
+    throw err;
+  }
 }
 
 const silent = { info() {}, warn() {}, error() {}, debug() {}, trace() {}, log() {} };
 
-export async function startTestStack(): Promise<{ stack: TestStack; stop: () => Promise<void> }> {
+export async function startTestStack(
+  shape: StackShape = 'dev',
+): Promise<{ stack: TestStack; stop: () => Promise<void> }> {
   const root = mkdtempSync(join(tmpdir(), 'kumoss-test-'));
-  const spec = {
-    ...loadDevServerSpec(),
-    port: await freePort(),
-    http_port: await freePort(),
-    db_filename: undefined,
-    headless: true,
-  };
-  const [temporal, store, gitHost, db, bundle, aws] = await Promise.all([
-    startDevServer(spec, { dataDir: root }),
+  const [core, store, gitHost, bundle, aws] = await Promise.all([
+    startTemporalAndStore(shape, root),
     startObjectStore({ directory: join(root, 's3'), bucket: 'kumoss-test' }),
     startGitHost({ reposDir: join(root, 'git'), certsDir: join(root, 'certs') }),
-    startEmbeddedDatabase({}),
     bundleWorkflowCode({ workflowsPath, logger: silent }),
     startAwsEmulator({}),
   ]);
+  const db = { url: core.databaseUrl };
   const workflowBundlePath = join(root, 'workflow-bundle.js');
   writeFileSync(workflowBundlePath, bundle.code);
   // The session and round workflows write to the metadata store: its schema is in place first.
@@ -74,7 +132,7 @@ export async function startTestStack(): Promise<{ stack: TestStack; stop: () => 
   return {
     stack: {
       root,
-      temporalAddress: temporal.address,
+      temporalAddress: core.temporalAddress,
       namespace: 'default',
       s3Endpoint: store.endpoint,
       bucket: 'kumoss-test',
@@ -84,9 +142,10 @@ export async function startTestStack(): Promise<{ stack: TestStack; stop: () => 
       databaseUrl: db.url,
       workflowBundlePath,
       awsEndpoint: aws.endpoint,
+      ...('cluster' in core ? { cluster: core.cluster } : {}),
     },
     stop: async () => {
-      await Promise.allSettled([temporal.stop(), store.close(), gitHost.close(), db.close(), aws.stop()]);
+      await Promise.allSettled([core.stop(), store.close(), gitHost.close(), aws.stop()]);
       rmSync(root, { recursive: true, force: true });
     },
   };

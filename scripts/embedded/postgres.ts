@@ -1,0 +1,143 @@
+// A real PostgreSQL server on loopback (Debian's postgresql package): initdb into a fresh data
+// directory, `postgres` on a free port, trust authentication for loopback only. PostgreSQL will
+// not run as root: when this process is root, the server runs as the package's `postgres` user.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { chownSync, existsSync, mkdirSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import pg from 'pg';
+
+/** The server binaries: `KUMOSS_POSTGRES_BIN_DIR`, else the newest /usr/lib/postgresql/<n>/bin. */
+export function postgresBinDir(): string {
+  if (process.env.KUMOSS_POSTGRES_BIN_DIR) return process.env.KUMOSS_POSTGRES_BIN_DIR;
+  const base = '/usr/lib/postgresql';
+  const versions = existsSync(base)
+    ? readdirSync(base)
+        .filter((v) => existsSync(join(base, v, 'bin', 'postgres')))
+        .sort((a, b) => Number(b) - Number(a))
+    : [];
+  if (!versions[0])
+    throw new Error(
+      'PostgreSQL server binaries not found (Debian: apt-get install postgresql; or set KUMOSS_POSTGRES_BIN_DIR)',
+    );
+  return join(base, versions[0], 'bin');
+}
+
+export interface PostgresServer {
+  port: number;
+  /** A superuser URL for `database` (default `postgres`). */
+  url(database?: string): string;
+  /** Creates a role with a password and a database it owns. */
+  createDatabase(name: string, owner?: { user: string; password: string }): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startPostgres(opts: {
+  dataDir: string;
+  port: number;
+  log?: (line: string) => void;
+}): Promise<PostgresServer> {
+  const bin = postgresBinDir();
+  const root = process.getuid?.() === 0;
+  const asUser = (cmd: string, args: string[]): [string, string[]] =>
+    root ? ['runuser', ['-u', 'postgres', '--', cmd, ...args]] : [cmd, args];
+  mkdirSync(opts.dataDir, { recursive: true });
+  const socketDir = join(opts.dataDir, 'socket');
+  const data = join(opts.dataDir, 'data');
+  mkdirSync(socketDir, { recursive: true });
+  if (root) {
+    const pw = spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' });
+    const gid = spawnSync('id', ['-g', 'postgres'], { encoding: 'utf8' });
+    if (pw.status !== 0)
+      throw new Error('running as root and there is no postgres user to run PostgreSQL as');
+    for (const d of [opts.dataDir, socketDir]) chownSync(d, Number(pw.stdout), Number(gid.stdout));
+    // The server's user must reach its directory through every parent.
+    for (let d = opts.dataDir; d !== '/' && d !== '.'; d = join(d, '..')) {
+      if ((statSync(d).mode & 0o001) === 0) spawnSync('chmod', ['o+x', d]);
+    }
+  }
+  if (!existsSync(join(data, 'PG_VERSION'))) {
+    const [cmd, args] = asUser(join(bin, 'initdb'), [
+      '-D',
+      data,
+      '-U',
+      'postgres',
+      '--auth=trust',
+      '--encoding=UTF8',
+      '--no-sync',
+    ]);
+    const r = spawnSync(cmd, args, { encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`initdb failed: ${r.stderr || r.stdout}`);
+  }
+  const [cmd, args] = asUser(join(bin, 'postgres'), [
+    '-D',
+    data,
+    '-p',
+    String(opts.port),
+    '-k',
+    socketDir,
+    '-c',
+    'listen_addresses=127.0.0.1',
+    '-c',
+    'fsync=off',
+    '-c',
+    'max_connections=300',
+  ]);
+  const child: ChildProcess = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const state: { exited: number | null; tail: string } = { exited: null, tail: '' };
+  child.once('exit', (code) => {
+    state.exited = code ?? -1;
+  });
+  for (const s of [child.stdout, child.stderr])
+    s?.on('data', (d: Buffer) => {
+      state.tail = (state.tail + d.toString()).slice(-2000);
+      opts.log?.(d.toString().trimEnd());
+    });
+  const url = (database = 'postgres') => `postgres://postgres@127.0.0.1:${opts.port}/${database}`;
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (state.exited !== null)
+      throw new Error(`postgres exited (code ${state.exited}) before accepting connections: ${state.tail}`);
+    const c = new pg.Client({ connectionString: url() });
+    try {
+      await c.connect();
+      await c.query('select 1');
+      await c.end();
+      break;
+    } catch (err) {
+      await c.end().catch(() => undefined);
+      if (Date.now() > deadline) throw new Error(`postgres did not accept connections: ${String(err)}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+  return {
+    port: opts.port,
+    url,
+    async createDatabase(name, owner) {
+      const c = new pg.Client({ connectionString: url() });
+      await c.connect();
+      try {
+        const ident = (s: string) => `"${s.replace(/"/g, '""')}"`;
+        if (owner) {
+          const exists = await c.query('select 1 from pg_roles where rolname = $1', [owner.user]);
+          if (exists.rowCount === 0)
+            await c.query(
+              `create role ${ident(owner.user)} login password '${owner.password.replace(/'/g, "''")}'`,
+            );
+        }
+        const db = await c.query('select 1 from pg_database where datname = $1', [name]);
+        if (db.rowCount === 0)
+          await c.query(`create database ${ident(name)}${owner ? ` owner ${ident(owner.user)}` : ''}`);
+      } finally {
+        await c.end();
+      }
+    },
+    async stop() {
+      if (state.exited !== null) return;
+      const done = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+      // SIGINT: fast shutdown (runuser passes it on).
+      child.kill('SIGINT');
+      await Promise.race([done, new Promise((r) => setTimeout(r, 10_000))]);
+      if (state.exited === null) child.kill('SIGKILL');
+    },
+  };
+}
