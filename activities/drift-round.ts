@@ -376,6 +376,10 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       const marker = cycleMarker(ref, iteration, group);
       // The operations and the files are read while git looks for this cycle's commit.
       const operations = handled(getJson<DriftOperation[]>(artifacts, input.operationsKey));
+      // An attempt that failed after writing the model's edits but before committing them left
+      // them in the checkout: the model would read the fixed code, answer "no change", and the
+      // cycle would be lost. Every attempt starts from the branch's last commit.
+      await git.discardChanges(ws.dir, ['.terraform/', '.terraform.lock.hcl']);
       const [log, files] = await Promise.all([
         git.run(['log', '--format=%H', '-F', `--grep=${marker}`], ws.dir),
         readConfigFiles(ws.iacDir, ws.dir),

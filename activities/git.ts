@@ -128,6 +128,16 @@ export class GitClient {
     await this.run(['clean', '-ffdxq', ...(opts.keep ?? []).flatMap((k) => ['-e', k])], opts.dir);
   }
 
+  /**
+   * Puts the checkout back to its last commit: tracked files as committed, untracked files gone
+   * except `keep` (the engine's `.terraform/`). What an attempt that failed before its commit left
+   * behind is not what the next attempt starts from.
+   */
+  async discardChanges(dir: string, keep: string[] = []): Promise<void> {
+    await this.run(['reset', '--hard', '--quiet', 'HEAD'], dir);
+    await this.run(['clean', '-ffdq', ...keep.flatMap((k) => ['-e', k])], dir);
+  }
+
   private async switchToBranch(dir: string, branch: string, base?: string, force = false): Promise<void> {
     // The clone (or fetch) already knows the remote branches: no second trip to the host.
     const remote = await this.run(

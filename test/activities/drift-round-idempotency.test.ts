@@ -9,7 +9,7 @@ import type { ModelProvider } from '../../activities/model/port';
 import type { RoundRef } from '../../activities/workspace';
 import type { Activities } from '../../activities';
 import { type DriftTestBed } from '../support/drift-test-bed';
-import { gitClient, stack, testActivities, newTestBed } from '../support/stack';
+import { artifactStore, gitClient, stack, testActivities, newTestBed } from '../support/stack';
 
 /** A round on `bed` up to its first cycle: prepared, iteration 1 planned, the cycle's input. */
 async function firstCycle(bed: DriftTestBed, acts: Activities, env: MockActivityEnvironment) {
@@ -81,6 +81,40 @@ describe('drift round activities are idempotent', () => {
     const dir = `${stack().gitReposDir}/${new URL(b.repoUrl).pathname.slice(1)}`;
     const log = await gitClient().run(['log', '--format=%s', `main..${ref.branch}`], dir);
     expect(log.trim().split('\n')).toHaveLength(1);
+  });
+
+  it("a generate cycle retried after it wrote the model's edits but failed before its commit still commits them", async () => {
+    await b.inject('attribute');
+    // The object store refuses the cycle's answer once: the attempt fails with the edits written
+    // to the checkout and nothing committed (as under load, bench/load-sessions.ts).
+    const real = artifactStore();
+    let refuse = true;
+    const flaky = new Proxy(real, {
+      get(target, prop, receiver) {
+        if (prop === 'putJson')
+          return async (k: string, v: unknown) => {
+            if (refuse && k.endsWith('/remediation.json')) {
+              refuse = false;
+              throw new Error('object store unavailable');
+            }
+            return target.putJson(k, v);
+          };
+        const value: unknown = Reflect.get(target, prop, receiver);
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const acts = testActivities({ artifacts: flaky });
+    const env = new MockActivityEnvironment();
+    const { ref, cycle } = await firstCycle(b, acts, env);
+    const run = () =>
+      env.run((i: Parameters<typeof acts.generateRemediation>[0]) => acts.generateRemediation(i), cycle);
+    await expect(run()).rejects.toThrow('object store unavailable');
+    // The retry, on the same worker's checkout: the same change, committed and pushed once.
+    const retried: GenerateOutput = await run();
+    expect(retried.changed).toBe(true);
+    expect(retried.files.length).toBeGreaterThan(0);
+    const remote = await gitClient().remoteBranches(b.repoUrl);
+    expect(remote.get(ref.branch)).toBe(retried.commit);
   });
 
   it('a validate cycle retried after it reverted an invalid change answers invalid again and reverts once', async () => {
