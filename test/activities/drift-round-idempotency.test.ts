@@ -110,7 +110,7 @@ describe('drift round activities are idempotent', () => {
       env.run((i: Parameters<typeof acts.generateRemediation>[0]) => acts.generateRemediation(i), cycle);
     await expect(run()).rejects.toThrow('object store unavailable');
     // The retry, on the same worker's checkout: the same change, committed and pushed once.
-    const retried: GenerateOutput = await run();
+    const retried = (await run()) as GenerateOutput;
     expect(retried.changed).toBe(true);
     expect(retried.files.length).toBeGreaterThan(0);
     const remote = await gitClient().remoteBranches(b.repoUrl);
