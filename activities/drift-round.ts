@@ -46,6 +46,8 @@ export interface DriftRoundDeps {
 export interface PrepareRoundOutput {
   rules: NonNullable<RoundRef['rules']>;
   baseCommit: string;
+  /** The session branch's commit the round starts from. */
+  head?: string;
   resourceCount: number;
   promptKey: string;
 }
@@ -98,6 +100,8 @@ export interface ValidateOutput {
   planKey?: string;
   reinitialized: boolean;
   reason?: string;
+  /** The branch's commit after the step (the revert of an invalid change). */
+  head?: string;
 }
 
 export interface ReportInput {
@@ -236,7 +240,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
           input.text,
         );
         const promptKey = key(input.ref, 'prompt.md');
-        const [, baseCommit] = await Promise.all([
+        const [, baseCommit, head] = await Promise.all([
           artifacts.putText(promptKey, prompt, 'text/markdown; charset=utf-8'),
           (async () => {
             const baseRef = input.ref.baseBranch
@@ -244,9 +248,10 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
               : (await git.run(['symbolic-ref', '--short', 'refs/remotes/origin/HEAD'], ws.dir)).trim();
             return (await git.run(['merge-base', baseRef, 'HEAD'], ws.dir)).trim();
           })(),
+          git.run(['rev-parse', 'HEAD'], ws.dir).then((o) => o.trim()),
         ]);
         await init;
-        return { rules, baseCommit, resourceCount: resources.length, promptKey };
+        return { rules, baseCommit, head, resourceCount: resources.length, promptKey };
       } catch (err) {
         if (
           err instanceof Error &&
@@ -504,6 +509,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
           valid: false,
           reinitialized: false,
           reason: recorded.validation_failure ?? 'The proposed change did not validate; it was reverted.',
+          head: (await git.run(['rev-parse', 'HEAD'], ws.dir)).trim(),
         };
       }
       try {
@@ -532,7 +538,8 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
           await artifacts.putJson(resultKey, result);
           await git.run(['revert', '--no-edit', cycleCommit || 'HEAD'], ws.dir);
           await git.push(ws.dir, ref.branch);
-          return { valid: false, reinitialized: false, reason: err.message };
+          const head = (await git.run(['rev-parse', 'HEAD'], ws.dir)).trim();
+          return { valid: false, reinitialized: false, reason: err.message, head };
         }
         throw toActivityFailure(err);
       }

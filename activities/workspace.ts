@@ -29,6 +29,12 @@ export interface RoundRef {
   engine?: 'terraform' | 'tofu';
   /** Exception rules in force for the round (loaded once, at its start). */
   rules?: ExceptionRule[];
+  /**
+   * The commit the session branch is at for this step, as the round's last step left it (absent in
+   * runs recorded before it was carried). A checkout this worker holds for the round but at another
+   * commit — a step of the round ran on another worker and pushed — is brought to the remote first.
+   */
+  head?: string;
 }
 
 export interface Workspace {
@@ -98,7 +104,20 @@ export class RoundWorkspaces {
     }
     const key = ref.sessionId;
     const known = this.open.get(key);
-    if (known && known.roundId === ref.roundId && existsSync(join(known.ws.dir, '.git'))) return known.ws;
+    if (known && known.roundId === ref.roundId && existsSync(join(known.ws.dir, '.git'))) {
+      if (!ref.head || (await this.git.run(['rev-parse', 'HEAD'], known.ws.dir)).trim() === ref.head)
+        return known.ws;
+      // Another worker moved the branch since this one last held it: fetch and reset, keep the
+      // engine's working directory (and this round's engine client, whose init still holds).
+      await this.git.refresh({
+        url: ref.repositoryUrl,
+        dir: known.ws.dir,
+        branch: ref.branch,
+        base: ref.baseBranch,
+        keep: KEEP,
+      });
+      return known.ws;
+    }
     const scratch = join(this.root, safe(ref.sessionId));
     const dir = join(scratch, 'repo');
     const target = { url: ref.repositoryUrl, dir, branch: ref.branch, base: ref.baseBranch };

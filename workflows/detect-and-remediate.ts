@@ -23,15 +23,23 @@ export interface LoopResult {
   stoppedBecause: 'in-sync' | 'all-excluded' | 'no-progress' | 'max-iterations';
   /** Times the engine asked for init again (a remediation added a provider or module). */
   reinits: number;
+  /** The branch's commit after the loop (its last cycle's commit or revert). */
+  head?: string;
 }
 
 export async function detectAndRemediate(
   acts: Pick<DriftRoundActivities, 'planIteration' | 'generateRemediation' | 'validateRemediation'>,
-  ref: RoundRef,
+  start: RoundRef,
   targets: string[],
   opts: { maxIterations: number; groupSize: number },
   hooks: LoopHooks,
 ): Promise<LoopResult> {
+  // Each step gets the commit the step before it left the branch at (RoundRef.head).
+  let ref = start;
+  const result = (r: Omit<LoopResult, 'head'>): LoopResult => ({
+    ...r,
+    ...(ref.head ? { head: ref.head } : {}),
+  });
   const cycleResultKeys: string[] = [];
   let reinits = 0;
   let planKey: string | undefined;
@@ -53,23 +61,23 @@ export async function detectAndRemediate(
     hooks.onIteration(i, det);
     hooks.addArtifact(det.reportKey);
     if (det.inSync) {
-      return {
+      return result({
         iterations: i,
         cycleResultKeys,
         whitelistedKey: det.whitelistedKey,
         stoppedBecause: 'in-sync',
         reinits,
-      };
+      });
     }
     if (det.operationCount === 0) {
       // Every operation is excluded: planning again would only rediscover the same drift.
-      return {
+      return result({
         iterations: i,
         cycleResultKeys,
         whitelistedKey: det.whitelistedKey,
         stoppedBecause: 'all-excluded',
         reinits,
-      };
+      });
     }
     let lastValidated: string | undefined;
     let progressed = false;
@@ -89,13 +97,15 @@ export async function detectAndRemediate(
       const gen = await acts.generateRemediation(cycle);
       cycleResultKeys.push(gen.resultKey);
       lastValidated = undefined;
+      if (gen.commit) ref = { ...ref, head: gen.commit };
       if (!gen.changed) continue;
       hooks.setStatus('validating');
       setCurrentDetails(
         `Iteration ${i} of ${opts.maxIterations}: validating group ${g + 1} of ${det.groupCount}`,
       );
-      const val = await acts.validateRemediation(cycle);
+      const val = await acts.validateRemediation({ ...cycle, ref });
       if (val.reinitialized) reinits += 1;
+      if (val.head) ref = { ...ref, head: val.head };
       if (val.valid && val.planKey) {
         lastValidated = val.planKey;
         progressed = true;
@@ -104,14 +114,14 @@ export async function detectAndRemediate(
     }
     planKey = lastValidated;
     if (!progressed) {
-      return {
+      return result({
         iterations: i,
         cycleResultKeys,
         finalOperationsKey: det.operationsKey,
         whitelistedKey: det.whitelistedKey,
         stoppedBecause: 'no-progress',
         reinits,
-      };
+      });
     }
   }
   // The last iteration's cycles changed the code: examine where that leaves the drift.
@@ -125,12 +135,12 @@ export async function detectAndRemediate(
     groupSize: opts.groupSize,
   });
   hooks.addArtifact(final.reportKey);
-  return {
+  return result({
     iterations: opts.maxIterations,
     cycleResultKeys,
     ...(final.operationCount > 0 ? { finalOperationsKey: final.operationsKey } : {}),
     whitelistedKey: final.whitelistedKey ?? last?.whitelistedKey,
     stoppedBecause: final.inSync ? 'in-sync' : 'max-iterations',
     reinits: reinits + (final.reinitialized ? 1 : 0),
-  };
+  });
 }

@@ -172,7 +172,11 @@ async function runRound(
     addArtifact(prepared.promptKey);
     // Expired rules stop applying; the workflow's clock is deterministic (replay-safe).
     const today = new Date().toISOString().slice(0, 10);
-    const roundRef = { ...ref, rules: activeRules(prepared.rules, today) };
+    const roundRef = {
+      ...ref,
+      rules: activeRules(prepared.rules, today),
+      ...(prepared.head ? { head: prepared.head } : {}),
+    };
 
     let targets: string[] = [];
     if (input.mode === 'partial') {
@@ -213,7 +217,7 @@ async function runRound(
     setStatus('report');
     setCurrentDetails('Writing the drift report');
     const report = await light.writeReport({
-      ref: roundRef,
+      ref: loop.head ? { ...roundRef, head: loop.head } : roundRef,
       mode: input.mode,
       text: input.text,
       baseCommit: prepared.baseCommit,

@@ -154,7 +154,9 @@ describe('drift round activities are idempotent', () => {
         cycle,
       );
       expect(a.valid).toBe(false);
-      expect(b2).toEqual({ valid: false, reinitialized: false, reason: a.reason });
+      // Both name the revert as the branch's head.
+      expect(a.head).toMatch(/^[0-9a-f]{40}$/);
+      expect(b2).toEqual({ valid: false, reinitialized: false, reason: a.reason, head: a.head });
       const dir = `${stack().gitReposDir}/${new URL(bed.repoUrl).pathname.slice(1)}`;
       const log = await gitClient().run(['log', '--format=%s', `main..${ref.branch}`], dir);
       expect(

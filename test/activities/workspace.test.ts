@@ -111,6 +111,34 @@ describe('RoundWorkspaces: one checkout per session, reused by its rounds', () =
     expect((await git.run(['status', '--porcelain'], r2.dir)).trim()).toBe('?? .terraform/');
   });
 
+  it("brings a checkout it holds for the round to the step's commit when another worker moved the branch", async () => {
+    const url = seedRepository(`team/two-workers-${Date.now()}`);
+    const git = gitClient();
+    const worker = (name: string) =>
+      new RoundWorkspaces(
+        join(root, name),
+        git,
+        { terraform: engineDeps(), tofu: engineDeps('tofu') },
+        'terraform',
+      );
+    const [a, b] = [worker('worker-a'), worker('worker-b')];
+    const r = ref(url, 's-two', 'r1');
+    // Step 1 on worker A, step 2 on worker B, which commits and pushes.
+    const onA = await a.get(r);
+    const start = await git.head(onA.dir);
+    const onB = await b.get({ ...r, head: start });
+    writeFileSync(join(onB.dir, 'main.tf'), 'terraform {}\n# cycle on worker B\n');
+    const cycle = await git.commitAll(onB.dir, 'cycle', ['main.tf']);
+    await git.push(onB.dir, r.branch);
+    // Step 3 lands on A again, which still holds its checkout for the round at the old commit.
+    const again = await a.get({ ...r, head: cycle.sha });
+    expect(again).toBe(onA);
+    expect(await git.head(again.dir)).toBe(cycle.sha);
+    expect(readFileSync(join(again.dir, 'main.tf'), 'utf8')).toBe('terraform {}\n# cycle on worker B\n');
+    // At the step's commit already: no fetch (the same checkout, the same commit).
+    expect(await a.get({ ...r, head: cycle.sha })).toBe(onA);
+  });
+
   it('clones again when the checkout on disk is not one of the repository (a restart finds another)', async () => {
     const url = seedRepository(`team/reuse-other-${Date.now()}`);
     const elsewhere = seedRepository(`team/reuse-elsewhere-${Date.now()}`);

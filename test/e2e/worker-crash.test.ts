@@ -1,25 +1,24 @@
 // Worker crash: for each phase of a drift round, the worker process is killed with SIGKILL and a
 // new one started. Every round completes with the same report as an undisturbed run, its branch
 // has no duplicate commits, and no artifact is written twice under different keys.
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import type { temporal } from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { projectRoot } from '../../shared/config';
 import type { DriftRoundInput, DriftRoundResult } from '../../shared/contracts';
 import { driftReportSchema, type DriftReport } from '../../shared/drift-report';
 import { driftRoundWorkflowId, roundArtifactKey, sessionBranch } from '../../shared/ids';
 import { driftRound } from '../../workflows';
 import type { DriftTestBed } from '../support/drift-test-bed';
+import { workerProcess } from '../support/processes';
 import {
   artifactStore,
   gitClient,
   newTestBed,
   roundInput,
-  stack,
   temporalHarness,
   testActivities,
   type TemporalHarness,
@@ -27,26 +26,6 @@ import {
 } from '../support/stack';
 
 type Event = temporal.api.history.v1.IHistoryEvent;
-
-/** A worker process on `queue`; resolves once it polls. */
-async function workerProcess(queue: string): Promise<ChildProcess> {
-  const child = spawn(
-    process.execPath,
-    ['--import', 'tsx', join(projectRoot, 'test/support/worker-process.ts')],
-    {
-      cwd: projectRoot,
-      env: { ...process.env, KUMOSS_TEST_STACK: JSON.stringify(stack()), KUMOSS_TEST_QUEUE: queue },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    },
-  );
-  await new Promise<void>((resolve, reject) => {
-    child.stdout?.on('data', (d: Buffer) => {
-      if (d.toString().includes('worker ready')) resolve();
-    });
-    child.once('exit', (code) => reject(new Error(`worker process exited with ${code}`)));
-  });
-  return child;
-}
 
 const activityType = (events: Event[], scheduledId: unknown): string =>
   events.find((e) => String(e.eventId) === String(scheduledId))?.activityTaskScheduledEventAttributes
