@@ -11,6 +11,7 @@ import { APP_CONFIG, SG_WEB_DEMO, createDriftTestBed } from '../test/support/dri
 import { startStackWorker, startTestStackProcess } from '../test/support/test-stack';
 import type { DriftRoundResult } from '../shared/contracts';
 import { driftRound } from '../workflows';
+import { EngineTimes } from './engine-busy';
 
 /** Time the round's activities spent running and waiting to be picked up, from its history. */
 async function activityTimes(client: Client, workflowId: string) {
@@ -44,31 +45,8 @@ quietKnownWarnings();
 Runtime.install({ logger: new DefaultLogger('WARN') });
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
 
-let engineMs = 0;
 let modelMs = 0;
-let engineCalls = 0;
-/** Each engine call's [start, end] on this process's clock. */
-let intervals: [number, number][] = [];
-
-/**
- * Time during which at least one engine process ran: the sum of the calls when they run one after
- * the other; less when a round runs two at once (validate beside plan), which the sum would count
- * twice — and so credit as less orchestration overhead than there is.
- */
-function busyMs(xs: [number, number][]): number {
-  let total = 0;
-  let end = -Infinity;
-  for (const [a, b] of [...xs].sort((x, y) => x[0] - y[0])) {
-    if (a > end) {
-      total += b - a;
-      end = b;
-    } else if (b > end) {
-      total += b - end;
-      end = b;
-    }
-  }
-  return total;
-}
+const engine = new EngineTimes();
 
 /** Times every model call of the wrapped provider. */
 function timed(model: ModelProvider): ModelProvider {
@@ -99,12 +77,7 @@ const figures: Record<string, number> = {};
 try {
   const sw = await startStackWorker(stack, 'bench', {
     model: timed(new OfflineModel()),
-    onEngineCall: (c) => {
-      engineMs += c.durationMs;
-      engineCalls += 1;
-      const end = performance.now();
-      intervals.push([end - c.durationMs, end]);
-    },
+    onEngineCall: engine.record,
   });
   const { client, git } = sw;
   const plainEngine = {
@@ -114,10 +87,8 @@ try {
   };
   /** One full round; prints its line and returns its overhead ratio. */
   const round = async (label: string, repoUrl: string, sessionId: string, roundId: string) => {
-    engineMs = 0;
     modelMs = 0;
-    engineCalls = 0;
-    intervals = [];
+    engine.reset();
     const t0 = performance.now();
     const workflowId = `bench-${randomUUID()}`;
     const result: DriftRoundResult = await client.workflow.execute(driftRound, {
@@ -136,17 +107,17 @@ try {
       ],
     });
     const wall = performance.now() - t0;
-    const busy = busyMs(intervals);
+    const busy = engine.busyMs();
     const ratio = wall / (busy + modelMs);
     const split = await activityTimes(client, workflowId);
     console.log(
-      `${label.padEnd(22)}  ${wall.toFixed(0).padStart(7)}  ${`${busy.toFixed(0)} (${engineCalls}, sum ${engineMs.toFixed(0)})`.padStart(24)}  ${modelMs.toFixed(1).padStart(8)}  ${ratio.toFixed(2).padStart(14)}  ${result.outcome ?? ''} ${result.remediated.length} remediated`,
+      `${label.padEnd(22)}  ${wall.toFixed(0).padStart(7)}  ${`${busy.toFixed(0)} (${engine.calls}, sum ${engine.sumMs.toFixed(0)})`.padStart(24)}  ${modelMs.toFixed(1).padStart(8)}  ${ratio.toFixed(2).padStart(14)}  ${result.outcome ?? ''} ${result.remediated.length} remediated`,
     );
     console.log(
       `${''.padEnd(24)}inside activities ${split.running.toFixed(0)} ms (${split.count} activities), waiting to start ${split.queued.toFixed(0)} ms`,
     );
     if (result.outcome !== 'Succeeded') throw new Error(`${label}: outcome ${result.outcome}`);
-    return { ratio, sumRatio: wall / (engineMs + modelMs), wall };
+    return { ratio, sumRatio: wall / (engine.sumMs + modelMs), wall };
   };
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
 

@@ -373,62 +373,57 @@ function ensureSystemTools() {
 }
 
 /**
- * Debian's Chromium for the browser tests (Playwright cannot download its own browsers here):
- * installed with apt-get when missing and setup runs as root; otherwise the command is printed and
- * the browser tests say why they cannot run.
+ * A Debian package some tests need, installed with apt-get when `has()` says it is missing and
+ * setup runs as root; otherwise the command is printed and those tests say why they cannot run.
+ * @param {string} pkg @param {string} what @param {string} usedBy @param {() => boolean} has
  */
-async function ensureChromium() {
-  const has = () =>
-    spawnSync('sh', ['-c', 'command -v chromium || command -v chromium-browser'], { stdio: 'ignore' })
-      .status === 0;
-  if (process.env.KUMOSS_CHROMIUM_BIN || has()) return;
+async function ensureDebianPackage(pkg, what, usedBy, has) {
+  if (has()) return;
   if (process.getuid?.() !== 0) {
     log(
-      'Chromium is missing (the browser tests need it): run `sudo apt-get update && sudo apt-get install -y chromium`',
+      `${what} is missing (${usedBy} needs it): run \`sudo apt-get update && sudo apt-get install -y ${pkg}\``,
     );
     return;
   }
   const t0 = Date.now();
-  log("installing Debian's chromium package for the browser tests (first time only)");
+  log(`installing Debian's ${pkg} package for ${usedBy} (first time only)`);
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
   let r = await run('apt-get', ['update', '-qq'], { env });
   if (r.status === 0)
-    r = await run('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'chromium'], { env });
+    r = await run('apt-get', ['install', '-y', '-qq', '--no-install-recommends', pkg], { env });
   if (r.status !== 0 || !has()) {
     process.stderr.write(r.stderr ?? '');
-    log('apt-get could not install chromium; the browser tests will say so');
+    log(`apt-get could not install ${pkg}; ${usedBy} will say so`);
     return;
   }
-  log(`chromium installed in ${seconds(t0)}`);
+  log(`${pkg} installed in ${seconds(t0)}`);
 }
+
+/** @param {string} cmd */
+const shellOk = (cmd) => spawnSync('sh', ['-c', cmd], { stdio: 'ignore' }).status === 0;
+
+/** Debian's Chromium for the browser tests (Playwright cannot download its own browsers here). */
+const ensureChromium = () =>
+  ensureDebianPackage(
+    'chromium',
+    'Chromium',
+    'the browser tests',
+    () =>
+      Boolean(process.env.KUMOSS_CHROMIUM_BIN) ||
+      shellOk('command -v chromium || command -v chromium-browser'),
+  );
 
 /**
  * PostgreSQL's server binaries for the cluster test tier (a real Temporal cluster persists to it,
- * Kumoss's metadata beside it): Debian's postgresql package, installed with apt-get when missing
- * and setup runs as root; otherwise the command is printed and the tier says why it cannot run.
+ * Kumoss's metadata beside it).
  */
-async function ensurePostgres() {
-  const has = () =>
-    process.env.KUMOSS_POSTGRES_BIN_DIR ||
-    spawnSync('sh', ['-c', 'ls /usr/lib/postgresql/*/bin/postgres'], { stdio: 'ignore' }).status === 0;
-  if (has()) return;
-  if (process.getuid?.() !== 0) {
-    log('PostgreSQL is missing (the cluster test tier needs it): run `sudo apt-get install -y postgresql`');
-    return;
-  }
-  const t0 = Date.now();
-  log("installing Debian's postgresql package for the cluster test tier (first time only)");
-  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  let r = await run('apt-get', ['update', '-qq'], { env });
-  if (r.status === 0)
-    r = await run('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'postgresql'], { env });
-  if (r.status !== 0 || !has()) {
-    process.stderr.write(r.stderr ?? '');
-    log('apt-get could not install postgresql; the cluster test tier will say so');
-    return;
-  }
-  log(`postgresql installed in ${seconds(t0)}`);
-}
+const ensurePostgres = () =>
+  ensureDebianPackage(
+    'postgresql',
+    'PostgreSQL',
+    'the cluster test tier',
+    () => Boolean(process.env.KUMOSS_POSTGRES_BIN_DIR) || shellOk('ls /usr/lib/postgresql/*/bin/postgres'),
+  );
 
 /**
  * Runs `jobs` with at most `limit` at a time.

@@ -14,6 +14,7 @@ import {
   connectNative,
   TemporalConfigError,
   temporalTarget,
+  type TemporalTarget,
 } from '../../shared/temporal-connection';
 import type { DriftRoundResult } from '../../shared/contracts';
 import { driftRound } from '../../workflows';
@@ -22,6 +23,16 @@ import { newTestBed, roundInput, stack } from '../support/stack';
 import { startStackWorker } from '../support/test-stack';
 
 const kumoss = { address: '127.0.0.1:7233', namespace: 'default' };
+
+/** Connects and asks the server for its system info (fails when the handshake is refused). */
+async function reach(connection: TemporalTarget['connection']): Promise<void> {
+  const c = await Connection.connect({ ...connection, connectTimeout: '3s' });
+  try {
+    await c.workflowService.getSystemInfo({});
+  } finally {
+    await c.close();
+  }
+}
 
 describe('the Temporal connection from the environment configuration', () => {
   it('takes kumoss.yaml when the environment says nothing, TEMPORAL_* over it', () => {
@@ -147,15 +158,7 @@ describe('the real dev server behind a TLS-terminating proxy', () => {
   it('TLS without the CA fails to connect (the certificate is checked)', async () => {
     const p = await proxy(false);
     const t = temporalTarget(kumoss, { TEMPORAL_ADDRESS: p.address, TEMPORAL_TLS: 'true' });
-    await expect(
-      Connection.connect({ ...t.connection, connectTimeout: '3s' }).then(async (c) => {
-        try {
-          await c.workflowService.getSystemInfo({});
-        } finally {
-          await c.close();
-        }
-      }),
-    ).rejects.toThrow();
+    await expect(reach(t.connection)).rejects.toThrow();
     expect(p.requests).toHaveLength(0);
   });
 
@@ -168,15 +171,7 @@ describe('the real dev server behind a TLS-terminating proxy', () => {
     };
     const without = temporalTarget(kumoss, env);
     expect(without.describe.mtls).toBe(false);
-    await expect(
-      Connection.connect({ ...without.connection, connectTimeout: '3s' }).then(async (c) => {
-        try {
-          await c.workflowService.getSystemInfo({});
-        } finally {
-          await c.close();
-        }
-      }),
-    ).rejects.toThrow();
+    await expect(reach(without.connection)).rejects.toThrow();
     expect(p.refused).toBeGreaterThan(0);
     expect(p.requests).toHaveLength(0);
 
