@@ -69,7 +69,8 @@ const storeRetry: RetryPolicy = {
   maximumInterval: '30 seconds',
 };
 const store = proxyLocalActivities<Activities>({ startToCloseTimeout: '30 seconds', retry: storeRetry });
-const storeBeside = proxyActivities<Activities>({ startToCloseTimeout: '30 seconds', retry: storeRetry });
+// Short: a write lost with its worker is retried after this, not after the local activity's 30 s.
+const storeBeside = proxyActivities<Activities>({ startToCloseTimeout: '10 seconds', retry: storeRetry });
 
 export async function driftRound(rawInput: DriftRoundInput): Promise<DriftRoundResult> {
   const parsed = driftRoundInputSchema.safeParse(rawInput);

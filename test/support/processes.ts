@@ -6,6 +6,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { projectRoot } from '../../shared/config';
+import { expect } from 'vitest';
 import { freePort } from '../../scripts/embedded/ports';
 import { stack } from './stack';
 
@@ -57,23 +58,22 @@ export async function apiProcess(queue: string, env: NodeJS.ProcessEnv = {}): Pr
     },
   });
   const url = `http://127.0.0.1:${port}`;
-  const exited = new Promise<never>((_, reject) =>
-    child.once('exit', (code, signal) => reject(new Error(`API process exited: ${code ?? signal}`))),
-  );
-  exited.catch(() => undefined);
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    const up = await Promise.race([
-      fetch(`${url}/health`).then(
-        () => true,
-        () => false,
-      ),
-      exited,
-    ]);
-    if (up) return { url, child };
-    if (Date.now() > deadline) throw new Error('the API process did not answer within 60 s');
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  let exited = '';
+  child.once('exit', (code, signal) => (exited = `API process exited: ${code ?? signal}`));
+  // Up once /health answers at all (its components may still be coming up); an exit ends the wait.
+  await expect
+    .poll(
+      async () =>
+        exited ||
+        (await fetch(`${url}/health`).then(
+          () => 'up',
+          () => 'down',
+        )),
+      { timeout: 60_000, interval: 100 },
+    )
+    .toMatch(/^(up|API process exited)/);
+  if (exited) throw new Error(exited);
+  return { url, child };
 }
 
 /** Kills a process with SIGKILL and waits until it is gone. */
