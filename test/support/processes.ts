@@ -6,7 +6,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { projectRoot } from '../../shared/config';
-import { expect } from 'vitest';
+import { vi } from 'vitest';
 import { freePort } from '../../scripts/embedded/ports';
 import { stack } from './stack';
 
@@ -61,17 +61,13 @@ export async function apiProcess(queue: string, env: NodeJS.ProcessEnv = {}): Pr
   let exited = '';
   child.once('exit', (code, signal) => (exited = `API process exited: ${code ?? signal}`));
   // Up once /health answers at all (its components may still be coming up); an exit ends the wait.
-  await expect
-    .poll(
-      async () =>
-        exited ||
-        (await fetch(`${url}/health`).then(
-          () => 'up',
-          () => 'down',
-        )),
-      { timeout: 60_000, interval: 100 },
-    )
-    .toMatch(/^(up|API process exited)/);
+  await vi.waitFor(
+    async () => {
+      if (exited) return;
+      await fetch(`${url}/health`);
+    },
+    { timeout: 60_000, interval: 100 },
+  );
   if (exited) throw new Error(exited);
   return { url, child };
 }
