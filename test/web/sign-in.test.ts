@@ -183,7 +183,11 @@ describe('web application: the request wizard and a live session (Chromium)', ()
     expect(seen.some((s) => ['started', 'filtering', 'generating', 'validating', 'report'].includes(s))).toBe(
       true,
     );
-    await expect.poll(() => page.locator('.rounds li').first().textContent()).toContain('Succeeded');
+    // The outcome comes with the session's record of the round's end, after the round's own last
+    // event: under a loaded suite that can be seconds later.
+    await expect
+      .poll(() => page.locator('.rounds li').first().textContent(), { timeout: 30_000 })
+      .toContain('Succeeded');
 
     // The round's report as tables and its code change as a diff, inline.
     const remediated = page.getByRole('table', { name: 'Remediated resources' });
