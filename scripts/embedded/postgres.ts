@@ -28,6 +28,8 @@ export interface PostgresServer {
   url(database?: string): string;
   /** Creates a role with a password and a database it owns. */
   createDatabase(name: string, owner?: { user: string; password: string }): Promise<void>;
+  /** True when `sql` returns a row in `database`. */
+  hasRow(database: string, sql: string): Promise<boolean>;
   stop(): Promise<void>;
 }
 
@@ -127,6 +129,15 @@ export async function startPostgres(opts: {
         const db = await c.query('select 1 from pg_database where datname = $1', [name]);
         if (db.rowCount === 0)
           await c.query(`create database ${ident(name)}${owner ? ` owner ${ident(owner.user)}` : ''}`);
+      } finally {
+        await c.end();
+      }
+    },
+    async hasRow(database, sql) {
+      const c = new pg.Client({ connectionString: url(database) });
+      await c.connect();
+      try {
+        return ((await c.query(sql)).rowCount ?? 0) > 0;
       } finally {
         await c.end();
       }

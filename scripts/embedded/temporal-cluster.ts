@@ -151,7 +151,7 @@ export async function startTemporalCluster(opts: {
   const processes = {} as Record<ClusterService, ChildProcess>;
   const tails: Record<string, string> = {};
   const exits: string[] = [];
-  for (const s of CLUSTER_SERVICES) {
+  const launch = (s: ClusterService) => {
     const child = spawn(
       toolPath('temporal-server'),
       ['--root', opts.dir, '--config', 'config', '--env', 'development', 'start', '--service', s],
@@ -166,11 +166,12 @@ export async function startTemporalCluster(opts: {
     child.stdout?.on('data', collect);
     child.stderr?.on('data', collect);
     child.once('exit', (code) => {
-      const fatal = /"level":"fatal"[^\n]*/.exec(tails[s] ?? '')?.[0];
+      const tail = tails[s] ?? '';
+      const fatal = /"level":"fatal"[^\n]*/.exec(tail)?.[0] ?? tail.trim().split('\n').slice(-3).join(' | ');
       exits.push(`${s} exited with code ${String(code)}${fatal ? `: ${fatal.slice(0, 600)}` : ''}`);
     });
     processes[s] = child;
-  }
+  };
   const stop = async () => {
     await Promise.all(
       Object.values(processes).map(async (c) => {
@@ -182,6 +183,25 @@ export async function startTemporalCluster(opts: {
       }),
     );
   };
+
+  // The first service to start writes the cluster's metadata record; services that start together
+  // all find it missing, all try to write it, and all but one exit ("Unable to create server").
+  // So the frontend starts alone, the others once its record is in the database.
+  launch('frontend');
+  const metadataDeadline = Date.now() + (opts.readyTimeoutMs ?? 180_000);
+  for (;;) {
+    if (exits.length) {
+      await stop();
+      throw new Error(`Temporal cluster: ${exits.join('; ')}`);
+    }
+    if (await pg.hasRow('temporal', 'select 1 from cluster_metadata_info limit 1')) break;
+    if (Date.now() > metadataDeadline) {
+      await stop();
+      throw new Error('Temporal cluster: the frontend wrote no cluster metadata in time');
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  for (const s of CLUSTER_SERVICES) if (s !== 'frontend') launch(s);
 
   // Ready: the frontend answers, each namespace is registered (its history shard owned), and the
   // search attributes are in place.

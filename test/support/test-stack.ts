@@ -115,13 +115,32 @@ export async function startTestStack(
   shape: StackShape = 'dev',
 ): Promise<{ stack: TestStack; stop: () => Promise<void> }> {
   const root = mkdtempSync(join(tmpdir(), 'kumoss-test-'));
-  const [core, store, gitHost, bundle, aws] = await Promise.all([
+  const parts = await Promise.allSettled([
     startTemporalAndStore(shape, root),
     startObjectStore({ directory: join(root, 's3'), bucket: 'kumoss-test' }),
     startGitHost({ reposDir: join(root, 'git'), certsDir: join(root, 'certs') }),
     bundleWorkflowCode({ workflowsPath, logger: silent }),
     startAwsEmulator({}),
-  ]);
+  ] as const);
+  const [c, st, g, b, a] = parts;
+  if (
+    c.status === 'rejected' ||
+    st.status === 'rejected' ||
+    g.status === 'rejected' ||
+    b.status === 'rejected' ||
+    a.status === 'rejected'
+  ) {
+    // What did start is stopped, so a failed start leaves no process behind to hold the run open.
+    await Promise.allSettled([
+      c.status === 'fulfilled' ? c.value.stop() : undefined,
+      st.status === 'fulfilled' ? st.value.close() : undefined,
+      g.status === 'fulfilled' ? g.value.close() : undefined,
+      a.status === 'fulfilled' ? a.value.stop() : undefined,
+    ]);
+    rmSync(root, { recursive: true, force: true });
+    throw (parts.find((p) => p.status === 'rejected') as PromiseRejectedResult).reason;
+  }
+  const [core, store, gitHost, bundle, aws] = [c.value, st.value, g.value, b.value, a.value];
   const db = { url: core.databaseUrl };
   const workflowBundlePath = join(root, 'workflow-bundle.js');
   writeFileSync(workflowBundlePath, bundle.code);
