@@ -18,6 +18,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { setPriority } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import {
   backgroundBuildFiles,
@@ -495,6 +496,13 @@ function startBackgroundBuilds() {
       stdio: ['ignore', out, out],
     });
     writeFileSync(files.pid, String(child.pid));
+    if (tool.lowPriority && child.pid) {
+      try {
+        setPriority(child.pid, 19); // the go toolchain it runs inherits it
+      } catch {
+        /* not permitted: it builds at normal priority */
+      }
+    }
     child.unref();
     log(
       `building ${tool.name} ${tool.version} in the background (first time only; minutes; log: ${files.log}) — what needs it waits for it`,

@@ -30,6 +30,7 @@ export function toolsDir() {
  *   versionArgs: string[], versionMatch: RegExp, envOverride: string,
  *   ldflags?: string, provider?: { namespace: string, type: string }, source?: string,
  *   background?: boolean,
+ *   lowPriority?: boolean,
  *   wrapper?: { path: string, tags: string, static: string[],
  *     frontend?: { packages: string[], output: string } } }} GoTool
  * @type {GoTool[]}
@@ -136,6 +137,9 @@ export const GO_TOOLS = [
     versionMatch: /^temporal version 1\.29\.1\b/,
     envOverride: 'KUMOSS_TEMPORAL_SERVER_BIN',
     background: true,
+    // Needed only by the cluster tier, which runs after the suite: built at the lowest CPU
+    // priority, so it takes only the time the suite leaves idle.
+    lowPriority: true,
   },
   {
     // Its schema tool: creates the persistence and visibility databases and their schemas
@@ -149,6 +153,9 @@ export const GO_TOOLS = [
     versionMatch: /^temporal-sql-tool version 1\.29\.1\b/,
     envOverride: 'KUMOSS_TEMPORAL_SQL_TOOL_BIN',
     background: true,
+    // Needed only by the cluster tier, which runs after the suite: built at the lowest CPU
+    // priority, so it takes only the time the suite leaves idle.
+    lowPriority: true,
   },
   {
     name: 'provider-local',

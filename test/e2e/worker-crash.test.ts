@@ -122,48 +122,52 @@ describe('a drift round survives its worker being killed (SIGKILL)', () => {
     await reference?.close();
   });
 
-  it.each(PHASES)('killed $name: same report, no duplicate commit, no artifact twice', async (phase) => {
-    const queue = `crash-${randomUUID().slice(0, 8)}`;
-    const first = await workerProcess(queue);
-    children.push(first);
-    const input = partial(await bed());
-    const workflowId = driftRoundWorkflowId(input.session_id, input.round_id);
-    const handle = await reference.client.workflow.start(driftRound, {
-      taskQueue: queue,
-      workflowId,
-      args: [input],
-    });
+  // The phases run side by side, each on its own queue, test bed and worker processes.
+  it.concurrent.for(PHASES)(
+    'killed $name: same report, no duplicate commit, no artifact twice',
+    async (phase, { expect }) => {
+      const queue = `crash-${randomUUID().slice(0, 8)}`;
+      const first = await workerProcess(queue);
+      children.push(first);
+      const input = partial(await bed());
+      const workflowId = driftRoundWorkflowId(input.session_id, input.round_id);
+      const handle = await reference.client.workflow.start(driftRound, {
+        taskQueue: queue,
+        workflowId,
+        args: [input],
+      });
 
-    if (phase.inFlight) await untilActivityRunning(handle, phase.inFlight);
-    else {
-      for (let i = 0; !phase.now?.((await handle.fetchHistory()).events ?? []); i++) {
-        if (i > 2400) throw new Error(`phase "${phase.name}" never came`);
-        await new Promise((r) => setTimeout(r, 25));
+      if (phase.inFlight) await untilActivityRunning(handle, phase.inFlight);
+      else {
+        for (let i = 0; !phase.now?.((await handle.fetchHistory()).events ?? []); i++) {
+          if (i > 2400) throw new Error(`phase "${phase.name}" never came`);
+          await new Promise((r) => setTimeout(r, 25));
+        }
       }
-    }
-    first.kill('SIGKILL');
-    await new Promise((r) => first.once('exit', r));
-    children.push(await workerProcess(queue));
+      first.kill('SIGKILL');
+      await new Promise((r) => first.once('exit', r));
+      children.push(await workerProcess(queue));
 
-    const result = await handle.result();
-    expect(result.status).toBe('completed');
-    const got = await outcome(input, result);
-    expect(got.report.outcome).toBe(expected.report.outcome);
-    expect(got.report.remediated_resources?.map((r) => r.address).sort()).toEqual(
-      expected.report.remediated_resources?.map((r) => r.address).sort(),
-    );
-    expect(got.report.unreconciled_drift ?? []).toEqual(expected.report.unreconciled_drift ?? []);
-    expect(got.commits.length).toBe(expected.commits.length);
-    expect(new Set(got.commits).size).toBe(got.commits.length);
-    expect(got.artifacts).toEqual(expected.artifacts);
-    if (phase.inFlight) {
-      const events = (await handle.fetchHistory()).events ?? [];
-      const retried = events.some(
-        (e) =>
-          (e.activityTaskStartedEventAttributes?.attempt ?? 1) > 1 &&
-          activityType(events, e.activityTaskStartedEventAttributes?.scheduledEventId) === phase.inFlight,
+      const result = await handle.result();
+      expect(result.status).toBe('completed');
+      const got = await outcome(input, result);
+      expect(got.report.outcome).toBe(expected.report.outcome);
+      expect(got.report.remediated_resources?.map((r) => r.address).sort()).toEqual(
+        expected.report.remediated_resources?.map((r) => r.address).sort(),
       );
-      expect(retried, `${phase.inFlight} retried after the crash`).toBe(true);
-    }
-  });
+      expect(got.report.unreconciled_drift ?? []).toEqual(expected.report.unreconciled_drift ?? []);
+      expect(got.commits.length).toBe(expected.commits.length);
+      expect(new Set(got.commits).size).toBe(got.commits.length);
+      expect(got.artifacts).toEqual(expected.artifacts);
+      if (phase.inFlight) {
+        const events = (await handle.fetchHistory()).events ?? [];
+        const retried = events.some(
+          (e) =>
+            (e.activityTaskStartedEventAttributes?.attempt ?? 1) > 1 &&
+            activityType(events, e.activityTaskStartedEventAttributes?.scheduledEventId) === phase.inFlight,
+        );
+        expect(retried, `${phase.inFlight} retried after the crash`).toBe(true);
+      }
+    },
+  );
 });
