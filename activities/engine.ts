@@ -3,6 +3,7 @@
 // most once per round) and re-runs init when the engine's output asks for it (a remediation added
 // a provider or a module). The scope id reaches every call as TF_VAR_kumoss_scope_id: a root that
 // declares `variable "kumoss_scope_id"` sees it, one that does not is unaffected.
+import { inSpan } from '../shared/tracing';
 import type { EngineSlots } from './engine-slots';
 import { ProcessError, runProcess, type RunResult } from './process';
 
@@ -142,16 +143,24 @@ export class EngineClient {
   ): Promise<RunResult> {
     const verb = args[0] ?? '';
     const start = () =>
-      runProcess(this.opts.binary, args, {
-        cwd: this.opts.workdir,
-        env: this.env(),
-        timeoutMs: io.timeoutMs ?? this.opts.timeoutMs ?? 30 * 60 * 1000,
-        signal: hooks.signal,
-        stdoutFile,
-        ...(io.stdin !== undefined ? { stdin: io.stdin } : {}),
-        onHeartbeat: (ms) =>
-          hooks.heartbeat?.(`${this.opts.kind} ${verb} running for ${Math.round(ms / 1000)}s`),
-      });
+      inSpan(
+        `${this.opts.kind} ${verb}`,
+        { 'kumoss.engine': this.opts.kind, 'kumoss.engine.verb': verb },
+        (span) =>
+          runProcess(this.opts.binary, args, {
+            cwd: this.opts.workdir,
+            env: this.env(),
+            timeoutMs: io.timeoutMs ?? this.opts.timeoutMs ?? 30 * 60 * 1000,
+            signal: hooks.signal,
+            stdoutFile,
+            ...(io.stdin !== undefined ? { stdin: io.stdin } : {}),
+            onHeartbeat: (ms) =>
+              hooks.heartbeat?.(`${this.opts.kind} ${verb} running for ${Math.round(ms / 1000)}s`),
+          }).then((r) => {
+            span.setAttribute('process.exit.code', r.exitCode);
+            return r;
+          }),
+      );
     const slots = this.opts.slots;
     try {
       const r = slots

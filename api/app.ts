@@ -1,9 +1,14 @@
 // createApp(deps): the Express application without listen(), so tests mount it on their own socket.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
 import express, { type Express } from 'express';
+import type { Logger } from 'pino';
+import { pinoHttp } from 'pino-http';
+import { traceRequests } from '../shared/tracing';
 import { cacheTokens } from './auth';
 import { errorHandler, notFound } from './errors';
+import { createApiMetrics } from './metrics';
 import { openApiDocument } from './openapi';
 import { createAdminRouter } from './routes/admin';
 import { createAuthSessionRouter } from './routes/auth-session';
@@ -39,6 +44,15 @@ export interface AppDeps {
   webDist?: string;
   /** The object store's origin: the web application fetches artifacts from their presigned URLs. */
   artifactOrigin?: string;
+  /** Every request logged here (pino-http), with its request id; absent: requests are not logged. */
+  requestLog?: Logger;
+  /** GET /metrics (Prometheus); default true. */
+  metrics?: boolean;
+}
+
+/** A caller's own `x-request-id` when it is a plain token; else a new one. */
+function requestId(header: string | undefined): string {
+  return header && /^[\w.:-]{1,128}$/.test(header) ? header : randomUUID();
 }
 
 /**
@@ -71,6 +85,38 @@ export const TEMPORAL_CALL_DEADLINE_MS = 10_000;
 export function createApp(deps: AppDeps): Express {
   const app = express();
   app.disable('x-powered-by');
+  // Every response names its request (x-request-id), the id its log line and trace carry.
+  app.use((req, res, next) => {
+    const id = requestId(req.get('x-request-id'));
+    (req as { id?: string }).id = id;
+    res.setHeader('x-request-id', id);
+    next();
+  });
+  app.use(traceRequests());
+  const metrics = deps.metrics === false ? undefined : createApiMetrics(deps.sessions?.db);
+  if (metrics) {
+    app.use(metrics.middleware);
+    app.get('/metrics', async (_req, res) => {
+      res.setHeader('content-type', metrics.registry.contentType);
+      res.send(await metrics.registry.metrics());
+    });
+  }
+  if (deps.requestLog)
+    app.use(
+      pinoHttp({
+        logger: deps.requestLog,
+        genReqId: (req) => (req as { id?: string }).id ?? randomUUID(),
+        // Method, path and status only: no header (tokens, cookies, signatures) reaches the log.
+        serializers: {
+          req: (req: { id: unknown; method: string; url: string }) => ({
+            id: req.id,
+            method: req.method,
+            url: req.url,
+          }),
+          res: (res: { statusCode: number }) => ({ statusCode: res.statusCode }),
+        },
+      }),
+    );
   if (deps.codec) app.use(createCodecRouter(deps.codec, deps.sessions?.db));
   app.use(express.json({ limit: '1mb' }));
   app.use(createHealthRouter(deps.checks));
@@ -99,7 +145,13 @@ export function createApp(deps: AppDeps): Express {
     );
     app.use(createDriftRouter(deps.sessions));
     app.use(createSessionsRouter(deps.sessions));
-    app.use(createEventsRouter({ ...deps.sessions, ...deps.sessions.events }));
+    app.use(
+      createEventsRouter({
+        ...deps.sessions,
+        ...deps.sessions.events,
+        ...(metrics ? { streams: metrics.streams } : {}),
+      }),
+    );
     app.use(createAdminRouter(deps.sessions));
     app.use(createWorkflowsRouter(deps.sessions));
     app.use(createRunnerGroupsRouter(deps.sessions));

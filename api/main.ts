@@ -1,5 +1,6 @@
 // The API process.
 import { Client } from '@temporalio/client';
+import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
 import { ArtifactStore, createS3Client } from '../shared/object-store';
 import { join } from 'node:path';
 import { databaseUrl, gitTrustBundle, loadConfig, projectRoot } from '../shared/config';
@@ -8,6 +9,7 @@ import { logger, quietKnownWarnings } from '../shared/logger';
 import { dataConverter, payloadCodecFromEnv } from '../shared/payload-codec';
 import { connectClient, temporalTarget } from '../shared/temporal-connection';
 import { ensureSearchAttributes } from '../shared/temporal-setup';
+import { startTracing } from '../shared/tracing';
 import { createApp } from './app';
 import { startEventsHub } from './events-hub';
 import { databaseCheck, forgeCheck, gitHostCheck, storageCheck, temporalCheck, workerCheck } from './checks';
@@ -15,6 +17,7 @@ import { databaseCheck, forgeCheck, gitHostCheck, storageCheck, temporalCheck, w
 quietKnownWarnings();
 const config = loadConfig();
 const log = logger.child({ component: 'api' });
+const tracing = startTracing({ service: 'kumoss-api', endpoint: config.observability.otlp_endpoint });
 const db = createDb(databaseUrl(config));
 // One LISTEN connection for every event stream of this process.
 const hub = startEventsHub(databaseUrl(config), (err) => log.warn({ err }, 'events hub reconnecting'));
@@ -35,6 +38,8 @@ const app = createApp({
     ...(config.services.gitea.url ? [forgeCheck(config.services.gitea.url, gitTrustBundle(config))] : []),
   ],
   log: (err) => log.error({ err }, 'unhandled error'),
+  ...(config.observability.request_log ? { requestLog: log.child({ component: 'http' }) } : {}),
+  metrics: config.observability.api_metrics,
   // Built by the launcher when missing or stale (scripts/web-build.ts).
   webDist: join(projectRoot, 'web', 'dist'),
   artifactOrigin: config.storage.endpoint,
@@ -51,6 +56,8 @@ const app = createApp({
       connection,
       namespace: temporal.namespace,
       dataConverter: dataConverter(codec),
+      // Starts, signals and updates carry the request's trace to the workflows.
+      ...(tracing ? { interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] } } : {}),
     }),
     taskQueue: config.temporal.task_queue,
     orchestration: {
@@ -68,7 +75,10 @@ const app = createApp({
   },
 });
 const server = app.listen(config.api.port, config.api.host, () => {
-  log.info({ url: `http://${config.api.host}:${config.api.port}` }, 'api listening');
+  log.info(
+    { url: `http://${config.api.host}:${config.api.port}`, tracing: Boolean(tracing) },
+    'api listening',
+  );
 });
 server.on('error', (err) => {
   log.fatal({ err }, 'api cannot listen');
@@ -77,7 +87,9 @@ server.on('error', (err) => {
 const stop = () => {
   server.close();
   server.closeAllConnections();
-  void Promise.all([connection.close(), db.destroy(), hub.close()]).then(() => process.exit(0));
+  void Promise.all([connection.close(), db.destroy(), hub.close(), tracing?.shutdown()]).then(() =>
+    process.exit(0),
+  );
 };
 process.once('SIGINT', stop);
 process.once('SIGTERM', stop);

@@ -135,6 +135,21 @@ export const configSchema = z.object({
       aws: { endpoint_url: '', embedded_emulator_port: 0 },
       gcp: { endpoint_url: '' },
     }),
+  /** Traces, metrics and request logs (README "Running in production"). */
+  observability: z
+    .object({
+      /** OTLP/HTTP collector (http://host:4318) for traces; empty: tracing off. */
+      otlp_endpoint: z.union([z.literal(''), z.string().url()]).default(''),
+      /** host:port the worker serves the Temporal SDK's Prometheus metrics on; empty: off. */
+      worker_metrics_address: z
+        .union([z.literal(''), z.string().regex(/^[\w.-]+:\d{1,5}$/, 'host:port')])
+        .default(''),
+      /** GET /metrics on the API (Prometheus). */
+      api_metrics: z.boolean().default(true),
+      /** One log line per API request, with its request id. */
+      request_log: z.boolean().default(true),
+    })
+    .default({ otlp_endpoint: '', worker_metrics_address: '', api_metrics: true, request_log: true }),
 });
 
 export type KumossConfig = z.infer<typeof configSchema>;
@@ -181,6 +196,10 @@ export const ENV_OVERRIDES: Record<string, string> = {
   KUMOSS_AWS_ENDPOINT_URL: 'runners.aws.endpoint_url',
   KUMOSS_AWS_EMULATOR_PORT: 'runners.aws.embedded_emulator_port',
   KUMOSS_GCP_ENDPOINT_URL: 'runners.gcp.endpoint_url',
+  OTEL_EXPORTER_OTLP_ENDPOINT: 'observability.otlp_endpoint',
+  KUMOSS_WORKER_METRICS_ADDRESS: 'observability.worker_metrics_address',
+  KUMOSS_API_METRICS: 'observability.api_metrics',
+  KUMOSS_REQUEST_LOG: 'observability.request_log',
 };
 
 export class ConfigError extends Error {

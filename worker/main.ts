@@ -1,19 +1,20 @@
 // The worker process: every workflow and activity on the configured task queue.
-import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { databaseUrl, loadConfig } from '../shared/config';
 import { createDb, migrate } from '../shared/db';
 import { logger, quietKnownWarnings } from '../shared/logger';
 import { dataConverter, payloadCodecFromEnv } from '../shared/payload-codec';
 import { connectNative, temporalTarget } from '../shared/temporal-connection';
 import { ensureSearchAttributes } from '../shared/temporal-setup';
+import { startTracing } from '../shared/tracing';
 import { buildActivities } from './deps';
+import { installRuntime } from './runtime';
 import { createWorker } from './worker';
 
 quietKnownWarnings();
-// The SDK's own lines (bundle statistics, state changes) only from warnings up; ours are pino.
-Runtime.install({ logger: new DefaultLogger('WARN') });
 const config = loadConfig();
 const log = logger.child({ component: 'worker' });
+installRuntime({ log, metricsAddress: config.observability.worker_metrics_address });
+const tracing = startTracing({ service: 'kumoss-worker', endpoint: config.observability.otlp_endpoint });
 const temporal = temporalTarget(config.temporal);
 const connection = await connectNative(temporal);
 const added = await ensureSearchAttributes(connection, temporal.namespace);
@@ -28,10 +29,20 @@ const worker = await createWorker({
   taskQueue: config.temporal.task_queue,
   activities,
   dataConverter: dataConverter(payloadCodecFromEnv()),
+  ...(tracing ? { tracing } : {}),
 });
-log.info({ taskQueue: config.temporal.task_queue, temporal: temporal.describe }, 'worker started');
+log.info(
+  {
+    taskQueue: config.temporal.task_queue,
+    temporal: temporal.describe,
+    metrics: config.observability.worker_metrics_address || null,
+    tracing: Boolean(tracing),
+  },
+  'worker started',
+);
 for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => worker.shutdown());
 await worker.run();
 await connection.close();
 await db.destroy();
+await tracing?.shutdown();
 log.info('worker stopped');

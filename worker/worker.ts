@@ -2,6 +2,8 @@
 import { fileURLToPath } from 'node:url';
 import type { NativeConnection } from '@temporalio/worker';
 import { Worker, type WorkerOptions } from '@temporalio/worker';
+import { OpenTelemetryPlugin } from '@temporalio/interceptors-opentelemetry';
+import type { Tracing } from '../shared/tracing';
 import type { Activities } from '../activities';
 import { autoHeartbeat } from './heartbeat';
 
@@ -17,9 +19,19 @@ export interface CreateWorkerOptions {
   identity?: string;
   /** Payload codecs (encryption): shared/payload-codec.ts. */
   dataConverter?: WorkerOptions['dataConverter'];
+  /**
+   * Traces (shared/tracing.ts): workflow, activity and client-call spans joined to the caller's
+   * trace. Its workflow interceptors are bundled in, so a traced worker bundles workflows/ itself
+   * (a prebuilt bundle without them is refused).
+   */
+  tracing?: Tracing;
 }
 
 export async function createWorker(opts: CreateWorkerOptions): Promise<Worker> {
+  if (opts.tracing && opts.workflowBundlePath)
+    throw new Error(
+      'a traced worker bundles its workflows itself: give tracing or workflowBundlePath, not both',
+    );
   const options: WorkerOptions = {
     connection: opts.connection,
     namespace: opts.namespace,
@@ -31,6 +43,16 @@ export async function createWorker(opts: CreateWorkerOptions): Promise<Worker> {
     ...(opts.workflowBundlePath
       ? { workflowBundle: { codePath: opts.workflowBundlePath } }
       : { workflowsPath }),
+    ...(opts.tracing
+      ? {
+          plugins: [
+            new OpenTelemetryPlugin({
+              resource: opts.tracing.resource,
+              spanProcessor: opts.tracing.spanProcessor,
+            }),
+          ],
+        }
+      : {}),
   };
   return Worker.create(options);
 }

@@ -19,6 +19,8 @@ export interface EventsDeps extends SessionDetailDeps {
   maxPolls: number;
   /** This process's LISTEN connection; absent: every stream polls. */
   hub?: EventsHub;
+  /** Told when a stream opens and when it ends (the API's open-streams gauge). */
+  streams?: { opened(): void; closed(): void };
 }
 
 /** The sequence number a client saw last (Last-Event-ID); 0 for none or anything unreadable. */
@@ -36,21 +38,21 @@ export function createEventsRouter(deps: EventsDeps): Router {
   // One read of a session's log serves every stream of this process that asks for the same page
   // at the same moment: a change wakes all of a session's streams at once, and a thousand tabs on
   // one session cost one query, not a thousand. A read joins only one started after the session's
-  // latest change (its generation): a read already under way when a change arrives may have missed
-  // it.
-  const generations = new Map<string, number>();
-  let epoch = 0;
-  deps.hub?.onChange((id) => {
-    if (id === null) epoch++;
-    else generations.set(id, (generations.get(id) ?? 0) + 1);
-  });
+  // latest change: a read already under way when a change arrives may have missed it.
   const reading = new Map<string, Promise<SessionEventRow[]>>();
+  deps.hub?.onChange((id) => {
+    // A read under way may have missed this change: later streams start their own.
+    for (const k of reading.keys()) if (id === null || k.startsWith(`${id}\n`)) reading.delete(k);
+  });
   const readShared = (sessionId: string, after: number): Promise<SessionEventRow[]> => {
-    const k = `${sessionId}\n${after}\n${epoch}:${generations.get(sessionId) ?? 0}`;
+    const k = `${sessionId}\n${after}`;
     let p = reading.get(k);
     if (!p) {
-      p = eventsAfter(deps.db, sessionId, after).finally(() => reading.delete(k));
-      reading.set(k, p);
+      const read = eventsAfter(deps.db, sessionId, after).finally(() => {
+        if (reading.get(k) === read) reading.delete(k);
+      });
+      reading.set(k, read);
+      p = read;
     }
     return p;
   };
@@ -72,6 +74,8 @@ export function createEventsRouter(deps: EventsDeps): Router {
       res.flushHeaders();
       let closed = false;
       const watch = deps.hub?.watch(sessionId);
+      deps.streams?.opened();
+      res.once('close', () => deps.streams?.closed());
       req.on('close', () => {
         closed = true;
         watch?.close();

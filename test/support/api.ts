@@ -1,7 +1,7 @@
 // The real API on a real socket for a test file, wired to its worker's task queue.
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createApp } from '../../api/app';
+import { createApp, type AppDeps } from '../../api/app';
 import { startEventsHub } from '../../api/events-hub';
 import type { CodecRouteDeps } from '../../api/routes/codec';
 import type { SessionRound } from '../../shared/contracts';
@@ -29,10 +29,12 @@ export async function startTestApi(
   mapping: { enabled: boolean; url: string } = { enabled: false, url: '' },
   codec?: CodecRouteDeps,
   webDist?: string,
+  extra: Pick<AppDeps, 'requestLog' | 'metrics'> = {},
 ): Promise<TestApi> {
   // Every test API listens for the store's notifications, as the API process does.
   const hub = startEventsHub(stack().databaseUrl);
   const app = createApp({
+    ...extra,
     ...(webDist ? { webDist, artifactOrigin: stack().s3Endpoint } : {}),
     checks: [],
     authz,

@@ -1,4 +1,6 @@
 // What a test file needs from the run's stack: clients, a worker on its own task queue.
+import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
+import type { Tracing } from '../../shared/tracing';
 import { randomUUID } from 'node:crypto';
 import { cpSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -73,7 +75,7 @@ export interface TemporalHarness {
 export async function temporalHarness(
   name: string,
   activities: Activities = testActivities(),
-  opts: { dataConverter?: { payloadCodecs: PayloadCodec[] } } = {},
+  opts: { dataConverter?: { payloadCodecs: PayloadCodec[] }; tracing?: Tracing } = {},
 ): Promise<TemporalHarness> {
   const s = stack();
   const taskQueue = `test-${name}-${randomUUID().slice(0, 8)}`;
@@ -83,6 +85,8 @@ export async function temporalHarness(
     connection,
     namespace: s.namespace,
     ...(opts.dataConverter ? { dataConverter: opts.dataConverter } : {}),
+    // A traced harness's client carries the caller's trace into what it starts, as the API's does.
+    ...(opts.tracing ? { interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] } } : {}),
   });
   const worker = await createWorker({
     ...(opts.dataConverter ? { dataConverter: opts.dataConverter } : {}),
@@ -90,7 +94,7 @@ export async function temporalHarness(
     namespace: s.namespace,
     taskQueue,
     activities,
-    workflowBundlePath: s.workflowBundlePath,
+    ...(opts.tracing ? { tracing: opts.tracing } : { workflowBundlePath: s.workflowBundlePath }),
   });
   const running = worker.run();
   return {
