@@ -3,7 +3,7 @@
 // that prove Kumoss on it: the cluster's shape, drift rounds, a session's pull request and merge,
 // events pushed through PostgreSQL's LISTEN/NOTIFY, and both runner DAGs.
 import { defineConfig } from 'vitest/config';
-import base from './vitest.config';
+import base from './vitest.config.js';
 
 process.env.KUMOSS_TEST_STACK_SHAPE = 'cluster';
 
