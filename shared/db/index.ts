@@ -1,6 +1,7 @@
 // The metadata store: PostgreSQL through `pg` + Kysely. DATABASE_URL selects a real server; by
 // default the embedded PGlite engine that the launcher serves on loopback.
 import { Kysely, PostgresDialect, sql, type ColumnType, type Generated } from 'kysely';
+import { Migrator } from 'kysely/migration';
 import pg from 'pg';
 import { migrations } from './migrations';
 
@@ -167,9 +168,16 @@ export interface RunnerEnvironmentDriftPlansTable {
   repaired_at: Date | null;
 }
 
+/** The log Kumoss kept before Kysely's Migrator (adopted into MIGRATION_TABLE once, then left alone). */
 export interface MigrationsTable {
   id: string;
   applied_at: Generated<Date>;
+}
+
+/** Kysely's migration log: the applied migrations in order (its own columns). */
+export interface SchemaMigrationsTable {
+  name: string;
+  timestamp: string;
 }
 
 export interface StacksTable {
@@ -270,6 +278,7 @@ export interface Database {
   webhook_endpoints: WebhookEndpointsTable;
   webhook_deliveries: WebhookDeliveriesTable;
   kumoss_migrations: MigrationsTable;
+  kumoss_schema_migrations: SchemaMigrationsTable;
 }
 
 export type Db = Kysely<Database>;
@@ -279,43 +288,72 @@ export function createDb(url: string, opts: { max?: number } = {}): Db {
   // An idle connection the server closed (a restart, a shutdown) is dropped and replaced on the
   // next query; unhandled, the pool's 'error' event would end the process.
   pool.on('error', () => undefined);
+  // A connection lost while a client is checked out (a transaction between its statements, a
+  // server restart or failover) emits 'error' on that client, where the pool no longer listens:
+  // unheard, it ends the process. Heard here, the loss reaches the caller as its query's error and
+  // the pool drops the client.
+  pool.on('connect', (client) => {
+    client.on('error', () => undefined);
+  });
   return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
 }
 
-/** Another process applying the same migration at the same moment (API and worker start together). */
-const RACED = new Set(['42P07', '42710', '42701', '23505']); // duplicate table, object, column; unique violation
+export const MIGRATION_TABLE = 'kumoss_schema_migrations';
+const MIGRATION_LOCK_TABLE = 'kumoss_schema_migrations_lock';
 
 /**
- * Applies the migrations not applied yet, in order, each in its own transaction. Several processes
- * may migrate one database at once: the one that loses a race on a migration waits, re-reads what
- * is applied and goes on.
+ * A database migrated before Kysely's Migrator kept its log in `kumoss_migrations`: its entries
+ * move into the Migrator's table (same order, their own times) once, so nothing runs twice.
+ * Idempotent, and safe with several processes at once.
+ */
+async function adoptEarlierLog(db: Db): Promise<void> {
+  const earlier = await sql<{
+    present: boolean;
+  }>`select to_regclass('kumoss_migrations') is not null as present`.execute(db);
+  if (!earlier.rows[0]?.present) return;
+  // Kysely's own definition of its table (it creates it the same way when missing).
+  await sql`create table if not exists ${sql.table(MIGRATION_TABLE)} (
+    name varchar(255) not null primary key,
+    timestamp varchar(255) not null
+  )`
+    .execute(db)
+    .catch(async (err: unknown) => {
+      // Two processes creating it at once: the loser finds it there.
+      const again = await sql<{
+        present: boolean;
+      }>`select to_regclass(${MIGRATION_TABLE}) is not null as present`.execute(db);
+      if (!again.rows[0]?.present) throw err;
+    });
+  await sql`insert into ${sql.table(MIGRATION_TABLE)} (name, timestamp)
+    select id, to_char(applied_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') from kumoss_migrations
+    on conflict (name) do nothing`.execute(db);
+}
+
+/**
+ * Applies the migrations not applied yet, in order (Kysely's Migrator: its lock table and
+ * PostgreSQL's advisory lock let several processes migrate one database at once — API and worker
+ * start together — each migration applied once). Answers the ids this call applied.
  */
 export async function migrate(db: Db): Promise<string[]> {
-  const applied: string[] = [];
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await sql`create table if not exists kumoss_migrations (
-        id text primary key,
-        applied_at timestamptz not null default now()
-      )`.execute(db);
-      const done = new Set(
-        (await db.selectFrom('kumoss_migrations').select('id').execute()).map((r) => r.id),
-      );
-      for (const m of migrations) {
-        if (done.has(m.id)) continue;
-        await db.transaction().execute(async (trx) => {
-          await m.up(trx);
-          await trx.insertInto('kumoss_migrations').values({ id: m.id }).execute();
-        });
-        applied.push(m.id);
-      }
-      return applied;
-    } catch (err) {
-      const code = (err as { code?: string }).code ?? '';
-      if (!RACED.has(code) || attempt >= 20) throw err;
-      await new Promise((r) => setTimeout(r, 100 * attempt));
-    }
+  await adoptEarlierLog(db);
+  const migrator = new Migrator({
+    db,
+    provider: {
+      getMigrations: () =>
+        Promise.resolve(
+          Object.fromEntries(migrations.map((m) => [m.id, { up: (d: Kysely<unknown>) => m.up(d) }])),
+        ),
+    },
+    migrationTableName: MIGRATION_TABLE,
+    migrationLockTableName: MIGRATION_LOCK_TABLE,
+  });
+  const { error, results } = await migrator.migrateToLatest();
+  if (error) {
+    const failed = results?.find((r) => r.status === 'Error')?.migrationName;
+    const message = error instanceof Error ? error.message : JSON.stringify(error);
+    throw new Error(`migration ${failed ?? ''} failed: ${message}`, { cause: error });
   }
+  return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
 }
 
 export async function ping(db: Db): Promise<string> {

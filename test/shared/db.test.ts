@@ -1,5 +1,6 @@
 // The metadata store over the PostgreSQL wire protocol (PGlite served on loopback).
 import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmbeddedDatabase } from '../../scripts/embedded/database';
 import { createDb, migrate, type Db } from '../../shared/db';
@@ -18,8 +19,34 @@ describe('metadata store', () => {
   it('applies migrations once; a second run applies none', async () => {
     await migrate(db);
     expect(await migrate(db)).toEqual([]);
-    const ids = (await db.selectFrom('kumoss_migrations').select('id').execute()).map((r) => r.id);
-    expect(ids).toContain('0001_organizations_and_users');
+    const names = (await db.selectFrom('kumoss_schema_migrations').select('name').execute()).map(
+      (r) => r.name,
+    );
+    expect(names).toContain('0001_organizations_and_users');
+  });
+
+  it("adopts the log of a database migrated before Kysely's Migrator: only the later migrations run", async () => {
+    const fresh = await startEmbeddedDatabase({});
+    const old = createDb(fresh.url);
+    try {
+      // The earlier migrator's way: its own log table, the first five migrations applied.
+      await sql`create table kumoss_migrations (id text primary key, applied_at timestamptz not null default now())`.execute(
+        old,
+      );
+      for (const m of migrations.slice(0, 5)) {
+        await m.up(old);
+        await old.insertInto('kumoss_migrations').values({ id: m.id }).execute();
+      }
+      expect(await migrate(old)).toEqual(migrations.slice(5).map((m) => m.id));
+      const names = (
+        await old.selectFrom('kumoss_schema_migrations').select('name').orderBy('name').execute()
+      ).map((r) => r.name);
+      expect(names).toEqual(migrations.map((m) => m.id));
+      expect(await migrate(old)).toEqual([]);
+    } finally {
+      await old.destroy();
+      await fresh.close();
+    }
   });
 
   it('several processes migrating a fresh database at once: each migration applied once, none fails', async () => {
@@ -29,8 +56,10 @@ describe('metadata store', () => {
       const results = await Promise.all(clients.map((c) => migrate(c)));
       const applied = results.flat().sort();
       expect(applied).toEqual(migrations.map((m) => m.id).sort());
-      const ids = (await clients[0]!.selectFrom('kumoss_migrations').select('id').execute()).map((r) => r.id);
-      expect(ids.sort()).toEqual(migrations.map((m) => m.id).sort());
+      const names = (await clients[0]!.selectFrom('kumoss_schema_migrations').select('name').execute()).map(
+        (r) => r.name,
+      );
+      expect(names.sort()).toEqual(migrations.map((m) => m.id).sort());
     } finally {
       await Promise.all(clients.map((c) => c.destroy()));
       await fresh.close();
