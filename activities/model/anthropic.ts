@@ -1,6 +1,7 @@
 // The Anthropic provider: the same port through the Messages API (@anthropic-ai/sdk). Each call
-// asks for one JSON object and parses it with zod; an answer that does not parse is an error the
-// activity retries, never a guess.
+// requires one tool, `answer`, whose input schema is the answer's (zod → JSON Schema), and checks
+// the tool's input with zod; an answer that does not fit is an error the activity retries, never
+// a guess.
 import Anthropic from '@anthropic-ai/sdk';
 import { z } from 'zod';
 import { ApplicationFailure } from '@temporalio/common';
@@ -44,18 +45,8 @@ export class ModelAnswerError extends Error {
   override name = 'ModelAnswerError';
 }
 
-/** The first JSON object in a text answer (models sometimes wrap it in prose or a code fence). */
-export function extractJson(text: string): unknown {
-  const start = text.indexOf('{');
-  const end = text.lastIndexOf('}');
-  if (start < 0 || end < start)
-    throw new ModelAnswerError(`the model answered without a JSON object: ${text.slice(0, 200)}`);
-  try {
-    return JSON.parse(text.slice(start, end + 1)) as unknown;
-  } catch (err) {
-    throw new ModelAnswerError(`the model answered with invalid JSON: ${(err as Error).message}`);
-  }
-}
+/** The one tool every call offers and requires: its input is the answer, in the call's schema. */
+const ANSWER_TOOL = 'answer';
 
 export class AnthropicModel implements ModelProvider {
   readonly name = 'anthropic';
@@ -79,6 +70,16 @@ export class AnthropicModel implements ModelProvider {
         max_tokens: this.opts.maxTokens ?? 8192,
         system,
         messages: [{ role: 'user', content: JSON.stringify(payload, null, 2) }],
+        // Tool use with the answer's JSON Schema: the model's answer arrives as the tool's input,
+        // structured, not as JSON to be found in prose.
+        tools: [
+          {
+            name: ANSWER_TOOL,
+            description: 'Give your answer.',
+            input_schema: z.toJSONSchema(schema) as Anthropic.Tool.InputSchema,
+          },
+        ],
+        tool_choice: { type: 'tool', name: ANSWER_TOOL },
       });
     } catch (err) {
       // By HTTP status: the caller's mistakes (bad request, key, model) are final; overload, rate
@@ -95,8 +96,14 @@ export class AnthropicModel implements ModelProvider {
       }
       throw err;
     }
-    const text = res.content.map((b) => (b.type === 'text' ? b.text : '')).join('');
-    const parsed = schema.safeParse(extractJson(text));
+    const call = res.content.find(
+      (b): b is Anthropic.ToolUseBlock => b.type === 'tool_use' && b.name === ANSWER_TOOL,
+    );
+    if (!call) {
+      const text = res.content.map((b) => (b.type === 'text' ? b.text : '')).join('');
+      throw new ModelAnswerError(`the model answered without using the answer tool: ${text.slice(0, 200)}`);
+    }
+    const parsed = schema.safeParse(call.input);
     if (!parsed.success) {
       throw new ModelAnswerError(
         `the model's answer has the wrong shape: ${parsed.error.issues[0]?.message ?? ''}`,
@@ -109,7 +116,7 @@ export class AnthropicModel implements ModelProvider {
     return this.ask(
       filterSchema,
       this.opts.model,
-      `${input.prompt}\n\nYou are the request filter of a drift remediation tool, in drift mode. Accept requests to resolve or scope drift on existing resources. Decline requests to create or modify infrastructure as an operation mismatch. Answer with one JSON object: {"accepted": boolean, "reason": string}.`,
+      `${input.prompt}\n\nYou are the request filter of a drift remediation tool, in drift mode. Accept requests to resolve or scope drift on existing resources. Decline requests to create or modify infrastructure as an operation mismatch. Answer with the answer tool, its input shaped {"accepted": boolean, "reason": string}.`,
       { request: input.text },
     );
   }
@@ -122,7 +129,7 @@ export class AnthropicModel implements ModelProvider {
     return this.ask(
       targetsSchema,
       this.opts.model,
-      `${input.prompt}\n\nYou are the target generator of a drift remediation tool. From the request and the resources of the configuration, choose the Terraform resource addresses to pass as -target. Use only addresses from the list. Answer with one JSON object: {"targets": string[], "reason": string}.`,
+      `${input.prompt}\n\nYou are the target generator of a drift remediation tool. From the request and the resources of the configuration, choose the Terraform resource addresses to pass as -target. Use only addresses from the list. Answer with the answer tool, its input shaped {"targets": string[], "reason": string}.`,
       {
         request: input.text,
         resources: input.resources.map(({ address, type, name }) => ({ address, type, name })),
@@ -138,7 +145,7 @@ export class AnthropicModel implements ModelProvider {
     const answer = await this.ask(
       remediationSchema,
       this.opts.model,
-      `${input.prompt}\n\nYou reconcile Terraform code with reality. For each drift operation, change the code so that planning it against the real resources shows no change: write the actual values into the attributes. Keep formatting and comments. Do not touch anything else. When an operation cannot be fixed safely in code, list it under "unremediable" with the reason. Answer with one JSON object: {"edits": [{"path": string, "content": string}], "unremediable": [{"address": string, "attributes": string[], "reason": string}]} where each edit is a whole file.`,
+      `${input.prompt}\n\nYou reconcile Terraform code with reality. For each drift operation, change the code so that planning it against the real resources shows no change: write the actual values into the attributes. Keep formatting and comments. Do not touch anything else. When an operation cannot be fixed safely in code, list it under "unremediable" with the reason. Answer with the answer tool, its input shaped {"edits": [{"path": string, "content": string}], "unremediable": [{"address": string, "attributes": string[], "reason": string}]} where each edit is a whole file.`,
       { operations: input.operations, files: input.files },
     );
     const known = new Set(input.files.map((f) => f.path));
@@ -155,7 +162,7 @@ export class AnthropicModel implements ModelProvider {
     return this.ask(
       pullRequestSchema,
       this.opts.smallModel,
-      'Write the title and the description (Markdown) of a pull request that reconciles Terraform code with the real cloud state, from the drift rounds of the session. Answer with one JSON object: {"title": string, "description": string}.',
+      'Write the title and the description (Markdown) of a pull request that reconciles Terraform code with the real cloud state, from the drift rounds of the session. Answer with the answer tool, its input shaped {"title": string, "description": string}.',
       input,
     );
   }
@@ -164,7 +171,7 @@ export class AnthropicModel implements ModelProvider {
     const answer = await this.ask(
       summarySchema,
       this.opts.smallModel,
-      'Summarize the outcome of a drift remediation round for an operator in two or three sentences. Name the remediated resources, what was left unreconciled and why, and what the exception rules left alone. Answer with one JSON object: {"summary": string}.',
+      'Summarize the outcome of a drift remediation round for an operator in two or three sentences. Name the remediated resources, what was left unreconciled and why, and what the exception rules left alone. Answer with the answer tool, its input shaped {"summary": string}.',
       input,
     );
     return answer.summary;

@@ -6,7 +6,14 @@ import type { DriftOperation } from '../../shared/drift';
 
 export interface RecordedRequest {
   headers: Record<string, string | string[] | undefined>;
-  body: { model: string; system?: string; max_tokens: number; messages: { role: string; content: string }[] };
+  body: {
+    model: string;
+    system?: string;
+    max_tokens: number;
+    messages: { role: string; content: string }[];
+    tools?: { name: string; input_schema: unknown }[];
+    tool_choice?: { type: string; name?: string };
+  };
 }
 
 export type Script = (req: RecordedRequest) => {
@@ -47,14 +54,28 @@ export async function startMessagesLoopback(script: Script): Promise<MessagesLoo
         'content-type': 'application/json',
         'request-id': `req_${requests.length}`,
       });
+      // A call that requires a tool gets its answer as that tool's input, as the service does when
+      // the scripted answer is a JSON object; anything else comes back as text (a model that
+      // did not use the tool).
+      const tool = recorded.body.tool_choice?.type === 'tool' ? recorded.body.tool_choice.name : undefined;
+      let input: unknown;
+      try {
+        input = tool ? (JSON.parse(answer.text ?? '') as unknown) : undefined;
+      } catch {
+        input = undefined;
+      }
+      const asTool =
+        tool !== undefined && typeof input === 'object' && input !== null && !Array.isArray(input);
       res.end(
         JSON.stringify({
           id: `msg_loopback_${requests.length}`,
           type: 'message',
           role: 'assistant',
           model: recorded.body.model,
-          content: [{ type: 'text', text: answer.text ?? '' }],
-          stop_reason: 'end_turn',
+          content: asTool
+            ? [{ type: 'tool_use', id: `toolu_loopback_${requests.length}`, name: tool, input }]
+            : [{ type: 'text', text: answer.text ?? '' }],
+          stop_reason: asTool ? 'tool_use' : 'end_turn',
           stop_sequence: null,
           usage: { input_tokens: 10, output_tokens: 10 },
         }),
@@ -78,11 +99,9 @@ export function driftScript(req: RecordedRequest) {
   const system = req.body.system ?? '';
   const p = payload(req);
   if (system.includes('request filter'))
-    return { text: 'Sure.\n{"accepted": true, "reason": "Resolve drift on sg-web-demo."}' };
+    return { text: '{"accepted": true, "reason": "Resolve drift on sg-web-demo."}' };
   if (system.includes('target generator')) {
-    return {
-      text: '```json\n{"targets": ["rest_object.sg_web_demo"], "reason": "The request names sg-web-demo."}\n```',
-    };
+    return { text: '{"targets": ["rest_object.sg_web_demo"], "reason": "The request names sg-web-demo."}' };
   }
   if (system.includes('reconcile Terraform code')) {
     const ops = p.operations as DriftOperation[];

@@ -81,7 +81,17 @@ describe('driftRound with the Anthropic provider (loopback Messages API)', () =>
     for (const r of api.requests) {
       expect(r.headers.authorization).toBe(`Bearer ${API_KEY}`);
       expect(r.headers['anthropic-version']).toBeTruthy();
+      // Every call requires the one answer tool, whose input schema is the answer's.
+      expect(r.body.tool_choice).toEqual({ type: 'tool', name: 'answer' });
+      expect(r.body.tools?.map((t) => t.name)).toEqual(['answer']);
+      expect(r.body.tools?.[0]?.input_schema).toMatchObject({ type: 'object' });
     }
+    const filterSchema = api.requests[0]?.body.tools?.[0]?.input_schema as {
+      properties: Record<string, unknown>;
+      required: string[];
+    };
+    expect(Object.keys(filterSchema.properties).sort()).toEqual(['accepted', 'reason']);
+    expect(filterSchema.required).toContain('accepted');
     // The key never reaches the workflow history.
     const history = await h.client.workflow
       .getHandle(`anthropic-${'x'}`)
@@ -90,12 +100,12 @@ describe('driftRound with the Anthropic provider (loopback Messages API)', () =>
     expect(history).toBeUndefined();
   });
 
-  it('fails a call whose answer is not the JSON asked for, instead of guessing', async () => {
+  it('fails a call whose answer does not come through the answer tool, instead of guessing', async () => {
     const bad = await startMessagesLoopback(() => ({ text: 'I would rather not.' }));
     try {
       const model = new AnthropicModel({ apiKey: API_KEY, baseURL: bad.url, model: 'm', smallModel: 's' });
       await expect(model.filterRequest({ text: 'fix drift', prompt: '' })).rejects.toThrow(
-        /without a JSON object/,
+        /without using the answer tool: I would rather not/,
       );
     } finally {
       await bad.close();
