@@ -16,10 +16,9 @@ export interface ApiMetrics {
 }
 
 /** The route a request matched, as its pattern (`/api/v1/sessions/:id`), never its raw path. */
-function routeLabel(req: Request): string {
+export function matchedRoute(req: { baseUrl: string; route?: unknown }): string | undefined {
   const path = (req.route as { path?: unknown } | undefined)?.path;
-  if (typeof path === 'string') return `${req.baseUrl}${path}`;
-  return 'unmatched';
+  return typeof path === 'string' ? `${req.baseUrl}${path}` : undefined;
 }
 
 export function createApiMetrics(db?: Db): ApiMetrics {
@@ -68,7 +67,11 @@ export function createApiMetrics(db?: Db): ApiMetrics {
       const end = latency.startTimer();
       // 'close': an event stream the client drops never finishes, and still counts.
       res.once('close', () => {
-        const labels = { method: req.method, route: routeLabel(req), status: String(res.statusCode) };
+        const labels = {
+          method: req.method,
+          route: matchedRoute(req) ?? 'unmatched',
+          status: String(res.statusCode),
+        };
         requests.inc(labels);
         // An event stream's time is its lifetime: not timed, so the histogram stays about requests.
         if (!res.getHeader('content-type')?.toString().startsWith('text/event-stream')) end(labels);

@@ -3,15 +3,7 @@
 // workflows (@temporalio/interceptors-opentelemetry carries the context in Temporal headers) and
 // their activities to each engine call. With tracing off the OpenTelemetry API is its own no-op:
 // the spans below cost nothing.
-import {
-  context,
-  propagation,
-  SpanKind,
-  SpanStatusCode,
-  trace,
-  type Attributes,
-  type Span,
-} from '@opentelemetry/api';
+import { SpanKind, SpanStatusCode, trace, type Attributes, type Span } from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { Resource } from '@opentelemetry/resources';
 import { BatchSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
@@ -68,42 +60,4 @@ export async function inSpan<T>(
       span.end();
     }
   });
-}
-
-interface TracedRequest {
-  method: string;
-  headers: Record<string, string | string[] | undefined>;
-  baseUrl: string;
-  route?: { path?: unknown };
-}
-interface TracedResponse {
-  statusCode: number;
-  once(event: 'close', cb: () => void): unknown;
-}
-
-/**
- * The HTTP server span of every request (Express middleware): the caller's `traceparent` is its
- * parent, the handlers (and the Temporal client calls they make) run inside it, and it ends with
- * the response, named by the route the request matched.
- */
-export function traceRequests() {
-  return (req: TracedRequest, res: TracedResponse, next: () => void): void => {
-    const parent = propagation.extract(context.active(), req.headers);
-    const span = tracer().startSpan(
-      `${req.method} request`,
-      { kind: SpanKind.SERVER, attributes: { 'http.request.method': req.method } },
-      parent,
-    );
-    res.once('close', () => {
-      const route = typeof req.route?.path === 'string' ? `${req.baseUrl}${req.route.path}` : undefined;
-      if (route) {
-        span.updateName(`${req.method} ${route}`);
-        span.setAttribute('http.route', route);
-      }
-      span.setAttribute('http.response.status_code', res.statusCode);
-      if (res.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
-      span.end();
-    });
-    context.with(trace.setSpan(parent, span), next);
-  };
 }
