@@ -1,10 +1,16 @@
-// Git over HTTPS: clone a repository, work on the session branch, commit, push. Git runs as a
-// process with argument arrays and an explicit environment. The token (GIT_TOKEN) travels as an
-// HTTP header through GIT_CONFIG_* environment entries — never in a URL, an argument list or a
-// log line. The embedded git host's CA is trusted through GIT_SSL_CAINFO.
+// Git over HTTPS: clone a repository, work on the session branch, commit, push — through
+// `simple-git`, with argument arrays and an explicit environment. The token (GIT_TOKEN) travels as
+// an HTTP header through GIT_CONFIG_* environment entries — never in a URL, an argument list or a
+// log line. The embedded git host's CA is trusted through GIT_SSL_CAINFO. simple-git's guards stay
+// on: its argument check refuses options that run programs (`--upload-pack`, `-c core.sshCommand=…`)
+// and strips ambient GIT_* variables; the variables this client sets are allowed by name, and the
+// GIT_CONFIG_COUNT header entries (`allowUnsafeConfigEnvCount`) have their keys checked against
+// the same list of unsafe config keys.
 import { mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname } from 'node:path';
 import { ApplicationFailure } from '@temporalio/activity';
+import { simpleGit, type SimpleGit } from 'simple-git';
 import { ErrorTypes } from '../shared/errors';
 import { runProcess } from './process';
 
@@ -73,18 +79,42 @@ export class GitClient {
     return env;
   }
 
+  /**
+   * A simple-git instance for one call of `git args…` in `cwd` (default: a directory outside any
+   * repository), whose failure is a {@link GitError} carrying git's own output and exit code.
+   */
+  private client(args: string[], cwd: string | undefined, failed: (e: GitError) => void): SimpleGit {
+    const env = this.env();
+    return simpleGit({
+      baseDir: cwd ?? tmpdir(),
+      trimmed: false,
+      maxConcurrentProcesses: 1,
+      // Killed when git has said nothing for this long (a stalled transfer), not after a total.
+      timeout: { block: this.opts.timeoutMs ?? 5 * 60 * 1000 },
+      allowEnvironment: Object.keys(env).filter((k) => k.startsWith('GIT_')),
+      unsafe: { allowUnsafeConfigEnvCount: env.GIT_CONFIG_COUNT !== undefined },
+      errors: (error, result) => {
+        if (result.exitCode === 0 && !error) return undefined;
+        const stderr = Buffer.concat(result.stdErr).toString('utf8');
+        const stdout = Buffer.concat(result.stdOut).toString('utf8');
+        if (result.exitCode === 0 && error) return error instanceof Error ? error : Buffer.from(stderr);
+        const msg = stderr.trim().split('\n').filter(Boolean).pop() ?? `exit code ${result.exitCode}`;
+        const failure = new GitError(`git ${args[0]} failed: ${msg}`, stderr, stdout, result.exitCode);
+        failed(failure);
+        return failure;
+      },
+    }).env(env);
+  }
+
   /** Runs `git args…` in `cwd`; throws GitError with git's own message on failure. */
   async run(args: string[], cwd?: string): Promise<string> {
-    const r = await runProcess('git', args, {
-      cwd,
-      env: this.env(),
-      timeoutMs: this.opts.timeoutMs ?? 5 * 60 * 1000,
-    });
-    if (r.exitCode !== 0) {
-      const msg = r.stderr.trim().split('\n').filter(Boolean).pop() ?? `exit code ${r.exitCode}`;
-      throw new GitError(`git ${args[0]} failed: ${msg}`, r.stderr, r.stdout, r.exitCode);
+    // simple-git rethrows an error of another class wrapped in its own: the caller gets ours.
+    let failure: GitError | undefined;
+    try {
+      return await this.client(args, cwd, (e) => (failure = e)).raw(args);
+    } catch (err) {
+      throw failure ?? err;
     }
-    return r.stdout;
   }
 
   /** Remote branches of a repository (`git ls-remote --heads`), name → sha. */
@@ -104,7 +134,7 @@ export class GitClient {
    */
   async checkout(opts: { url: string; dir: string; branch: string; base?: string }): Promise<void> {
     mkdirSync(dirname(opts.dir), { recursive: true });
-    await this.run(['clone', '--quiet', '--no-tags', opts.url, opts.dir]);
+    await this.run(['clone', '--quiet', '--no-tags', opts.url, opts.dir], dirname(opts.dir));
     await this.switchToBranch(opts.dir, opts.branch, opts.base);
   }
 
@@ -158,7 +188,9 @@ export class GitClient {
 
   /**
    * The content of `paths` at `rev`, read by one `git cat-file --batch` process; a path missing at
-   * `rev` is absent from the answer.
+   * `rev` is absent from the answer. The one call not made through simple-git: its public API
+   * writes nothing to a command's standard input, and `--batch` reads its requests from there (one
+   * process for all the files instead of one per file).
    */
   async readFiles(dir: string, rev: string, paths: string[]): Promise<Map<string, string>> {
     const out = new Map<string, string>();
@@ -201,16 +233,15 @@ export class GitClient {
   async commitAll(dir: string, message: string, paths?: string[]): Promise<CommitResult> {
     await this.run(paths ? ['add', '--', ...paths] : ['add', '--all'], dir);
     // Nothing staged: `commit` says so and exits 1, and HEAD is the answer (idempotent).
-    const r = await runProcess('git', ['commit', '--quiet', '-m', message], {
-      cwd: dir,
-      env: this.env(),
-      timeoutMs: this.opts.timeoutMs ?? 5 * 60 * 1000,
-    });
-    const nothing =
-      r.exitCode === 1 && /nothing to commit|nothing added to commit|no changes added/.test(r.stdout);
-    if (r.exitCode !== 0 && !nothing) {
-      const msg = r.stderr.trim().split('\n').filter(Boolean).pop() ?? `exit code ${r.exitCode}`;
-      throw new GitError(`git commit failed: ${msg}`, r.stderr, r.stdout, r.exitCode);
+    let nothing = false;
+    try {
+      await this.run(['commit', '--quiet', '-m', message], dir);
+    } catch (err) {
+      nothing =
+        err instanceof GitError &&
+        err.exitCode === 1 &&
+        /nothing to commit|nothing added to commit|no changes added/.test(err.stdout);
+      if (!nothing) throw err;
     }
     return { sha: await this.head(dir), created: !nothing };
   }

@@ -6,6 +6,8 @@ import type { EngineCall } from '../activities/engine';
 
 export class EngineTimes {
   private intervals: [number, number][] = [];
+  /** Every call of the run: its arguments and interval, on `performance.now()`'s clock. */
+  readonly log: { args: string[]; start: number; end: number }[] = [];
   calls = 0;
   sumMs = 0;
 
@@ -13,12 +15,14 @@ export class EngineTimes {
   readonly record = (c: EngineCall): void => {
     const end = performance.now();
     this.intervals.push([end - c.durationMs, end]);
+    this.log.push({ args: c.args, start: end - c.durationMs, end });
     this.calls += 1;
     this.sumMs += c.durationMs;
   };
 
   reset(): void {
     this.intervals = [];
+    this.log.length = 0;
     this.calls = 0;
     this.sumMs = 0;
   }

@@ -23,9 +23,15 @@ async function activityTimes(client: Client, workflowId: string) {
   let running = 0;
   let queued = 0;
   let count = 0;
+  const names = new Map<string, string>();
+  const lines: { at: number; text: string }[] = [];
   for (const e of history.events ?? []) {
     const id = String(e.eventId);
-    if (e.activityTaskScheduledEventAttributes) scheduled.set(id, ms(e.eventTime));
+    if (e.activityTaskScheduledEventAttributes) {
+      scheduled.set(id, ms(e.eventTime));
+      names.set(id, e.activityTaskScheduledEventAttributes.activityType?.name ?? '?');
+    }
+    if (e.workflowTaskStartedEventAttributes) lines.push({ at: ms(e.eventTime), text: 'workflow task' });
     if (e.activityTaskStartedEventAttributes) {
       const s = String(e.activityTaskStartedEventAttributes.scheduledEventId);
       started.set(s, ms(e.eventTime));
@@ -36,9 +42,14 @@ async function activityTimes(client: Client, workflowId: string) {
       const s = String(done.scheduledEventId);
       running += ms(e.eventTime) - (started.get(s) ?? ms(e.eventTime));
       count += 1;
+      const at = scheduled.get(s) ?? 0;
+      lines.push({
+        at,
+        text: `${names.get(s)} queued ${((started.get(s) ?? at) - at).toFixed(0)} ms, ran ${(ms(e.eventTime) - (started.get(s) ?? at)).toFixed(0)} ms`,
+      });
     }
   }
-  return { running, queued, count };
+  return { running, queued, count, lines };
 }
 
 quietKnownWarnings();
@@ -116,6 +127,18 @@ try {
     console.log(
       `${''.padEnd(24)}inside activities ${split.running.toFixed(0)} ms (${split.count} activities), waiting to start ${split.queued.toFixed(0)} ms`,
     );
+    if (process.env.BENCH_TIMELINE) {
+      // Activities (from the history) and engine calls (from the hook) on one clock, from the start.
+      const origin = performance.timeOrigin;
+      const rows = [
+        ...split.lines.map((l) => ({ at: l.at - origin - t0, text: l.text })),
+        ...engine.log.map((c) => ({
+          at: c.start - t0,
+          text: `  engine ${c.args.slice(0, 2).join(' ')} ${(c.end - c.start).toFixed(0)} ms`,
+        })),
+      ].sort((a, b) => a.at - b.at);
+      for (const r of rows) console.log(`${''.padEnd(24)}${r.at.toFixed(0).padStart(6)}  ${r.text}`);
+    }
     if (result.outcome !== 'Succeeded') throw new Error(`${label}: outcome ${result.outcome}`);
     return { ratio, sumRatio: wall / (engine.sumMs + modelMs), wall };
   };

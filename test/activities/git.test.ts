@@ -1,6 +1,6 @@
 // Proof (c): clone over HTTPS from the local git host, commit on a branch, push, see the branch.
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
@@ -99,6 +99,31 @@ describe('git over HTTPS on the embedded git host', () => {
     await expect(
       gitClient().remoteBranches(`${stack().gitHostUrl}/missing-${Date.now()}.git`),
     ).rejects.toThrow();
+  });
+
+  it("keeps simple-git's guards on: options that run programs are refused, ambient GIT_* variables do not reach git", async () => {
+    const url = seedRepository(`team/git-guards-${Date.now()}`);
+    const git = gitClient();
+    const marker = join(tmp(), 'ran');
+    // `--upload-pack` runs a program of the caller's choosing: refused before git starts.
+    await expect(git.run(['clone', `--upload-pack=touch ${marker}`, url, join(tmp(), 'c1')])).rejects.toThrow(
+      /not permitted/,
+    );
+    await expect(git.run(['-c', `core.sshCommand=touch ${marker}`, 'ls-remote', url])).rejects.toThrow(
+      /not permitted/,
+    );
+    expect(existsSync(marker)).toBe(false);
+    // An ambient GIT_DIR would point every call at another repository: it is dropped.
+    const dir = join(tmp(), 'checkout');
+    await git.checkout({ url, dir, branch: 'kumoss/s-guards' });
+    const before = process.env.GIT_DIR;
+    process.env.GIT_DIR = join(tmp(), 'elsewhere.git');
+    try {
+      expect((await git.run(['rev-parse', '--abbrev-ref', 'HEAD'], dir)).trim()).toBe('kumoss/s-guards');
+    } finally {
+      if (before === undefined) delete process.env.GIT_DIR;
+      else process.env.GIT_DIR = before;
+    }
   });
 
   it('a push rejected because the branch moved is a permanent failure with a reason a person can act on', async () => {
