@@ -126,7 +126,7 @@ export const configSchema = z.object({
         .default({ endpoint_url: '', embedded_emulator_port: 0 }),
       gcp: z
         .object({
-          /** Empty: the real Google APIs (iam, compute, run .googleapis.com); token from GOOGLE_OAUTH_ACCESS_TOKEN. */
+          /** Empty: the real Google APIs (iam, compute, run .googleapis.com); Application Default Credentials, or a fixed GOOGLE_OAUTH_ACCESS_TOKEN. */
           endpoint_url: z.string().default(''),
         })
         .default({ endpoint_url: '' }),

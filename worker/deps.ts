@@ -63,7 +63,10 @@ export function githubClient(config: KumossConfig, token: string): GitHubPullReq
   });
 }
 
-/** The runner DAGs' clients: AWS credentials from the SDK's default chain, the GCP token from the environment. */
+/**
+ * The runner DAGs' clients: AWS credentials from the SDK's default chain; Google's from Application
+ * Default Credentials (google-auth-library), or a fixed GOOGLE_OAUTH_ACCESS_TOKEN when one is set.
+ */
 export function runnerDeps(config: KumossConfig, db: Db) {
   return {
     db,

@@ -6,6 +6,7 @@ import { ApplicationFailure } from '@temporalio/activity';
 import { CloudWatchLogsClient } from '@aws-sdk/client-cloudwatch-logs';
 import { ECSClient } from '@aws-sdk/client-ecs';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { GoogleAuth, OAuth2Client, type AuthClient, type gaxios } from 'google-auth-library';
 import { ErrorTypes } from '../../shared/errors';
 
 export interface AwsClients {
@@ -87,8 +88,15 @@ export function isAwsNotFound(err: unknown): boolean {
 export interface GcpOptions {
   /** Empty: the real Google API hosts. One override serves IAM, Compute and Cloud Run. */
   endpoint?: string;
-  /** OAuth 2 access token sent as the bearer token (GOOGLE_OAUTH_ACCESS_TOKEN). */
+  /**
+   * A fixed OAuth 2 access token (GOOGLE_OAUTH_ACCESS_TOKEN): sent as it is, never refreshed.
+   * Without it (and without `auth`), Application Default Credentials: GOOGLE_APPLICATION_CREDENTIALS
+   * (a service-account key, workload identity federation, an authorized user), gcloud's ADC file,
+   * or the metadata server — tokens fetched and refreshed by google-auth-library.
+   */
   token?: string;
+  /** The credentials to use instead (tests, or a caller with its own GoogleAuth). */
+  auth?: GoogleAuth | AuthClient;
   /** How long to wait for a long-running operation before the step fails (default 5 min). */
   operationTimeoutMs?: number;
   /** Pause between polls of a Cloud Run operation (default 500 ms). */
@@ -137,11 +145,31 @@ interface GcpOperation {
   selfLink?: string;
 }
 
+/** The scope every call asks for: the runner DAG reads and writes IAM, Compute and Cloud Run. */
+export const GCP_SCOPES = ['https://www.googleapis.com/auth/cloud-platform'];
+
+/** A path segment of a Google API URL: project ids, emails, names, regions — encoded. */
+const seg = encodeURIComponent;
+
 /** The three Google REST APIs the runner DAG reads and (in a repair) writes. */
 export class GcpClient {
   private readonly hosts: { iam: string; compute: string; run: string };
+  private readonly auth: GoogleAuth | AuthClient;
 
   constructor(private readonly opts: GcpOptions) {
+    if (opts.auth) this.auth = opts.auth;
+    else if (opts.token) {
+      const fixed = new OAuth2Client();
+      fixed.setCredentials({ access_token: opts.token });
+      this.auth = fixed;
+    } else
+      this.auth = new GoogleAuth({
+        scopes: GCP_SCOPES,
+        // Every request names its project. Given one, the library skips its own project lookup,
+        // which for federated credentials is a Cloud Resource Manager call needing a permission
+        // there (it is used for nothing else: the quota project comes from GOOGLE_CLOUD_QUOTA_PROJECT).
+        projectId: process.env.GOOGLE_CLOUD_PROJECT ?? process.env.GCLOUD_PROJECT ?? 'kumoss-runner-dag',
+      });
     const e = opts.endpoint?.replace(/\/+$/, '');
     this.hosts = e
       ? { iam: e, compute: e, run: e }
@@ -152,19 +180,35 @@ export class GcpClient {
         };
   }
 
+  /**
+   * One authorized request (the library adds the bearer token, fetching or refreshing it first);
+   * every HTTP status comes back here to be read as Google's error, never thrown by the transport.
+   */
   private async call<T>(method: string, url: string, body?: unknown): Promise<T | null> {
-    const res = await fetch(url, {
-      method,
-      headers: {
-        ...(this.opts.token ? { authorization: `Bearer ${this.opts.token}` } : {}),
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      signal: AbortSignal.timeout(30_000),
-    });
+    let res: gaxios.GaxiosResponse<string>;
+    try {
+      res = await this.auth.request<string>({
+        url,
+        method,
+        ...(body === undefined
+          ? {}
+          : { data: JSON.stringify(body), headers: { 'content-type': 'application/json' } }),
+        responseType: 'text',
+        validateStatus: () => true,
+        timeout: 30_000,
+        retry: false,
+      });
+    } catch (err) {
+      // Credentials that cannot be had (no ADC, a token exchange refused) or the network: said
+      // without the request's configuration, which holds the headers.
+      const cause = (err as { cause?: unknown }).cause;
+      throw Object.assign(new Error(`${method} ${new URL(url).pathname}: ${(err as Error).message}`), {
+        ...(cause ? { cause } : {}),
+      });
+    }
     if (method === 'GET' && res.status === 404) return null;
-    const text = await res.text();
-    if (!res.ok) {
+    const text = typeof res.data === 'string' ? res.data : JSON.stringify(res.data ?? '');
+    if (res.status < 200 || res.status >= 300) {
       let message = text.slice(0, 500);
       try {
         const parsed = JSON.parse(text) as { error?: { message?: string } };
@@ -184,7 +228,7 @@ export class GcpClient {
   getServiceAccount(project: string, email: string) {
     return this.call<GcpServiceAccount>(
       'GET',
-      `${this.hosts.iam}/v1/projects/${project}/serviceAccounts/${email}`,
+      `${this.hosts.iam}/v1/projects/${seg(project)}/serviceAccounts/${seg(email)}`,
     );
   }
   async createServiceAccount(
@@ -192,36 +236,44 @@ export class GcpClient {
     accountId: string,
     sa: { displayName: string; description: string },
   ) {
-    return this.call<GcpServiceAccount>('POST', `${this.hosts.iam}/v1/projects/${project}/serviceAccounts`, {
-      accountId,
-      serviceAccount: sa,
-    });
+    return this.call<GcpServiceAccount>(
+      'POST',
+      `${this.hosts.iam}/v1/projects/${seg(project)}/serviceAccounts`,
+      {
+        accountId,
+        serviceAccount: sa,
+      },
+    );
   }
   patchServiceAccount(project: string, email: string, displayName: string) {
     return this.call<GcpServiceAccount>(
       'PATCH',
-      `${this.hosts.iam}/v1/projects/${project}/serviceAccounts/${email}`,
+      `${this.hosts.iam}/v1/projects/${seg(project)}/serviceAccounts/${seg(email)}`,
       { serviceAccount: { displayName }, updateMask: 'displayName' },
     );
   }
   enableServiceAccount(project: string, email: string) {
-    return this.call('POST', `${this.hosts.iam}/v1/projects/${project}/serviceAccounts/${email}:enable`, {});
+    return this.call(
+      'POST',
+      `${this.hosts.iam}/v1/projects/${seg(project)}/serviceAccounts/${seg(email)}:enable`,
+      {},
+    );
   }
   deleteServiceAccount(project: string, email: string) {
-    return this.call('DELETE', `${this.hosts.iam}/v1/projects/${project}/serviceAccounts/${email}`);
+    return this.call('DELETE', `${this.hosts.iam}/v1/projects/${seg(project)}/serviceAccounts/${seg(email)}`);
   }
 
   // Compute instance templates (global); inserts and deletes answer operations.
   getInstanceTemplate(project: string, name: string) {
     return this.call<GcpInstanceTemplate>(
       'GET',
-      `${this.hosts.compute}/compute/v1/projects/${project}/global/instanceTemplates/${name}`,
+      `${this.hosts.compute}/compute/v1/projects/${seg(project)}/global/instanceTemplates/${seg(name)}`,
     );
   }
   async insertInstanceTemplate(project: string, template: GcpInstanceTemplate) {
     const op = await this.call<GcpOperation>(
       'POST',
-      `${this.hosts.compute}/compute/v1/projects/${project}/global/instanceTemplates`,
+      `${this.hosts.compute}/compute/v1/projects/${seg(project)}/global/instanceTemplates`,
       template,
     );
     await this.waitCompute(project, op);
@@ -229,7 +281,7 @@ export class GcpClient {
   async deleteInstanceTemplate(project: string, name: string) {
     const op = await this.call<GcpOperation>(
       'DELETE',
-      `${this.hosts.compute}/compute/v1/projects/${project}/global/instanceTemplates/${name}`,
+      `${this.hosts.compute}/compute/v1/projects/${seg(project)}/global/instanceTemplates/${seg(name)}`,
     );
     await this.waitCompute(project, op);
   }
@@ -240,7 +292,7 @@ export class GcpClient {
       this.unfinished(current.name, deadline);
       current = await this.call<GcpOperation>(
         'POST',
-        `${this.hosts.compute}/compute/v1/projects/${project}/global/operations/${current.name}/wait`,
+        `${this.hosts.compute}/compute/v1/projects/${seg(project)}/global/operations/${seg(current.name)}/wait`,
         {},
       );
     }
@@ -260,23 +312,25 @@ export class GcpClient {
 
   // Cloud Run v2 jobs; writes answer long-running operations.
   private jobsUrl(project: string, region: string): string {
-    return `${this.hosts.run}/v2/projects/${project}/locations/${region}/jobs`;
+    return `${this.hosts.run}/v2/projects/${seg(project)}/locations/${seg(region)}/jobs`;
   }
   getJob(project: string, region: string, name: string) {
-    return this.call<GcpJob>('GET', `${this.jobsUrl(project, region)}/${name}`);
+    return this.call<GcpJob>('GET', `${this.jobsUrl(project, region)}/${seg(name)}`);
   }
   async createJob(project: string, region: string, name: string, job: Omit<GcpJob, 'name'>) {
     await this.waitRun(
-      await this.call<GcpOperation>('POST', `${this.jobsUrl(project, region)}?jobId=${name}`, job),
+      await this.call<GcpOperation>('POST', `${this.jobsUrl(project, region)}?jobId=${seg(name)}`, job),
     );
   }
   async patchJob(project: string, region: string, name: string, job: Omit<GcpJob, 'name'>) {
     await this.waitRun(
-      await this.call<GcpOperation>('PATCH', `${this.jobsUrl(project, region)}/${name}`, job),
+      await this.call<GcpOperation>('PATCH', `${this.jobsUrl(project, region)}/${seg(name)}`, job),
     );
   }
   async deleteJob(project: string, region: string, name: string) {
-    await this.waitRun(await this.call<GcpOperation>('DELETE', `${this.jobsUrl(project, region)}/${name}`));
+    await this.waitRun(
+      await this.call<GcpOperation>('DELETE', `${this.jobsUrl(project, region)}/${seg(name)}`),
+    );
   }
   private async waitRun(op: GcpOperation | null): Promise<void> {
     let current = op;
@@ -284,7 +338,10 @@ export class GcpClient {
     while (current && !current.done) {
       this.unfinished(current.name, deadline);
       await new Promise((r) => setTimeout(r, this.opts.pollIntervalMs ?? 500));
-      current = await this.call<GcpOperation>('GET', `${this.hosts.run}/v2/${current.name}`);
+      current = await this.call<GcpOperation>(
+        'GET',
+        `${this.hosts.run}/v2/${current.name.split('/').map(seg).join('/')}`,
+      );
     }
     if (current?.error?.message)
       throw new GcpRequestError(400, `operation ${current.name}: ${current.error.message}`);

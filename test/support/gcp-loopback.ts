@@ -1,15 +1,20 @@
 // A loopback stand-in for the Google Cloud APIs the runner DAG uses (Google Cloud cannot be reached
 // from here): the IAM v1 service-account, Compute v1 instance-template and Cloud Run v2 job REST
 // resources, with Google's paths, JSON shapes, error bodies and long-running operations, behind a
-// bearer token. It keeps a log of every request so tests can prove what was (not) mutated.
+// bearer token. It keeps a log of every request so tests can prove what was (not) mutated. With
+// `sts`, it is also Google's Security Token Service (`POST /v1/token`, RFC 8693 token exchange, as
+// workload identity federation uses it): a caller with the expected subject token gets an access
+// token that the APIs accept until it expires.
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 export interface GcpLoopback {
   url: string;
-  /** Every request: method and path. */
-  requests: { method: string; path: string }[];
+  /** Every request: method and path, and the access token it carried (API requests). */
+  requests: { method: string; path: string; token?: string }[];
+  /** Access tokens the token service issued, in order. */
+  issued: string[];
   close(): Promise<void>;
 }
 
@@ -56,11 +61,20 @@ async function readJson(req: IncomingMessage): Promise<Record<string, unknown>> 
   return text ? (JSON.parse(text) as Record<string, unknown>) : {};
 }
 
-export async function startGcpLoopback(opts: { token: string }): Promise<GcpLoopback> {
+export interface StsOptions {
+  /** The subject token (an identity provider's token, read from a file by the caller). */
+  subjectToken: string;
+  /** Lifetime of the access tokens it issues. */
+  lifetimeSeconds: number;
+}
+
+export async function startGcpLoopback(opts: { token: string; sts?: StsOptions }): Promise<GcpLoopback> {
+  const issued: string[] = [];
+  const expiry = new Map<string, number>(); // issued access token → epoch ms
   const accounts = new Map<string, ServiceAccount>(); // key: email
   const templates = new Map<string, Record<string, unknown>>(); // key: project/name
   const jobs = new Map<string, Record<string, unknown>>(); // key: project/region/name
-  const requests: { method: string; path: string }[] = [];
+  const requests: { method: string; path: string; token?: string }[] = [];
 
   const computeOp = (project: string, type: string, target: string) => ({
     kind: 'compute#operation',
@@ -81,8 +95,35 @@ export async function startGcpLoopback(opts: { token: string }): Promise<GcpLoop
     const url = new URL(req.url ?? '/', 'http://loopback');
     const method = req.method ?? 'GET';
     const path = url.pathname;
-    requests.push({ method, path });
-    if (req.headers.authorization !== `Bearer ${opts.token}`) {
+    if (opts.sts && path === '/v1/token' && method === 'POST') {
+      requests.push({ method, path });
+      const chunks: Buffer[] = [];
+      for await (const c of req) chunks.push(c as Buffer);
+      const form = new URLSearchParams(Buffer.concat(chunks).toString('utf8'));
+      const refuse = (description: string) => {
+        res.writeHead(400, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: 'invalid_grant', error_description: description }));
+      };
+      if (form.get('grant_type') !== 'urn:ietf:params:oauth:grant-type:token-exchange')
+        return refuse('Unsupported grant type.');
+      if (form.get('subject_token') !== opts.sts.subjectToken)
+        return refuse('The subject token could not be verified.');
+      if (!(form.get('scope') ?? '').split(' ').includes('https://www.googleapis.com/auth/cloud-platform'))
+        return refuse('The requested scope is not allowed.');
+      const accessToken = `ya29.loopback-${randomUUID()}`;
+      issued.push(accessToken);
+      expiry.set(accessToken, Date.now() + opts.sts.lifetimeSeconds * 1000);
+      return send(res, {
+        access_token: accessToken,
+        issued_token_type: 'urn:ietf:params:oauth:token-type:access_token',
+        token_type: 'Bearer',
+        expires_in: opts.sts.lifetimeSeconds,
+      });
+    }
+    const bearer = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
+    requests.push({ method, path, ...(bearer ? { token: bearer } : {}) });
+    const valid = bearer === opts.token || (bearer !== undefined && (expiry.get(bearer) ?? 0) > Date.now());
+    if (!valid) {
       return googleError(res, 401, 'UNAUTHENTICATED', 'Request had invalid authentication credentials.');
     }
     let m: RegExpExecArray | null;
@@ -259,6 +300,7 @@ export async function startGcpLoopback(opts: { token: string }): Promise<GcpLoop
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     requests,
+    issued,
     close: () =>
       new Promise<void>((r) => {
         server.closeAllConnections();
