@@ -127,17 +127,17 @@ export interface ReportOutput {
   changed: boolean;
 }
 
-function hooks() {
+export function hooks() {
   const ctx = Context.current();
   return { signal: ctx.cancellationSignal, heartbeat: (d: string) => ctx.heartbeat(d) };
 }
 
-const key = (ref: RoundRef, name: string) => roundArtifactKey(ref.sessionId, ref.roundId, name);
+export const key = (ref: RoundRef, name: string) => roundArtifactKey(ref.sessionId, ref.roundId, name);
 const cycleMarker = (ref: RoundRef, iteration: string, group: number) =>
   `Kumoss-Cycle: ${ref.sessionId}/${ref.roundId}/${iteration}/${group}`;
 
 /** The resources of the root and of the local modules it calls, with their module path. */
-async function configResources(iacDir: string, checkoutDir: string): Promise<ConfigResource[]> {
+export async function configResources(iacDir: string, checkoutDir: string): Promise<ConfigResource[]> {
   const config = TerraformConfig.of(await readConfigFiles(iacDir, checkoutDir));
   const prefixes = await modulePrefixes(config);
   const out: ConfigResource[] = [];
@@ -212,12 +212,12 @@ async function targetableResources(ws: Workspace): Promise<ConfigResource[]> {
  * awaits something else is not an unhandled rejection (which would end the worker); awaiting it
  * still fails the attempt with its error.
  */
-function handled<T>(p: Promise<T>): Promise<T> {
+export function handled<T>(p: Promise<T>): Promise<T> {
   p.catch(() => undefined);
   return p;
 }
 
-async function getJson<T>(artifacts: ArtifactStore, k: string): Promise<T> {
+export async function getJson<T>(artifacts: ArtifactStore, k: string): Promise<T> {
   return JSON.parse(await artifacts.getText(k)) as T;
 }
 

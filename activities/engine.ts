@@ -343,6 +343,23 @@ export class EngineClient {
     if (r.exitCode !== 0) this.fail('show', r);
   }
 
+  /** The state's serial and lineage (`state pull`); null when there is no state yet. */
+  async stateVersion(hooks: CallHooks = {}): Promise<{ serial: number; lineage: string } | null> {
+    await this.ensureInit(hooks);
+    const r = await this.run(['state', 'pull'], hooks);
+    if (r.exitCode !== 0) this.fail('state pull', r);
+    if (!r.stdout.trim()) return null;
+    const state = JSON.parse(r.stdout) as { serial?: number; lineage?: string };
+    return typeof state.serial === 'number' ? { serial: state.serial, lineage: state.lineage ?? '' } : null;
+  }
+
+  /** Applies exactly the saved plan `planFile` (the engine itself refuses it if the state moved). */
+  async applyPlan(planFile: string, hooks: CallHooks = {}): Promise<{ ok: boolean; output: string }> {
+    await this.ensureInit(hooks);
+    const r = await this.run(['apply', '-input=false', '-no-color', '-lock-timeout=60s', planFile], hooks);
+    return { ok: r.exitCode === 0, output: `${r.stdout}${r.stderr ? `\n${r.stderr}` : ''}` };
+  }
+
   /** `fmt -` on a file's text: the canonical formatting (no init needed). */
   async fmt(text: string, hooks: CallHooks = {}): Promise<string> {
     const r = await this.run(['fmt', '-no-color', '-'], hooks, undefined, { stdin: text, timeoutMs: 60_000 });

@@ -1,6 +1,7 @@
 // All activities, built from their clients (createActivities(deps)); workflows import the type only.
 import { createDriftDetectionActivities, type DriftDetectionDeps } from './drift-detection';
 import { createDriftRoundActivities, type DriftRoundDeps } from './drift-round';
+import { createGenerateRoundActivities } from './generate-round';
 import type { GitHubPullRequests } from './github';
 import { createPullRequestActivities, type PullRequestDeps } from './pull-requests';
 import { createSessionStoreActivities } from './session-store';
@@ -21,6 +22,7 @@ export function createActivities(deps: ActivityDeps) {
   const activities = {
     ...createDriftDetectionActivities(deps),
     ...createDriftRoundActivities(deps),
+    ...createGenerateRoundActivities(deps),
     ...createPullRequestActivities(deps),
     ...createSessionStoreActivities(deps),
     ...createStackDetectionActivities(deps),

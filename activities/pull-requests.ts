@@ -125,7 +125,12 @@ export function createPullRequestActivities(deps: PullRequestDeps) {
           head: input.head,
           base,
           rounds: rounds
-            .filter((r) => r.kind === 'partial' || r.kind === 'full')
+            .filter(
+              (r) =>
+                r.kind === 'partial' ||
+                r.kind === 'full' ||
+                (r.kind === 'generate' && r.status === 'completed'),
+            )
             .map((r) => ({
               round_id: r.round_id,
               kind: r.kind,
@@ -192,14 +197,16 @@ export function createPullRequestActivities(deps: PullRequestDeps) {
       return (await recorded(db, input.sessionId)) ?? pr;
     },
 
-    /** Whether an admin locked the session (merging is blocked while it is). */
-    async sessionLock(input: { sessionId: string }): Promise<{ locked: boolean; reason: string }> {
+    /** Whether the session is locked — by an admin, or by a pinned plan — (merging is blocked while it is). */
+    async sessionLock(input: {
+      sessionId: string;
+    }): Promise<{ locked: boolean; reason: string; kind?: 'admin' | 'plan' }> {
       const lock = await db
         .selectFrom('session_locks')
-        .select('reason')
+        .select(['reason', 'kind'])
         .where('session_id', '=', input.sessionId)
         .executeTakeFirst();
-      return { locked: lock !== undefined, reason: lock?.reason ?? '' };
+      return lock ? { locked: true, reason: lock.reason, kind: lock.kind } : { locked: false, reason: '' };
     },
 
     /** Records the merge of the session's pull request. */

@@ -132,6 +132,14 @@ export function openApiDocument(): Record<string, unknown> {
           responses: { ...accepted, ...errors(400, 401, 403, 404) },
         },
       },
+      '/api/v1/generate': {
+        post: {
+          summary:
+            'Generate round (devops): the model writes the requested change on the session branch; validate and plan -out; the valid plan is pinned (SHA-256, commit, state serial) and the session locked until apply',
+          requestBody: driftBody,
+          responses: { ...accepted, ...errors(400, 401, 403, 404) },
+        },
+      },
       '/api/v1/sessions': {
         get: {
           summary:

@@ -76,6 +76,7 @@ function timed(model: ModelProvider): ModelProvider {
     filterRequest: wrap((a) => model.filterRequest(a)),
     selectTargets: wrap((a) => model.selectTargets(a)),
     remediate: wrap((a) => model.remediate(a)),
+    generate: wrap((a) => model.generate(a)),
     summarize: wrap((a) => model.summarize(a)),
     pullRequest: wrap((a) => model.pullRequest(a)),
   };

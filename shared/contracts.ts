@@ -66,6 +66,116 @@ export interface DriftRoundResult {
   engine_reinits: number;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Generate rounds and apply (seed 000 by contrast with drift rounds; issue 16).
+
+export const generateRoundInputSchema = z.object({
+  session_id: idSchema,
+  round_id: idSchema,
+  repository_url: z.string().url(),
+  cloud: z.enum(CLOUDS),
+  scope_id: z.string().min(1),
+  iac_path: z.string().default(''),
+  text: z.string().min(1),
+  branch: z.string().optional(),
+  base_branch: z.string().optional(),
+  engine: z.enum(['terraform', 'tofu']).optional(),
+  /** Times the model may repair a change that does not validate (orchestration.max_repair_cycles). */
+  max_repair_cycles: z.number().int().min(0).max(10).default(2),
+  heartbeat_timeout_seconds: z.number().int().min(5).max(3600).default(60),
+});
+export type GenerateRoundInput = z.input<typeof generateRoundInputSchema>;
+
+/** What a plan would do, from its `show -json`: the impact banner. */
+export interface PlanImpact {
+  create: number;
+  update: number;
+  replace: number;
+  destroy: number;
+  /** Addresses the plan destroys (not counting replacements). */
+  destroyed: string[];
+  /** Addresses the plan replaces (destroy and create). */
+  replaced: string[];
+}
+
+/** The reviewed plan a generate round pinned: apply runs exactly this file. */
+export interface PinnedPlan {
+  round_id: string;
+  /** Object key of the saved plan file. */
+  key: string;
+  /** SHA-256 of the plan file, checked before apply. */
+  sha256: string;
+  /** The session branch's commit the plan was made from. */
+  commit: string;
+  /** The state serial and lineage the plan saw (null: no state yet). */
+  state_serial: number | null;
+  state_lineage: string | null;
+  impact: PlanImpact;
+}
+
+export interface GenerateRoundResult {
+  session_id: string;
+  round_id: string;
+  status: Extract<RoundStatus, 'completed' | 'uncompleted'>;
+  reason?: string;
+  summary?: string;
+  report_key?: string;
+  pinned_plan?: PinnedPlan;
+  /** Repair cycles run after a change that did not validate. */
+  repairs: number;
+}
+
+export const applyRoundInputSchema = z.object({
+  session_id: idSchema,
+  round_id: idSchema,
+  repository_url: z.string().url(),
+  cloud: z.enum(CLOUDS),
+  scope_id: z.string().min(1),
+  iac_path: z.string().default(''),
+  branch: z.string().optional(),
+  engine: z.enum(['terraform', 'tofu']).optional(),
+  heartbeat_timeout_seconds: z.number().int().min(5).max(3600).default(60),
+  pinned: z.object({
+    round_id: z.string(),
+    key: z.string(),
+    sha256: z.string(),
+    commit: z.string(),
+    state_serial: z.number().int().nullable(),
+    state_lineage: z.string().nullable(),
+    impact: z.object({
+      create: z.number(),
+      update: z.number(),
+      replace: z.number(),
+      destroy: z.number(),
+      destroyed: z.array(z.string()),
+      replaced: z.array(z.string()),
+    }),
+  }),
+});
+export type ApplyRoundInput = z.input<typeof applyRoundInputSchema>;
+
+export interface ApplyRoundResult {
+  session_id: string;
+  round_id: string;
+  status: Extract<RoundStatus, 'completed'>;
+  summary: string;
+  log_key: string;
+  /** The state serial after the apply. */
+  state_serial: number | null;
+}
+
+/** The generate filter's answer to a request that asks to resolve drift. */
+export const GENERATE_MISMATCH =
+  'Operation mismatch: generate creates or modifies infrastructure; this request asks to resolve drift. Use POST /api/v1/drift/partial or POST /api/v1/drift/full.';
+
+/** Why apply refuses a pinned plan that no longer matches the branch or the state. */
+export const stalePlanMessage = (why: string): string =>
+  `The pinned plan is stale: ${why}; run a new generate round.`;
+
+/** The lock a generate round sets when it pins a plan. */
+export const planLockReason = (roundId: string): string =>
+  `A reviewed plan is pinned (round ${roundId}): merging waits until it is applied or an admin clears the lock.`;
+
 /** One thing that happened in a round, in order: a status change, an artifact, the report. */
 export interface RoundEvent {
   /** 1, 2, … within the round: with the round's place in the session, the SSE event id. */
@@ -177,7 +287,7 @@ export type SessionStatus = (typeof SESSION_STATUSES)[number];
 export const NO_PINNED_PLAN =
   'No reviewed plan is pinned for this session; run a generate or drift round before applying.';
 
-export type OperationKind = 'partial' | 'full' | 'apply' | 'pull_request' | 'merge';
+export type OperationKind = 'partial' | 'full' | 'generate' | 'apply' | 'pull_request' | 'merge';
 
 /** Where a session's pull request lives: a forge (GitHub, GitLab, Gitea), or the bare git host (a reviewed branch merge). */
 export type PullRequestProvider = 'github' | 'gitlab' | 'gitea' | 'git_host';
@@ -261,7 +371,10 @@ export interface SessionSettings {
 
 export interface SessionState extends SessionSettings {
   status: SessionStatus;
+  /** The object key of the plan a generate round pinned; null when none is pinned. */
   pinned_plan: string | null;
+  /** That plan's hash, commit, state serial and impact (absent in sessions before generate rounds). */
+  pinned?: PinnedPlan | null;
   in_flight: { round_id: string; kind: OperationKind } | null;
   /** Rounds accepted so far; their records live in the metadata store (shared/db/sessions.ts). */
   round_count: number;

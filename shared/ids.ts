@@ -11,6 +11,14 @@ export function detectDriftWorkflowId(probeId: string): string {
 }
 
 /** Workflow id of a drift round. */
+export function generateRoundWorkflowId(sessionId: string, roundId: string): string {
+  return `generate-round:${sessionId}:${roundId}`;
+}
+
+export function applyRoundWorkflowId(sessionId: string, roundId: string): string {
+  return `apply-round:${sessionId}:${roundId}`;
+}
+
 export function driftRoundWorkflowId(sessionId: string, roundId: string): string {
   return `drift-round:${sessionId}:${roundId}`;
 }

@@ -28,21 +28,26 @@ import {
 } from '@temporalio/workflow';
 import {
   NO_PINNED_PLAN,
+  planLockReason,
   SessionRefusals,
   sessionBusyMessage,
   sessionFinishedMessage,
+  type ApplyRoundResult,
   type DriftRoundInput,
   type DriftRoundResult,
+  type GenerateRoundResult,
   type SessionOperation,
   type SessionRound,
   type SessionSettings,
   type SessionState,
 } from '../shared/contracts';
 import type { SessionEventInput } from '../shared/db/sessions';
-import { driftRoundWorkflowId } from '../shared/ids';
+import { applyRoundWorkflowId, driftRoundWorkflowId, generateRoundWorkflowId } from '../shared/ids';
 import { driftRoundSearchAttributes } from '../shared/search-attributes';
 import type { Activities } from '../activities';
+import { applyRound } from './apply-round';
 import { driftRound } from './drift-round';
+import { generateRound } from './generate-round';
 import { operationSignal, operationUpdate, sessionQuery } from '../shared/messages';
 
 /** The patch that moved session state, rounds and events into the metadata store. */
@@ -216,6 +221,12 @@ export async function session(input: SessionInput): Promise<SessionState> {
     state.round_count += 1;
     if (op.kind === 'partial' || op.kind === 'full')
       round.workflow_id = driftRoundWorkflowId(id, op.round_id);
+    if (op.kind === 'generate') round.workflow_id = generateRoundWorkflowId(id, op.round_id);
+    if (op.kind === 'apply' && state.pinned) round.workflow_id = applyRoundWorkflowId(id, op.round_id);
+    /** What this operation changes about the pinned plan and its lock (written with the round's end). */
+    let planChange:
+      | { pinned: SessionState['pinned']; lock: { reason: string; locked_by: string | null } | null }
+      | undefined;
     if (stored) {
       await store.recordSession({
         sessionId: id,
@@ -241,7 +252,10 @@ export async function session(input: SessionInput): Promise<SessionState> {
         const lock = stored ? await git.sessionLock({ sessionId: id }) : { locked: false, reason: '' };
         if (lock.locked) {
           round.status = 'failed';
-          round.failure_reason = `Session ${id} is locked; merging is blocked until an admin clears the lock.`;
+          round.failure_reason =
+            'kind' in lock && lock.kind === 'plan'
+              ? `Session ${id} is locked: ${lock.reason}`
+              : `Session ${id} is locked; merging is blocked until an admin clears the lock.`;
         } else {
           const message = op.text ?? `Merge ${state.branch}`;
           const pr = state.pull_request ?? op.pull_request;
@@ -312,11 +326,95 @@ export async function session(input: SessionInput): Promise<SessionState> {
       }
     } else if (op.kind === 'apply') {
       // Only a generate round pins a plan; drift rounds never do.
-      if (!state.pinned_plan) {
+      const pinned = state.pinned;
+      if (!state.pinned_plan || !pinned) {
         round.status = 'failed';
         round.failure_reason = NO_PINNED_PLAN;
         state.status = 'FAILED';
         log.warn(`Session ${id}: ${NO_PINNED_PLAN}`);
+      } else {
+        try {
+          const result: ApplyRoundResult = await executeChild(applyRound, {
+            workflowId: applyRoundWorkflowId(id, op.round_id),
+            args: [
+              {
+                session_id: id,
+                round_id: op.round_id,
+                repository_url: state.repository_url,
+                cloud: state.cloud,
+                scope_id: state.scope_id,
+                iac_path: state.iac_path,
+                branch: state.branch,
+                pinned,
+                ...(state.activity_heartbeat_seconds
+                  ? { heartbeat_timeout_seconds: state.activity_heartbeat_seconds }
+                  : {}),
+              },
+            ],
+            staticSummary: `Apply round ${op.round_id} of session ${id} (plan of ${pinned.round_id})`,
+          });
+          round.status = 'completed';
+          round.summary = result.summary;
+          round.report_key = result.log_key;
+          // Applied: nothing is pinned any more, and the plan's lock goes.
+          state.pinned_plan = null;
+          state.pinned = null;
+          planChange = { pinned: null, lock: null };
+        } catch (err) {
+          if (isCancellation(err) && CancellationScope.current().consideredCancelled) throw err;
+          const reason = isCancellation(err) ? 'The round was cancelled.' : failureReason(err);
+          if (reason.startsWith('The pinned plan is stale:')) {
+            // Refused, not failed: nothing was applied, and a new generate round can pin a fresh plan.
+            round.status = 'uncompleted';
+            round.reason = reason;
+          } else {
+            round.status = 'failed';
+            round.failure_reason = reason;
+            state.status = 'FAILED';
+          }
+        }
+      }
+    } else if (op.kind === 'generate') {
+      try {
+        const result: GenerateRoundResult = await executeChild(generateRound, {
+          workflowId: generateRoundWorkflowId(id, op.round_id),
+          args: [
+            {
+              session_id: id,
+              round_id: op.round_id,
+              repository_url: state.repository_url,
+              cloud: state.cloud,
+              scope_id: state.scope_id,
+              iac_path: state.iac_path,
+              text: op.text ?? '',
+              branch: state.branch,
+              ...(state.activity_heartbeat_seconds
+                ? { heartbeat_timeout_seconds: state.activity_heartbeat_seconds }
+                : {}),
+            },
+          ],
+          memo: { request: { mode: 'generate', text: op.text ?? '', actor_uuid: op.actor_uuid ?? null } },
+          staticSummary: `Generate round ${op.round_id} of session ${id}`,
+        });
+        round.status = result.status;
+        if (result.summary) round.summary = result.summary;
+        if (result.report_key) round.report_key = result.report_key;
+        if (result.reason) round.reason = result.reason;
+        if (result.pinned_plan) {
+          // The new plan replaces any earlier one; the session is locked until it is applied.
+          state.pinned_plan = result.pinned_plan.key;
+          state.pinned = result.pinned_plan;
+          state.has_changes = true;
+          planChange = {
+            pinned: result.pinned_plan,
+            lock: { reason: planLockReason(op.round_id), locked_by: op.actor_uuid ?? null },
+          };
+        }
+      } catch (err) {
+        if (isCancellation(err) && CancellationScope.current().consideredCancelled) throw err;
+        round.status = 'failed';
+        round.failure_reason = isCancellation(err) ? `The round was cancelled.` : failureReason(err);
+        state.status = 'FAILED';
       }
     } else {
       const workflowId = driftRoundWorkflowId(id, op.round_id);
@@ -369,6 +467,7 @@ export async function session(input: SessionInput): Promise<SessionState> {
         inFlight: null,
         rounds: [round],
         events: [...extra, roundEndEvent(round, state)],
+        ...(planChange ? { pinnedPlan: planChange.pinned ?? null, planLock: planChange.lock } : {}),
       });
     }
     describe();

@@ -11,6 +11,8 @@ import type {
   ConfigResource,
   FilterDecision,
   ModelProvider,
+  GenerateInput,
+  Generation,
   Remediation,
   ReportFacts,
   SourceFile,
@@ -37,6 +39,11 @@ const remediationSchema = z.object({
   unremediable: z.array(
     z.object({ address: z.string(), attributes: z.array(z.string()), reason: z.string() }),
   ),
+});
+const generationSchema = z.object({
+  edits: z.array(z.object({ path: z.string(), content: z.string() })),
+  declined: z.string().optional(),
+  summary: z.string(),
 });
 const summarySchema = z.object({ summary: z.string().min(1) });
 const pullRequestSchema = z.object({ title: z.string().min(1).max(200), description: z.string() });
@@ -112,13 +119,46 @@ export class AnthropicModel implements ModelProvider {
     return parsed.data;
   }
 
-  filterRequest(input: { text: string; prompt: string }): Promise<FilterDecision> {
+  filterRequest(input: {
+    text: string;
+    prompt: string;
+    mode?: 'drift' | 'generate';
+  }): Promise<FilterDecision> {
+    const rule =
+      input.mode === 'generate'
+        ? 'in generate mode. Accept requests to create or modify infrastructure. Decline requests to resolve drift (code and reality disagree) as an operation mismatch, pointing to the drift modes (POST /api/v1/drift/partial or /full).'
+        : 'in drift mode. Accept requests to resolve or scope drift on existing resources. Decline requests to create or modify infrastructure as an operation mismatch.';
     return this.ask(
       filterSchema,
       this.opts.model,
-      `${input.prompt}\n\nYou are the request filter of a drift remediation tool, in drift mode. Accept requests to resolve or scope drift on existing resources. Decline requests to create or modify infrastructure as an operation mismatch. Answer with the answer tool, its input shaped {"accepted": boolean, "reason": string}.`,
+      `${input.prompt}\n\nYou are the request filter of a Terraform change tool, ${rule} Answer with the answer tool, its input shaped {"accepted": boolean, "reason": string}.`,
       { request: input.text },
     );
+  }
+
+  async generate(input: GenerateInput): Promise<Generation> {
+    const answer = await this.ask(
+      generationSchema,
+      this.opts.model,
+      `${input.prompt}\n\nYou change Terraform code as the request asks. Edit only what the request needs; keep formatting and comments. ${input.feedback ? 'Your previous change did not validate; the files hold it, and the engine said what is wrong: fix it. ' : ''}When the request cannot be done safely, write no edit and say why under "declined". Answer with the answer tool, its input shaped {"edits": [{"path": string, "content": string}], "declined"?: string, "summary": string} where each edit is a whole file and summary is one sentence on the change.`,
+      {
+        request: input.text,
+        files: input.files,
+        resources: input.resources.map(({ address, type, name }) => ({ address, type, name })),
+        ...(input.feedback ? { engine_diagnostic: input.feedback } : {}),
+      },
+    );
+    const outside = answer.edits.filter((e) => e.path.split('/').includes('..') || e.path.startsWith('/'));
+    if (outside.length > 0) {
+      throw new ModelAnswerError(
+        `the model wrote files outside the root: ${outside.map((e) => e.path).join(', ')}`,
+      );
+    }
+    return {
+      edits: answer.edits,
+      summary: answer.summary,
+      ...(answer.declined ? { declined: answer.declined } : {}),
+    };
   }
 
   selectTargets(input: {

@@ -6,10 +6,14 @@
 import type { DriftOperation } from '../../shared/drift';
 import { applyEdits, reconcileOperation, Unfixable } from '../hcl-edit';
 import { TerraformConfig } from '../terraform-config';
+import { GENERATE_MISMATCH } from '../../shared/contracts';
+import { offlineGenerate } from './offline-generate';
 import {
   OPERATION_MISMATCH,
   type ConfigResource,
   type FilterDecision,
+  type GenerateInput,
+  type Generation,
   type ModelProvider,
   type PullRequestFacts,
   type PullRequestText,
@@ -24,6 +28,17 @@ const DRIFT_WORDS =
   /\b(drift\w*|reconcil\w*|resolv\w*|revert\w*|restor\w*|sync\w*|out[- ]of[- ]band|outside (of )?terraform|in the console|console|manual(ly)? chang\w*|hotfix\w*|diverg\w*|scope)\b/i;
 const CHANGE_WORDS =
   /\b(create|add|provision|deploy|spin up|launch|build|new|increase|decrease|resize|scale|upgrade|rename|delete|destroy|remove|modify|change)\b/i;
+
+/** Generate mode, the mirror of drift mode: create/modify requests in, drift requests out. */
+export function offlineGenerateFilter(text: string): FilterDecision {
+  if (DRIFT_WORDS.test(text)) return { accepted: false, reason: GENERATE_MISMATCH };
+  if (CHANGE_WORDS.test(text) || /^\s*set\b/i.test(text))
+    return { accepted: true, reason: 'The request asks to create or modify infrastructure.' };
+  return {
+    accepted: false,
+    reason: 'The request does not ask to create or modify infrastructure.',
+  };
+}
 
 export function offlineFilter(text: string): FilterDecision {
   const drift = DRIFT_WORDS.test(text);
@@ -89,8 +104,21 @@ async function remediateOperation(
 export class OfflineModel implements ModelProvider {
   readonly name = 'offline';
 
-  filterRequest(input: { text: string }): Promise<FilterDecision> {
-    return Promise.resolve(offlineFilter(input.text));
+  filterRequest(input: { text: string; mode?: 'drift' | 'generate' }): Promise<FilterDecision> {
+    return Promise.resolve(
+      input.mode === 'generate' ? offlineGenerateFilter(input.text) : offlineFilter(input.text),
+    );
+  }
+
+  /** The stated offline set (activities/model/offline-generate.ts); a repair needs a model. */
+  generate(input: GenerateInput): Promise<Generation> {
+    if (input.feedback)
+      return Promise.resolve({
+        edits: [],
+        declined: `The change did not validate (${input.feedback}); repairing it needs a language model.`,
+        summary: '',
+      });
+    return offlineGenerate(input);
   }
 
   selectTargets(input: { text: string; resources: ConfigResource[] }): Promise<TargetSelection> {
@@ -122,19 +150,29 @@ export class OfflineModel implements ModelProvider {
 
   pullRequest(f: PullRequestFacts): Promise<PullRequestText> {
     const drift = f.rounds.filter((r) => r.kind === 'partial' || r.kind === 'full');
+    const generated = f.rounds.filter((r) => r.kind === 'generate');
     const title =
-      drift.length === 0
-        ? `Kumoss session ${f.session_id}`
-        : `Reconcile drift (${drift.length} round${drift.length === 1 ? '' : 's'}, session ${f.session_id})`;
+      generated.length > 0
+        ? `Infrastructure changes (${generated.length} generate round${generated.length === 1 ? '' : 's'}, session ${f.session_id})`
+        : drift.length === 0
+          ? `Kumoss session ${f.session_id}`
+          : `Reconcile drift (${drift.length} round${drift.length === 1 ? '' : 's'}, session ${f.session_id})`;
     const lines = [
-      `Merges \`${f.head}\` into \`${f.base}\`: code changes Kumoss made so that the Terraform code matches the real resources.`,
+      generated.length > 0
+        ? `Merges \`${f.head}\` into \`${f.base}\`: the infrastructure changes requested in this session, and any drift reconciled on the way.`
+        : `Merges \`${f.head}\` into \`${f.base}\`: code changes Kumoss made so that the Terraform code matches the real resources.`,
       '',
       ...drift.map(
         (r) =>
           `- **${r.round_id}** (${r.kind}, ${r.outcome ?? 'no outcome'}): ${r.text ?? ''}${r.summary ? `\n  ${r.summary}` : ''}`,
       ),
+      ...generated.map(
+        (r) => `- **${r.round_id}** (generate): ${r.text ?? ''}${r.summary ? `\n  ${r.summary}` : ''}`,
+      ),
       '',
-      'Drift sessions end at this merge: no apply follows.',
+      generated.length > 0
+        ? 'The reviewed plan of the last generate round is applied through Kumoss, which locks merging until then.'
+        : 'Drift sessions end at this merge: no apply follows.',
     ];
     return Promise.resolve({ title, description: lines.join('\n') });
   }

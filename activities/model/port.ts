@@ -41,6 +41,34 @@ export interface Remediation {
   unremediable: Unremediable[];
 }
 
+/** A resource instance as the state holds it (`show -json` of the state). */
+export interface StateResource {
+  address: string;
+  type: string;
+  values: Record<string, unknown>;
+}
+
+/** What the model wrote for a generate request: whole files, or why it declined. */
+export interface Generation {
+  /** Files to write, whole (paths relative to the IaC root). */
+  edits: SourceFile[];
+  /** Set when the model will not (or, offline, cannot) carry out the request. */
+  declined?: string;
+  /** One sentence on the change, for the report. */
+  summary: string;
+}
+
+export interface GenerateInput {
+  text: string;
+  /** The root module's .tf and .tfvars files and those of the local modules it calls. */
+  files: SourceFile[];
+  resources: ConfigResource[];
+  state: StateResource[];
+  prompt: string;
+  /** A repair cycle: the engine's diagnostic for the change written before (now in `files`). */
+  feedback?: string;
+}
+
 export interface ReportFacts {
   mode: 'partial' | 'full';
   request: string;
@@ -65,8 +93,17 @@ export interface PullRequestText {
 
 export interface ModelProvider {
   readonly name: string;
-  /** Drift mode: accept requests to resolve or scope drift, decline create/modify requests. */
-  filterRequest(input: { text: string; prompt: string }): Promise<FilterDecision>;
+  /**
+   * Drift mode (the default): accept requests to resolve or scope drift, decline create/modify
+   * requests. Generate mode, its mirror: accept create/modify requests, decline drift ones.
+   */
+  filterRequest(input: {
+    text: string;
+    prompt: string;
+    mode?: 'drift' | 'generate';
+  }): Promise<FilterDecision>;
+  /** The code change a generate request asks for (a repair cycle passes the engine's diagnostic). */
+  generate(input: GenerateInput): Promise<Generation>;
   /** Terraform -target addresses for the request. */
   selectTargets(input: {
     text: string;

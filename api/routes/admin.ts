@@ -157,7 +157,10 @@ export function createAdminRouter(deps: SessionRouteDeps): Router {
     await deps.db
       .insertInto('session_locks')
       .values({ session_id: row.session_id, locked_by: currentUser(req).user_uuid, reason })
-      .onConflict((oc) => oc.column('session_id').doUpdateSet({ reason }))
+      // An admin's lock replaces a pinned plan's (its apply then leaves it in place).
+      .onConflict((oc) =>
+        oc.column('session_id').doUpdateSet({ reason, kind: 'admin', locked_by: currentUser(req).user_uuid }),
+      )
       .execute();
     await notifySessionChanged(deps.db, row.session_id);
     deps.hub?.changed(row.session_id);

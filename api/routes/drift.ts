@@ -1,9 +1,9 @@
-// POST /api/v1/drift/partial and /api/v1/drift/full: the first request of a session or a
-// follow-up. Answers 202 with the session id before the round runs; the session workflow decides
+// POST /api/v1/drift/partial, /api/v1/drift/full and /api/v1/generate: the first request of a
+// session or a follow-up. Answers 202 with the session id before the round runs; the session workflow decides
 // at once whether the round may start (one operation per session, none after the session ended),
 // and the body says so.
 import { randomUUID } from 'node:crypto';
-import { Router } from 'express';
+import { Router, type Request, type Response } from 'express';
 import { firstRequestSchema, followUpRequestSchema, type SessionOperation } from '../../shared/contracts';
 import { authenticate, currentUser, requireRole } from '../auth';
 import { HttpError } from '../errors';
@@ -20,16 +20,13 @@ import { parseBody } from '../validation';
 
 export function createDriftRouter(deps: SessionRouteDeps): Router {
   const router = Router();
-  router.post('/api/v1/drift/:mode', authenticate(deps.db), requireRole('devops'), async (req, res) => {
-    const mode = String(req.params.mode);
-    if (mode !== 'partial' && mode !== 'full') {
-      throw new HttpError(404, 'not_found', `No drift mode ${mode}: use partial or full.`);
-    }
+  /** A round of `kind`: a session's first request (a new session) or a follow-up in one. */
+  const round = async (kind: 'partial' | 'full' | 'generate', req: Request, res: Response) => {
     const user = currentUser(req);
     const body: unknown = req.body;
     const followUp = typeof body === 'object' && body !== null && 'session_id' in body;
     const round_id = newRoundId();
-    const op: SessionOperation = { round_id, kind: mode, actor_uuid: user.user_uuid };
+    const op: SessionOperation = { round_id, kind, actor_uuid: user.user_uuid };
     let session_id: string;
     let outcome: OperationOutcome;
     if (followUp) {
@@ -61,6 +58,16 @@ export function createDriftRouter(deps: SessionRouteDeps): Router {
       .status(202)
       .location(`/api/v1/sessions/${session_id}`)
       .json(acceptedBody(session_id, round_id, outcome));
+  };
+  router.post('/api/v1/drift/:mode', authenticate(deps.db), requireRole('devops'), async (req, res) => {
+    const mode = String(req.params.mode);
+    if (mode !== 'partial' && mode !== 'full') {
+      throw new HttpError(404, 'not_found', `No drift mode ${mode}: use partial or full.`);
+    }
+    await round(mode, req, res);
   });
+  router.post('/api/v1/generate', authenticate(deps.db), requireRole('devops'), (req, res) =>
+    round('generate', req, res),
+  );
   return router;
 }

@@ -66,7 +66,12 @@ export function createPullRequestRouter(deps: SessionRouteDeps): Router {
       return;
     }
     const rounds = await sessionRounds(deps.db, row.session_id);
-    if (!rounds.some((r) => (r.kind === 'partial' || r.kind === 'full') && r.status === 'completed')) {
+    if (
+      !rounds.some(
+        (r) =>
+          (r.kind === 'partial' || r.kind === 'full' || r.kind === 'generate') && r.status === 'completed',
+      )
+    ) {
       throw new HttpError(
         409,
         'nothing_to_propose',
@@ -97,7 +102,9 @@ export function createPullRequestRouter(deps: SessionRouteDeps): Router {
       throw new HttpError(
         409,
         'locked',
-        `Session ${row.session_id} is locked; merging is blocked until an admin clears the lock.`,
+        lock.kind === 'plan'
+          ? `Session ${row.session_id} is locked: ${lock.reason}`
+          : `Session ${row.session_id} is locked; merging is blocked until an admin clears the lock.`,
       );
     }
     const pr = await pullRequestOf(deps, row.session_id);

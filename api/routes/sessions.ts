@@ -146,7 +146,7 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
       sessionRounds(deps.db, row.session_id),
       deps.db
         .selectFrom('session_locks')
-        .select('reason')
+        .select(['reason', 'kind'])
         .where('session_id', '=', row.session_id)
         .executeTakeFirst(),
       deps.db
@@ -184,6 +184,10 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
         status: row.status,
         locked: lock !== undefined,
         lock_reason: lock ? lock.reason : null,
+        /** `admin` or `plan` (a pinned plan's lock, cleared by its apply). */
+        lock_kind: lock ? lock.kind : null,
+        /** The plan a generate round pinned — hash, commit, state serial — and its impact banner. */
+        pinned_plan: row.pinned_plan ?? null,
         branch: row.branch,
         in_flight: row.in_flight,
         rounds,

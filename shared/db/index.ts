@@ -4,6 +4,7 @@ import { Kysely, PostgresDialect, sql, type ColumnType, type Generated } from 'k
 import { Migrator } from 'kysely/migration';
 import pg from 'pg';
 import { migrations } from './migrations';
+import type { PinnedPlan } from '../contracts';
 
 export interface OrganizationsTable {
   organization_uuid: string;
@@ -35,6 +36,8 @@ export interface SessionsTable {
   branch: string;
   /** The operation in flight, `{round_id, kind}`, or null. */
   in_flight: { round_id: string; kind: string } | null;
+  /** The plan a generate round pinned (PinnedPlan), or null. */
+  pinned_plan: Generated<PinnedPlan | null>;
   created_at: Generated<Date>;
   updated_at: Generated<Date>;
 }
@@ -89,8 +92,11 @@ export interface AuthSessionsTable {
 
 export interface SessionLocksTable {
   session_id: string;
-  locked_by: string;
+  /** The admin who locked it, or who started the generate round whose plan it guards. */
+  locked_by: string | null;
   reason: string;
+  /** `admin` (an admin's lock) or `plan` (a pinned plan's, cleared by its apply). */
+  kind: Generated<'admin' | 'plan'>;
   locked_at: Generated<Date>;
 }
 

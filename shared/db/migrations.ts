@@ -330,4 +330,15 @@ export const migrations: Migration[] = [
       );
     },
   },
+  {
+    // Generate rounds (issue 16): the plan a session has pinned (hash, commit, state serial, impact),
+    // and locks that a generate round sets when it pins one (kind 'plan', cleared by its apply)
+    // beside an admin's (kind 'admin').
+    id: '0013_pinned_plans',
+    async up(db) {
+      await sql`alter table sessions add column pinned_plan jsonb`.execute(db);
+      await sql`alter table session_locks alter column locked_by drop not null`.execute(db);
+      await sql`alter table session_locks add column kind text not null default 'admin'`.execute(db);
+    },
+  },
 ];

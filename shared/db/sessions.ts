@@ -4,7 +4,7 @@
 // fully described here.
 import { createHash } from 'node:crypto';
 import { sql, type Transaction } from 'kysely';
-import type { SessionRound, SessionSettings, SessionStatus } from '../contracts';
+import type { PinnedPlan, SessionRound, SessionSettings, SessionStatus } from '../contracts';
 import { sessionBranch } from '../ids';
 import type { Database, Db } from './index';
 
@@ -95,6 +95,10 @@ export interface SessionRecord {
   /** Rounds to insert or update (by round id). */
   rounds?: SessionRound[];
   events?: SessionEventInput[];
+  /** The pinned plan: set (a generate round pinned one) or null (applied). Absent: unchanged. */
+  pinnedPlan?: PinnedPlan | null;
+  /** The pinned plan's lock: set with it, null to clear it (an admin's lock stays). Absent: unchanged. */
+  planLock?: { reason: string; locked_by: string | null } | null;
 }
 
 type Executor = Db | Transaction<Database>;
@@ -171,6 +175,37 @@ export async function recordSession(db: Db, rec: SessionRecord): Promise<void> {
               updated_at: sql`now()`,
             } as never)
             .where('session_id', '=', rec.sessionId)
+            .execute();
+        }
+        if (rec.pinnedPlan !== undefined) {
+          await trx
+            .updateTable('sessions')
+            .set({ pinned_plan: rec.pinnedPlan === null ? null : JSON.stringify(rec.pinnedPlan) } as never)
+            .where('session_id', '=', rec.sessionId)
+            .execute();
+        }
+        if (rec.planLock === null) {
+          await trx
+            .deleteFrom('session_locks')
+            .where('session_id', '=', rec.sessionId)
+            .where('kind', '=', 'plan')
+            .execute();
+        } else if (rec.planLock !== undefined) {
+          // An admin's lock is never replaced by a plan's.
+          await trx
+            .insertInto('session_locks')
+            .values({
+              session_id: rec.sessionId,
+              locked_by: rec.planLock.locked_by,
+              reason: rec.planLock.reason,
+              kind: 'plan',
+            })
+            .onConflict((oc) =>
+              oc
+                .column('session_id')
+                .doUpdateSet({ reason: rec.planLock?.reason ?? '', locked_at: sql`now()` })
+                .where('session_locks.kind', '=', 'plan'),
+            )
             .execute();
         }
         await appendEvents(trx, rec.sessionId, rec.events ?? []);

@@ -1,0 +1,377 @@
+// Generate rounds and apply (issue 16): the model writes the change a request asks for on the
+// session branch; validate and plan -out check it; the validated plan is pinned — its file stored
+// with its SHA-256, the commit it was made from and the state serial it saw — and apply later runs
+// exactly that file, after checking that neither the branch nor the state moved since.
+import { createHash } from 'node:crypto';
+import { createReadStream, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join, normalize, relative } from 'node:path';
+import { ApplicationFailure } from '@temporalio/common';
+import type { PinnedPlan, PlanImpact } from '../shared/contracts';
+import { stalePlanMessage } from '../shared/contracts';
+import { ErrorTypes } from '../shared/errors';
+import { toActivityFailure } from './drift-detection';
+import { configResources, getJson, handled, hooks, key, type DriftRoundDeps } from './drift-round';
+import { EngineError } from './engine';
+import type { FilterDecision, StateResource } from './model/port';
+import { readConfigFiles, type RoundRef, type Workspace } from './workspace';
+
+export interface GenerateChangeOutput {
+  changed: boolean;
+  /** Why nothing was written: the model declined (offline: outside its set). */
+  declined?: string;
+  summary: string;
+  files: string[];
+  commit?: string;
+  resultKey: string;
+}
+
+export interface ValidateChangeOutput {
+  valid: boolean;
+  /** The engine's diagnostic when the change does not validate (fed to the repair cycle). */
+  reason?: string;
+  pinned?: PinnedPlan;
+  reinitialized: boolean;
+}
+
+export interface ApplyOutput {
+  summary: string;
+  logKey: string;
+  stateSerial: number | null;
+  /** True when an earlier attempt (lost with its worker) had applied the plan already. */
+  resumed: boolean;
+}
+
+const generateMarker = (ref: RoundRef, cycle: number) =>
+  `Kumoss-Generate: ${ref.sessionId}/${ref.roundId}/${cycle}`;
+
+interface StateModule {
+  resources?: { address: string; mode?: string; type: string; values?: Record<string, unknown> }[];
+  child_modules?: StateModule[];
+}
+
+/** The managed resource instances of the state, with their values (empty without a state). */
+async function stateResources(ws: Workspace): Promise<StateResource[]> {
+  const file = join(ws.scratch, `state-${Date.now()}.json`);
+  await ws.engine.stateJson(file, hooks());
+  const state = JSON.parse(readFileSync(file, 'utf8')) as { values?: { root_module?: StateModule } };
+  const out: StateResource[] = [];
+  const walk = (m: StateModule | undefined): void => {
+    for (const r of m?.resources ?? [])
+      if (r.mode !== 'data') out.push({ address: r.address, type: r.type, values: r.values ?? {} });
+    for (const c of m?.child_modules ?? []) walk(c);
+  };
+  walk(state.values?.root_module);
+  return out;
+}
+
+/** The impact banner: counts by action, and the addresses destroyed or replaced. */
+export function planImpact(planJson: unknown): PlanImpact {
+  const impact: PlanImpact = { create: 0, update: 0, replace: 0, destroy: 0, destroyed: [], replaced: [] };
+  const changes =
+    (planJson as { resource_changes?: { address: string; change?: { actions?: string[] } }[] })
+      .resource_changes ?? [];
+  for (const rc of changes) {
+    const a = rc.change?.actions ?? [];
+    if (a.includes('delete') && a.includes('create')) {
+      impact.replace += 1;
+      impact.replaced.push(rc.address);
+    } else if (a.includes('delete')) {
+      impact.destroy += 1;
+      impact.destroyed.push(rc.address);
+    } else if (a.includes('create')) impact.create += 1;
+    else if (a.includes('update')) impact.update += 1;
+  }
+  return impact;
+}
+
+async function sha256File(path: string): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
+  return hash.digest('hex');
+}
+
+export function createGenerateRoundActivities(deps: DriftRoundDeps) {
+  const { workspaces, git, artifacts, model, catalogue } = deps;
+
+  return {
+    /** Generate mode: create/modify requests are accepted, drift requests declined. */
+    async filterGenerateRequest(input: { ref: RoundRef; text: string }): Promise<FilterDecision> {
+      return model.filterRequest({
+        text: input.text,
+        prompt: catalogue.targetingPolicies(),
+        mode: 'generate',
+      });
+    },
+
+    /** One generate cycle: the model's change written, committed and pushed (or its reason not to). */
+    async generateChange(input: {
+      ref: RoundRef;
+      text: string;
+      cycle: number;
+      feedback?: string;
+    }): Promise<GenerateChangeOutput> {
+      const { ref, cycle } = input;
+      try {
+        const ws = await workspaces.get(ref);
+        const resultKey = key(ref, `generate/cycle-${cycle}/result.json`);
+        const marker = generateMarker(ref, cycle);
+        // Every attempt starts from the branch's last commit (an earlier one may have left edits).
+        await git.discardChanges(ws.dir, ['.terraform/', '.terraform.lock.hcl']);
+        const found = (await git.run(['log', '--format=%H', '-F', `--grep=${marker}`], ws.dir))
+          .trim()
+          .split('\n')[0];
+        if (found) {
+          // This cycle already committed (a retry after a crash): report that commit.
+          const previous = await getJson<GenerateChangeOutput>(artifacts, resultKey);
+          await git.push(ws.dir, ref.branch);
+          return { ...previous, changed: true, commit: found };
+        }
+        const [files, resources, state] = await Promise.all([
+          readConfigFiles(ws.iacDir, ws.dir),
+          configResources(ws.iacDir, ws.dir),
+          stateResources(ws),
+        ]);
+        const generation = await model.generate({
+          text: input.text,
+          files,
+          resources,
+          state,
+          prompt: catalogue.compose(
+            ref.cloud,
+            resources.map((r) => r.type),
+            input.text,
+          ),
+          ...(input.feedback ? { feedback: input.feedback } : {}),
+        });
+        const result: GenerateChangeOutput = {
+          changed: false,
+          summary: generation.summary,
+          files: generation.edits.map((e) => e.path),
+          resultKey,
+          ...(generation.declined ? { declined: generation.declined } : {}),
+        };
+        if (generation.declined || generation.edits.length === 0) {
+          await artifacts.putJson(resultKey, result);
+          return {
+            ...result,
+            declined: generation.declined ?? 'The model proposed no change.',
+          };
+        }
+        const uploads: Promise<unknown>[] = [];
+        for (const e of generation.edits) {
+          const target = normalize(join(ws.iacDir, e.path));
+          if (relative(ws.dir, target).startsWith('..'))
+            throw ApplicationFailure.nonRetryable(
+              `The model proposed a file outside the repository: ${e.path}`,
+              ErrorTypes.InvalidInput,
+            );
+          mkdirSync(dirname(target), { recursive: true });
+          writeFileSync(target, e.content);
+          uploads.push(
+            handled(
+              artifacts.putText(
+                key(ref, `generate/cycle-${cycle}/changes/${e.path.replace(/\.\.\//g, '_up_/')}`),
+                e.content,
+              ),
+            ),
+          );
+        }
+        // The answer is stored before the commit exists: a retry that finds the commit reads it.
+        await Promise.all([...uploads, artifacts.putJson(resultKey, result)]);
+        const message = `Generate: ${generation.summary || input.text}\n\nRound ${ref.roundId}, cycle ${cycle}.\n\n${marker}`;
+        const edited = generation.edits.map((e) => relative(ws.dir, normalize(join(ws.iacDir, e.path))));
+        const commit = await git.commitAll(ws.dir, message, edited);
+        const done = { ...result, changed: commit.created, commit: commit.sha };
+        await Promise.all([
+          git
+            .run(['show', '--format=', '--no-color', commit.sha], ws.dir)
+            .then((diff) =>
+              artifacts.putText(key(ref, `generate/cycle-${cycle}/changes.diff`), diff, 'text/x-diff'),
+            ),
+          git.push(ws.dir, ref.branch),
+          artifacts.putJson(resultKey, done),
+        ]);
+        return done;
+      } catch (err) {
+        throw toActivityFailure(err);
+      }
+    },
+
+    /**
+     * validate and plan -out on the branch head; a valid plan is stored and described as the plan
+     * to pin: its SHA-256, the commit, the state serial it saw, its impact.
+     */
+    async validateChange(input: { ref: RoundRef; cycle: number }): Promise<ValidateChangeOutput> {
+      const { ref, cycle } = input;
+      try {
+        const ws = await workspaces.get(ref);
+        const h = hooks();
+        const planFile = join(ws.scratch, `${ref.roundId}-generate-${cycle}.tfplan`);
+        let plan;
+        try {
+          plan = await ws.engine.validateAndPlan({ out: planFile }, h);
+        } catch (err) {
+          if (err instanceof EngineError && err.permanent)
+            return { valid: false, reason: err.message, reinitialized: false };
+          throw err;
+        }
+        const jsonFile = `${planFile}.json`;
+        const [commit, version] = await Promise.all([
+          git.head(ws.dir),
+          ws.engine.stateVersion(h),
+          ws.engine.showJson(planFile, jsonFile, h),
+        ]);
+        const impact = planImpact(JSON.parse(readFileSync(jsonFile, 'utf8')));
+        const planKey = key(ref, `generate/cycle-${cycle}/plan.tfplan`);
+        const [sha256] = await Promise.all([
+          sha256File(planFile),
+          artifacts.putFile(planKey, planFile),
+          artifacts.putText(key(ref, `generate/cycle-${cycle}/plan.txt`), plan.output),
+          artifacts.putFile(key(ref, `generate/cycle-${cycle}/plan.json`), jsonFile, 'application/json'),
+        ]);
+        return {
+          valid: true,
+          reinitialized: plan.reinitialized,
+          pinned: {
+            round_id: ref.roundId,
+            key: planKey,
+            sha256,
+            commit,
+            state_serial: version?.serial ?? null,
+            state_lineage: version?.lineage ?? null,
+            impact,
+          },
+        };
+      } catch (err) {
+        throw toActivityFailure(err);
+      }
+    },
+
+    /** Takes the round's commits back (a change that never validated leaves the branch as it was). */
+    async revertGenerated(input: { ref: RoundRef; baseCommit: string }): Promise<{ head: string }> {
+      const { ref } = input;
+      const ws = await workspaces.get(ref);
+      const head = await git.head(ws.dir);
+      if (head !== input.baseCommit) {
+        await git.run(['revert', '--no-edit', '--no-commit', `${input.baseCommit}..HEAD`], ws.dir);
+        await git.commitAll(
+          ws.dir,
+          `Revert round ${ref.roundId}: its change did not validate\n\nKumoss-Generate-Revert: ${ref.sessionId}/${ref.roundId}`,
+        );
+        await git.push(ws.dir, ref.branch);
+      }
+      return { head: await git.head(ws.dir) };
+    },
+
+    /** The generate report: the request, the change, the pinned plan and its impact. */
+    async writeGenerateReport(input: {
+      ref: RoundRef;
+      text: string;
+      summary: string;
+      files: string[];
+      repairs: number;
+      pinned: PinnedPlan;
+    }): Promise<{ reportKey: string }> {
+      const reportKey = key(input.ref, 'generate-report.json');
+      await artifacts.putJson(reportKey, {
+        request: input.text,
+        summary: input.summary,
+        files: input.files,
+        repair_cycles: input.repairs,
+        pinned_plan: input.pinned,
+        impact: input.pinned.impact,
+      });
+      return { reportKey };
+    },
+
+    /**
+     * Applies exactly the pinned plan file. Refused when the branch or the state moved since it was
+     * planned. Applied at most once: the state serial tells a retry whether an earlier attempt (one
+     * lost with its worker) already applied it — then the engine is asked whether anything is left,
+     * instead of applying again.
+     */
+    async applyPinnedPlan(input: { ref: RoundRef; pinned: PinnedPlan }): Promise<ApplyOutput> {
+      const { ref, pinned } = input;
+      try {
+        const ws = await workspaces.get(ref);
+        const h = hooks();
+        const head = await git.head(ws.dir);
+        if (head !== pinned.commit)
+          throw ApplicationFailure.nonRetryable(
+            stalePlanMessage(
+              `the session branch moved from ${pinned.commit.slice(0, 12)} to ${head.slice(0, 12)} since it was planned`,
+            ),
+            'StalePlan',
+          );
+        const startedKey = key(ref, 'apply/started.json');
+        const logKey = key(ref, 'apply/apply.log');
+        const version = await ws.engine.stateVersion(h);
+        const serial = version?.serial ?? null;
+        if (version && pinned.state_lineage && version.lineage !== pinned.state_lineage)
+          throw ApplicationFailure.nonRetryable(
+            stalePlanMessage('the state was replaced (another lineage) since it was planned'),
+            'StalePlan',
+          );
+        if (serial !== pinned.state_serial) {
+          const started = await artifacts
+            .getText(startedKey)
+            .then((t) => JSON.parse(t) as { serial: number | null })
+            .catch(() => undefined);
+          if (!started)
+            throw ApplicationFailure.nonRetryable(
+              stalePlanMessage(
+                `the state moved from serial ${pinned.state_serial ?? 'none'} to ${serial ?? 'none'} since it was planned`,
+              ),
+              'StalePlan',
+            );
+          // An earlier attempt of this apply ran and wrote the state: never apply twice. What is left?
+          const check = join(ws.scratch, `${ref.roundId}-apply-check.tfplan`);
+          const left = await ws.engine.plan({ out: check }, h);
+          if (left.hasChanges)
+            throw ApplicationFailure.nonRetryable(
+              `The apply was interrupted part-way (the state moved from serial ${pinned.state_serial ?? 'none'} to ${serial ?? 'none'}); what is left is not applied blind: run a new generate round.`,
+              'ApplyInterrupted',
+            );
+          await artifacts.putText(
+            logKey,
+            `An earlier attempt applied the plan (state serial ${pinned.state_serial ?? 'none'} → ${serial ?? 'none'}); a fresh plan shows no change left.\n`,
+          );
+          return {
+            summary: `Applied the pinned plan of round ${pinned.round_id} (finished by an earlier attempt).`,
+            logKey,
+            stateSerial: serial,
+            resumed: true,
+          };
+        }
+        const planFile = join(ws.scratch, `${ref.roundId}-pinned.tfplan`);
+        await artifacts.download(pinned.key, planFile);
+        if ((await sha256File(planFile)) !== pinned.sha256)
+          throw ApplicationFailure.nonRetryable(
+            'The pinned plan file does not match its SHA-256: it was changed after review; run a new generate round.',
+            'PlanTampered',
+          );
+        // Written before the engine touches the state: a retry that finds the serial moved knows it
+        // was this apply, not someone else.
+        await artifacts.putJson(startedKey, { serial: pinned.state_serial, at: new Date().toISOString() });
+        const applied = await ws.engine.applyPlan(planFile, h);
+        await artifacts.putText(logKey, applied.output);
+        if (!applied.ok) {
+          const line = /Error: (.*)/.exec(applied.output)?.[1] ?? 'see the apply log';
+          throw ApplicationFailure.nonRetryable(`terraform apply failed: ${line}`, 'ApplyFailed');
+        }
+        const after = await ws.engine.stateVersion(h);
+        const { create, update, replace, destroy } = pinned.impact;
+        return {
+          summary: `Applied the pinned plan of round ${pinned.round_id}: ${create} to create, ${update} to update, ${replace} to replace, ${destroy} to destroy.`,
+          logKey,
+          stateSerial: after?.serial ?? null,
+          resumed: false,
+        };
+      } catch (err) {
+        throw toActivityFailure(err);
+      }
+    },
+  };
+}
+
+export type GenerateRoundActivities = ReturnType<typeof createGenerateRoundActivities>;

@@ -1,0 +1,62 @@
+// An apply round (issue 16): status apply, then completed or failed. It runs exactly the plan a
+// generate round pinned (activities/generate-round.ts applyPinnedPlan): refused when the branch or
+// the state moved since it was planned, never applied twice.
+import { ApplicationFailure, isCancellation, proxyActivities, setCurrentDetails } from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import { applyRoundInputSchema, type ApplyRoundInput, type ApplyRoundResult } from '../shared/contracts';
+import { ErrorTypes } from '../shared/errors';
+import { sessionBranch } from '../shared/ids';
+import { roundRecorder } from './round-recorder';
+
+export async function applyRound(rawInput: ApplyRoundInput): Promise<ApplyRoundResult> {
+  const parsed = applyRoundInputSchema.safeParse(rawInput);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw ApplicationFailure.nonRetryable(
+      `Invalid apply round input: ${issue ? `${issue.path.join('.') || 'input'} ${issue.message}` : 'rejected'}`,
+      ErrorTypes.InvalidInput,
+    );
+  }
+  const input = parsed.data;
+  const engine = proxyActivities<Activities>({
+    startToCloseTimeout: '2 hours',
+    heartbeatTimeout: `${input.heartbeat_timeout_seconds}s`,
+    retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 5 },
+  });
+  const rec = roundRecorder(input.session_id, input.round_id);
+  try {
+    rec.status('apply', `Applying the plan pinned by round ${input.pinned.round_id}`);
+    const out = await engine.applyPinnedPlan({
+      ref: {
+        sessionId: input.session_id,
+        roundId: input.round_id,
+        repositoryUrl: input.repository_url,
+        iacPath: input.iac_path,
+        scopeId: input.scope_id,
+        cloud: input.cloud,
+        branch: input.branch ?? sessionBranch(input.session_id),
+        ...(input.engine ? { engine: input.engine } : {}),
+      },
+      pinned: input.pinned,
+    });
+    rec.artifact(out.logKey, 'report');
+    rec.status('completed', out.summary);
+    return {
+      session_id: input.session_id,
+      round_id: input.round_id,
+      status: 'completed',
+      summary: out.summary,
+      log_key: out.logKey,
+      state_serial: out.stateSerial,
+    };
+  } catch (err) {
+    if (isCancellation(err)) throw err;
+    rec.status('failed');
+    const reason =
+      err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err);
+    setCurrentDetails(`Failed: ${reason}`);
+    throw ApplicationFailure.nonRetryable(reason, 'ApplyRoundFailed');
+  } finally {
+    await rec.flushed();
+  }
+}

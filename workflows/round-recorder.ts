@@ -1,0 +1,60 @@
+// A round's progress, shared by the generate and apply rounds: its status and artifacts as events,
+// answered to the progress query and written to the session store in order, batched while a write
+// is under way (drift rounds keep their own, behind the patches their older runs replay with).
+import { proxyActivities, setCurrentDetails, setHandler } from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import type { RoundEvent, RoundProgress, RoundStatus } from '../shared/contracts';
+import { roundProgressQuery } from '../shared/messages';
+
+const store = proxyActivities<Activities>({
+  startToCloseTimeout: '10 seconds',
+  retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30 seconds' },
+});
+
+export interface RoundRecorder {
+  readonly progress: RoundProgress;
+  status(s: RoundStatus, details?: string): void;
+  artifact(key: string, type?: 'artifact' | 'report'): void;
+  /** Resolves once every event recorded so far is in the store. */
+  flushed(): Promise<void>;
+}
+
+export function roundRecorder(sessionId: string, roundId: string): RoundRecorder {
+  const progress: RoundProgress = {
+    status: 'started',
+    iteration: 0,
+    max_iterations: 1,
+    operations: 0,
+    groups: 0,
+    artifacts: [],
+    events: [],
+  };
+  setHandler(roundProgressQuery, () => progress);
+  let unsent: RoundEvent[] = [];
+  let written: Promise<void> = Promise.resolve();
+  const record = (e: Omit<RoundEvent, 'seq' | 'at'>): void => {
+    const full = { ...e, seq: progress.events.length + 1, at: new Date().toISOString() };
+    progress.events.push(full);
+    unsent.push(full);
+    written = written.then(async () => {
+      const events = unsent;
+      unsent = [];
+      if (events.length > 0) await store.recordRoundEvents({ sessionId, roundId, events });
+    });
+  };
+  record({ type: 'status', status: 'started' });
+  return {
+    progress,
+    status(s, details) {
+      if (details) setCurrentDetails(details);
+      if (progress.status === s) return;
+      progress.status = s;
+      record({ type: 'status', status: s });
+    },
+    artifact(key, type = 'artifact') {
+      progress.artifacts.push(key);
+      record({ type, key });
+    },
+    flushed: () => written,
+  };
+}
