@@ -3,11 +3,14 @@
 // with its SHA-256, the commit it was made from and the state serial it saw — and apply later runs
 // exactly that file, after checking that neither the branch nor the state moved since.
 import { createHash } from 'node:crypto';
-import { createReadStream, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createReadStream, existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, normalize, relative } from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
-import type { PinnedPlan, PlanImpact } from '../shared/contracts';
-import { stalePlanMessage } from '../shared/contracts';
+import type { ComplianceResult, PinnedPlan, PlanImpact } from '../shared/contracts';
+import { complianceRefusal, stalePlanMessage } from '../shared/contracts';
+import type { Db } from '../shared/db';
+import { toolPath, waitForTool } from '../shared/tools.mjs';
+import { runProcess } from './process';
 import { ErrorTypes } from '../shared/errors';
 import { toActivityFailure } from './drift-detection';
 import { configResources, getJson, handled, hooks, key, type DriftRoundDeps } from './drift-round';
@@ -90,8 +93,37 @@ async function sha256File(path: string): Promise<string> {
   return hash.digest('hex');
 }
 
-export function createGenerateRoundActivities(deps: DriftRoundDeps) {
-  const { workspaces, git, artifacts, model, catalogue } = deps;
+export interface GenerateRoundDeps extends DriftRoundDeps {
+  /** Admin overrides of compliance findings live in the metadata store. */
+  db: Db;
+  /** `<dir>/<cloud>/*.rego`: the compliance policies (config compliance.policies_dir). */
+  policiesDir: string;
+}
+
+/** OPA's answer for `data.kumoss.compliance`: its deny and warn sets. */
+async function evaluatePolicies(policyDir: string, planJson: string, signal?: AbortSignal) {
+  await waitForTool('opa');
+  const r = await runProcess(
+    toolPath('opa'),
+    ['eval', '--format', 'json', '--data', policyDir, '--input', planJson, 'data.kumoss.compliance'],
+    { timeoutMs: 5 * 60 * 1000, ...(signal ? { signal } : {}) },
+  );
+  if (r.exitCode !== 0)
+    // The policies do not compile: a person must fix them; retrying changes nothing.
+    throw ApplicationFailure.nonRetryable(
+      `The compliance policies in ${policyDir} do not evaluate: ${r.stderr.trim().split('\n')[0] ?? r.stdout.slice(0, 300)}`,
+      'CompliancePolicyError',
+    );
+  const out = JSON.parse(r.stdout) as {
+    result?: { expressions?: { value?: { deny?: unknown; warn?: unknown } }[] }[];
+  };
+  const value = out.result?.[0]?.expressions?.[0]?.value ?? {};
+  const list = (v: unknown): string[] => (Array.isArray(v) ? v.map(String).sort() : []);
+  return { deny: list(value.deny), warn: list(value.warn) };
+}
+
+export function createGenerateRoundActivities(deps: GenerateRoundDeps) {
+  const { workspaces, git, artifacts, model, catalogue, db } = deps;
 
   return {
     /** Generate mode: create/modify requests are accepted, drift requests declined. */
@@ -263,6 +295,45 @@ export function createGenerateRoundActivities(deps: DriftRoundDeps) {
       return { head: await git.head(ws.dir) };
     },
 
+    /**
+     * The compliance audit: OPA evaluates the cloud's policies (`policies/<cloud>/`) on the pinned
+     * plan's `show -json`; the audit report is an artifact. A cloud without policies passes, and says so.
+     */
+    async auditPlan(input: { ref: RoundRef; pinned: PinnedPlan }): Promise<ComplianceResult> {
+      const { ref, pinned } = input;
+      const reportKey = key(ref, 'compliance-report.json');
+      const dir = join(deps.policiesDir, ref.cloud);
+      const hasPolicies =
+        existsSync(dir) && readdirSync(dir).some((f) => f.endsWith('.rego') && !f.endsWith('_test.rego'));
+      if (!hasPolicies) {
+        const result: ComplianceResult = {
+          passed: true,
+          deny: [],
+          warn: [],
+          report_key: reportKey,
+          policies: null,
+        };
+        await artifacts.putJson(reportKey, {
+          ...result,
+          note: `No compliance policies for ${ref.cloud} (${dir}).`,
+        });
+        return result;
+      }
+      const ws = await workspaces.get(ref);
+      const planJson = join(ws.scratch, `${ref.roundId}-audit.json`);
+      await artifacts.download(pinned.key.replace(/plan\.tfplan$/, 'plan.json'), planJson);
+      const { deny, warn } = await evaluatePolicies(dir, planJson, hooks().signal);
+      const result: ComplianceResult = {
+        passed: deny.length === 0,
+        deny,
+        warn,
+        report_key: reportKey,
+        policies: relative(dirname(deps.policiesDir), dir) || dir,
+      };
+      await artifacts.putJson(reportKey, { ...result, plan: pinned.key, sha256: pinned.sha256 });
+      return result;
+    },
+
     /** The generate report: the request, the change, the pinned plan and its impact. */
     async writeGenerateReport(input: {
       ref: RoundRef;
@@ -303,6 +374,19 @@ export function createGenerateRoundActivities(deps: DriftRoundDeps) {
             ),
             'StalePlan',
           );
+        const compliance = pinned.compliance;
+        let override: { reason: string; by: string | null } | undefined;
+        if (compliance && !compliance.passed) {
+          const row = await db
+            .selectFrom('sessions')
+            .select('compliance_override')
+            .where('session_id', '=', ref.sessionId)
+            .executeTakeFirst();
+          const o = row?.compliance_override;
+          if (!o || o.round_id !== pinned.round_id)
+            throw ApplicationFailure.nonRetryable(complianceRefusal(compliance.deny), 'ComplianceViolation');
+          override = { reason: o.reason, by: o.by };
+        }
         const startedKey = key(ref, 'apply/started.json');
         const logKey = key(ref, 'apply/apply.log');
         const version = await ws.engine.stateVersion(h);
@@ -354,7 +438,10 @@ export function createGenerateRoundActivities(deps: DriftRoundDeps) {
         // was this apply, not someone else.
         await artifacts.putJson(startedKey, { serial: pinned.state_serial, at: new Date().toISOString() });
         const applied = await ws.engine.applyPlan(planFile, h);
-        await artifacts.putText(logKey, applied.output);
+        await artifacts.putText(
+          logKey,
+          `${override ? `Compliance findings overridden by an admin: ${override.reason}\n\n` : ''}${applied.output}`,
+        );
         if (!applied.ok) {
           const line = /Error: (.*)/.exec(applied.output)?.[1] ?? 'see the apply log';
           throw ApplicationFailure.nonRetryable(`terraform apply failed: ${line}`, 'ApplyFailed');

@@ -1,4 +1,6 @@
 // All activities, built from their clients (createActivities(deps)); workflows import the type only.
+import { join } from 'node:path';
+import { projectRoot } from '../shared/config';
 import { createDriftDetectionActivities, type DriftDetectionDeps } from './drift-detection';
 import { createDriftRoundActivities, type DriftRoundDeps } from './drift-round';
 import { createGenerateRoundActivities } from './generate-round';
@@ -16,13 +18,18 @@ export type ActivityDeps = DriftDetectionDeps &
     github?: GitHubPullRequests;
     /** The runner DAGs' registry and cloud clients; without them the worker runs no runner DAG. */
     runners?: RunnerDeps;
+    /** The compliance policies (`<dir>/<cloud>/*.rego`; default: the project's policies/). */
+    policiesDir?: string;
   };
 
 export function createActivities(deps: ActivityDeps) {
   const activities = {
     ...createDriftDetectionActivities(deps),
     ...createDriftRoundActivities(deps),
-    ...createGenerateRoundActivities(deps),
+    ...createGenerateRoundActivities({
+      ...deps,
+      policiesDir: deps.policiesDir ?? join(projectRoot, 'policies'),
+    }),
     ...createPullRequestActivities(deps),
     ...createSessionStoreActivities(deps),
     ...createStackDetectionActivities(deps),

@@ -281,6 +281,26 @@ export function openApiDocument(): Record<string, unknown> {
           responses: { '200': { description: 'Locks' }, ...errors(401, 403) },
         },
       },
+      '/api/v1/admin/sessions/{id}/compliance-override': {
+        post: {
+          summary:
+            "Override the pinned plan's deny-level compliance findings with a recorded reason (admin); its apply may then run",
+          parameters: [sessionId],
+          requestBody: {
+            required: true,
+            content: {
+              'application/json': {
+                schema: {
+                  type: 'object',
+                  required: ['reason'],
+                  properties: { reason: { type: 'string', minLength: 1, maxLength: 500 } },
+                },
+              },
+            },
+          },
+          responses: { '200': { description: 'Overridden' }, ...errors(400, 401, 403, 404, 409) },
+        },
+      },
       '/api/v1/admin/sessions/{id}/lock': {
         put: {
           summary: 'Lock a session (admin): merging is blocked',

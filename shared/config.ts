@@ -72,6 +72,12 @@ export const configSchema = z.object({
     /** The prompt catalogue: targeting policies, drift-exception rules, resource prompts. */
     dir: z.string().min(1).default('prompts'),
   }),
+  compliance: z
+    .object({
+      /** Rego policies per cloud (`<dir>/<cloud>/*.rego`), evaluated by OPA on every pinned plan. */
+      policies_dir: z.string().min(1).default('policies'),
+    })
+    .default({ policies_dir: 'policies' }),
   model: z.object({
     provider: z.enum(['offline', 'anthropic']).default('offline'),
     name: z.string().min(1).default('claude-sonnet-4-5'),
@@ -181,6 +187,7 @@ export const ENV_OVERRIDES: Record<string, string> = {
   KUMOSS_SESSION_EVENTS_POLL_MS: 'orchestration.session_events_poll_ms',
   KUMOSS_ACTIVITY_HEARTBEAT_SECONDS: 'orchestration.activity_heartbeat_seconds',
   KUMOSS_PROMPTS_DIR: 'prompts.dir',
+  KUMOSS_POLICIES_DIR: 'compliance.policies_dir',
   KUMOSS_MODEL_PROVIDER: 'model.provider',
   KUMOSS_MODEL: 'model.name',
   KUMOSS_SMALL_MODEL: 'model.small_name',
@@ -276,6 +283,11 @@ export function dataDir(config: KumossConfig): string {
 
 export function promptsDir(config: KumossConfig): string {
   return isAbsolute(config.prompts.dir) ? config.prompts.dir : join(projectRoot, config.prompts.dir);
+}
+
+export function policiesDir(config: KumossConfig): string {
+  const dir = config.compliance.policies_dir;
+  return isAbsolute(dir) ? dir : join(projectRoot, dir);
 }
 
 export function gitReposDir(config: KumossConfig): string {

@@ -111,7 +111,24 @@ export interface PinnedPlan {
   state_serial: number | null;
   state_lineage: string | null;
   impact: PlanImpact;
+  /** The compliance audit of this plan (absent: plans pinned before the audit). */
+  compliance?: ComplianceResult;
 }
+
+/** What OPA said of a pinned plan: deny-level findings block apply, warn-level ones are reported. */
+export interface ComplianceResult {
+  passed: boolean;
+  deny: string[];
+  warn: string[];
+  /** The audit report artifact. */
+  report_key: string;
+  /** The policy directory audited (`policies/<cloud>`), or none for a cloud without policies. */
+  policies: string | null;
+}
+
+/** Apply's refusal of a plan with deny-level findings and no admin override. */
+export const complianceRefusal = (deny: string[]): string =>
+  `The pinned plan violates ${deny.length} deny-level compliance polic${deny.length === 1 ? 'y' : 'ies'}: ${deny.join('; ')}. Run a generate round that fixes it, or an admin overrides it with a recorded reason.`;
 
 export interface GenerateRoundResult {
   session_id: string;
@@ -150,6 +167,15 @@ export const applyRoundInputSchema = z.object({
       destroyed: z.array(z.string()),
       replaced: z.array(z.string()),
     }),
+    compliance: z
+      .object({
+        passed: z.boolean(),
+        deny: z.array(z.string()),
+        warn: z.array(z.string()),
+        report_key: z.string(),
+        policies: z.string().nullable(),
+      })
+      .optional(),
   }),
 });
 export type ApplyRoundInput = z.input<typeof applyRoundInputSchema>;

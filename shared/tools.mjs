@@ -83,6 +83,19 @@ export const GO_TOOLS = [
     provider: { namespace: 'kumoss', type: 'rest' },
   },
   {
+    // The policy engine of the compliance audit (generate rounds): Rego policies in policies/<cloud>/
+    // evaluated against the pinned plan's show -json. ≈ 3.5 min on 2 cores the first time, built
+    // with the other foreground tools (two at a time), since every generate round needs it.
+    name: 'opa',
+    version: '1.22.3',
+    module: 'github.com/open-policy-agent/opa',
+    ref: 'v1.22.3',
+    bin: 'opa',
+    versionArgs: ['version'],
+    versionMatch: /^Version: 1\.22\.3\b/m,
+    envOverride: 'KUMOSS_OPA_BIN',
+  },
+  {
     name: 'provider-aws',
     version: '0.1.0',
     // Our test double of hashicorp/aws (test/support/provider-aws): the same schemas and plan JSON

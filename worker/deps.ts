@@ -15,7 +15,14 @@ import { awsClientFactory, GcpClient } from '../activities/runners/clouds';
 import type { Db } from '../shared/db';
 import { PromptCatalogue } from '../activities/prompt-catalogue';
 import { RoundWorkspaces } from '../activities/workspace';
-import { dataDir, gitTrustBundle, isLoopback, promptsDir, type KumossConfig } from '../shared/config';
+import {
+  dataDir,
+  gitTrustBundle,
+  isLoopback,
+  policiesDir,
+  promptsDir,
+  type KumossConfig,
+} from '../shared/config';
 import { cliConfigPath, toolPath } from '../shared/tools.mjs';
 
 /** Environment variables that carry cloud credentials and settings to the engine's providers. */
@@ -118,6 +125,7 @@ export function buildActivities(
     artifacts,
     model: createModel(config.model),
     catalogue: new PromptCatalogue(promptsDir(config)),
+    policiesDir: policiesDir(config),
     workspaces: new RoundWorkspaces(join(dataDir(config), 'work'), git, engines, config.engine.binary),
     ...(process.env.GIT_TOKEN ? { github: githubClient(config, process.env.GIT_TOKEN) } : {}),
     githubHosts: config.services.github.hosts,

@@ -121,6 +121,11 @@ export async function generateRound(rawInput: GenerateRoundInput): Promise<Gener
       feedback = val.reason;
     }
     rec.artifact(pinned.key);
+    // The compliance audit of the plan (OPA, policies/<cloud>/): deny-level findings block apply.
+    setCurrentDetails('Auditing the plan against the compliance policies');
+    const compliance = await light.auditPlan({ ref: roundRef, pinned });
+    pinned = { ...pinned, compliance };
+    rec.artifact(compliance.report_key);
     rec.status('report', 'Writing the generate report');
     const report = await light.writeGenerateReport({
       ref: roundRef,
@@ -136,7 +141,11 @@ export async function generateRound(rawInput: GenerateRoundInput): Promise<Gener
       ...base,
       repairs,
       status: 'completed',
-      summary: `${summary} Plan pinned: ${create} to create, ${update} to update, ${replace} to replace, ${destroy} to destroy.`,
+      summary: `${summary} Plan pinned: ${create} to create, ${update} to update, ${replace} to replace, ${destroy} to destroy. Compliance: ${
+        compliance.passed
+          ? `passed${compliance.warn.length ? ` with ${compliance.warn.length} warning(s)` : ''}`
+          : `${compliance.deny.length} deny-level finding(s) — apply is blocked`
+      }.`,
       report_key: report.reportKey,
       pinned_plan: pinned,
     });

@@ -363,7 +363,10 @@ export async function session(input: SessionInput): Promise<SessionState> {
         } catch (err) {
           if (isCancellation(err) && CancellationScope.current().consideredCancelled) throw err;
           const reason = isCancellation(err) ? 'The round was cancelled.' : failureReason(err);
-          if (reason.startsWith('The pinned plan is stale:')) {
+          if (
+            reason.startsWith('The pinned plan is stale:') ||
+            reason.startsWith('The pinned plan violates')
+          ) {
             // Refused, not failed: nothing was applied, and a new generate round can pin a fresh plan.
             round.status = 'uncompleted';
             round.reason = reason;

@@ -27,6 +27,11 @@ export const roleChangeSchema = z.object({ role: z.enum(ROLES) }).strict();
 
 export const lockRequestSchema = z.object({ reason: z.string().trim().max(500).default('') }).strict();
 
+/** An override always says why. */
+export const overrideRequestSchema = z
+  .object({ reason: z.string().trim().min(1, 'must say why').max(500) })
+  .strict();
+
 export function createAdminRouter(deps: SessionRouteDeps): Router {
   const router = Router();
   const auth = authenticate(deps.db);
@@ -166,6 +171,40 @@ export function createAdminRouter(deps: SessionRouteDeps): Router {
     deps.hub?.changed(row.session_id);
     res.json({ session_id: row.session_id, locked: true, reason });
   });
+
+  // A pinned plan's deny-level compliance findings, overridden by an admin with a recorded reason:
+  // its apply may then run (the reason heads the apply log).
+  router.post(
+    '/api/v1/admin/sessions/:id/compliance-override',
+    auth,
+    requireRole('admin'),
+    async (req, res) => {
+      const row = await ownSession(deps, req, req.params.id as string);
+      const { reason } = parseBody(overrideRequestSchema, req.body ?? {});
+      const pinned = row.pinned_plan;
+      if (!pinned) throw new HttpError(409, 'no_pinned_plan', 'No plan is pinned for this session.');
+      if (!pinned.compliance || pinned.compliance.passed)
+        throw new HttpError(
+          409,
+          'nothing_to_override',
+          'The pinned plan has no deny-level compliance finding.',
+        );
+      const override = {
+        round_id: pinned.round_id,
+        reason,
+        by: currentUser(req).user_uuid,
+        at: new Date().toISOString(),
+      };
+      await deps.db
+        .updateTable('sessions')
+        .set({ compliance_override: JSON.stringify(override) } as never)
+        .where('session_id', '=', row.session_id)
+        .execute();
+      await notifySessionChanged(deps.db, row.session_id);
+      deps.hub?.changed(row.session_id);
+      res.json({ session_id: row.session_id, compliance_override: override });
+    },
+  );
 
   router.delete('/api/v1/admin/sessions/:id/lock', auth, requireRole('admin'), async (req, res) => {
     const row = await ownSession(deps, req, req.params.id as string);

@@ -188,6 +188,8 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
         lock_kind: lock ? lock.kind : null,
         /** The plan a generate round pinned — hash, commit, state serial — and its impact banner. */
         pinned_plan: row.pinned_plan ?? null,
+        /** An admin's override of the pinned plan's compliance findings, with the reason. */
+        compliance_override: row.compliance_override ?? null,
         branch: row.branch,
         in_flight: row.in_flight,
         rounds,

@@ -38,6 +38,8 @@ export interface SessionsTable {
   in_flight: { round_id: string; kind: string } | null;
   /** The plan a generate round pinned (PinnedPlan), or null. */
   pinned_plan: Generated<PinnedPlan | null>;
+  /** An admin's override of a pinned plan's deny-level compliance findings, with the reason. */
+  compliance_override: Generated<{ round_id: string; reason: string; by: string | null; at: string } | null>;
   created_at: Generated<Date>;
   updated_at: Generated<Date>;
 }

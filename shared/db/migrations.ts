@@ -341,4 +341,11 @@ export const migrations: Migration[] = [
       await sql`alter table session_locks add column kind text not null default 'admin'`.execute(db);
     },
   },
+  {
+    // An admin's recorded override of a pinned plan's deny-level compliance findings (issue 16).
+    id: '0014_compliance_override',
+    async up(db) {
+      await sql`alter table sessions add column compliance_override jsonb`.execute(db);
+    },
+  },
 ];

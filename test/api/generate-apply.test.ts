@@ -107,7 +107,7 @@ describe('generate rounds and apply', () => {
       expect.objectContaining({ kind: 'generate', status: 'completed', round_id: start.round_id }),
     );
     expect(d.rounds[0]?.summary).toMatch(
-      /^Added the tag Team=platform to aws_security_group\.web\. Plan pinned: 0 to create, 1 to update, 0 to replace, 0 to destroy\.$/,
+      /^Added the tag Team=platform to aws_security_group\.web\. Plan pinned: 0 to create, 1 to update, 0 to replace, 0 to destroy\. Compliance: passed\.$/,
     );
     const pinned = d.pinned_plan as PinnedPlan;
     expect(pinned.impact).toEqual({
@@ -126,6 +126,13 @@ describe('generate rounds and apply', () => {
     expect(createHash('sha256').update(bytes).digest('hex')).toBe(pinned.sha256);
     expect((await gitClient().remoteBranches(bed.repoUrl)).get(d.branch)).toBe(pinned.commit);
     expect(pinned.state_serial).toEqual(expect.any(Number));
+    // The compliance audit (OPA, policies/aws) passed, and its report is an artifact.
+    expect(pinned.compliance).toEqual(
+      expect.objectContaining({ passed: true, deny: [], warn: [], policies: 'policies/aws' }),
+    );
+    expect(JSON.parse(await artifactStore().getText(pinned.compliance?.report_key ?? ''))).toEqual(
+      expect.objectContaining({ passed: true, sha256: pinned.sha256 }),
+    );
     expect(d.locked).toBe(true);
     expect(d.lock_kind).toBe('plan');
     expect(await webTags()).toEqual({ Name: 'sg-web-demo' }); // nothing applied yet
@@ -165,6 +172,45 @@ describe('generate rounds and apply', () => {
     const merged = await settled(start.session_id, 4);
     expect(merged.rounds[3]).toEqual(expect.objectContaining({ kind: 'merge', status: 'completed' }));
     expect(merged.status).toBe('MERGED');
+  });
+
+  it('a deny-level compliance finding blocks apply until an admin overrides it with a reason', async () => {
+    const start = await post(
+      '/api/v1/generate',
+      first('Add an ingress rule tcp 22 from 0.0.0.0/0 to aws_security_group.web'),
+    );
+    const d = await settled(start.session_id, 1);
+    expect(d.rounds[0]?.status).toBe('completed');
+    expect(d.rounds[0]?.summary).toMatch(/Compliance: 1 deny-level finding\(s\) — apply is blocked\.$/);
+    expect(d.pinned_plan?.compliance).toEqual(
+      expect.objectContaining({
+        passed: false,
+        deny: ['aws_security_group.web: ingress from the whole internet on admin port 22'],
+      }),
+    );
+    await post(`/api/v1/sessions/${start.session_id}/apply`);
+    const blocked = await settled(start.session_id, 2);
+    expect(blocked.rounds[1]).toEqual(
+      expect.objectContaining({
+        kind: 'apply',
+        status: 'uncompleted',
+        reason:
+          'The pinned plan violates 1 deny-level compliance policy: aws_security_group.web: ingress from the whole internet on admin port 22. Run a generate round that fixes it, or an admin overrides it with a recorded reason.',
+      }),
+    );
+    expect(blocked.status).toBe('ACTIVE');
+    const path = `/api/v1/admin/sessions/${start.session_id}/compliance-override`;
+    expect((await api.call('POST', path, tokens.devops, { reason: 'bastion migration' })).status).toBe(403);
+    expect((await api.call('POST', path, tokens.admin, { reason: ' ' })).status).toBe(400);
+    const ok = await api.call('POST', path, tokens.admin, { reason: 'Bastion migration, ticket OPS-42' });
+    expect(ok.status).toBe(200);
+    await post(`/api/v1/sessions/${start.session_id}/apply`);
+    const applied = await settled(start.session_id, 3);
+    expect(applied.rounds[2]).toEqual(expect.objectContaining({ kind: 'apply', status: 'completed' }));
+    const log = await artifactStore().getText(applied.rounds[2]?.report_key ?? '');
+    expect(log.split('\n')[0]).toBe(
+      'Compliance findings overridden by an admin: Bastion migration, ticket OPS-42',
+    );
   });
 
   it('declines what the offline model cannot do, and drift requests, with the reason; the session goes on', async () => {
