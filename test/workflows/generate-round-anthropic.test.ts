@@ -1,0 +1,128 @@
+// A generate round with the Anthropic provider (the real SDK, a loopback Messages API) on the
+// AWS-shaped bed: what the offline model declines — a new, versioned bucket — is written by the
+// model; its first answer does not validate, so the engine's diagnostic goes back to it (a repair
+// cycle) and the second answer's plan is pinned and passes the compliance audit.
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AnthropicModel } from '../../activities/model/anthropic';
+import type { GenerateRoundResult } from '../../shared/contracts';
+import { generateRoundWorkflowId } from '../../shared/ids';
+import { generateRound } from '../../workflows';
+import {
+  payload,
+  startMessagesLoopback,
+  type MessagesLoopback,
+  type RecordedRequest,
+} from '../support/anthropic-loopback';
+import { createAwsTestBed, DEMO_ROOT, type AwsTestBed } from '../support/aws-test-bed';
+import {
+  engineDeps,
+  gitClient,
+  stack,
+  temporalHarness,
+  testActivities,
+  type TemporalHarness,
+} from '../support/stack';
+
+const API_KEY = 'sk-ant-KUMOSS-SECRET-generate-0123456789';
+
+const BUCKET_TYPO = `
+resource "aws_s3_bucket" "logs" {
+  bukket = "kumoss-access-logs"
+}
+`;
+const BUCKET = `
+resource "aws_s3_bucket" "logs" {
+  bucket = "kumoss-access-logs"
+  tags = {
+    Name = "access-logs"
+  }
+}
+
+resource "aws_s3_bucket_versioning" "logs" {
+  bucket = aws_s3_bucket.logs.id
+  versioning_configuration {
+    status = "Enabled"
+  }
+}
+`;
+
+/** Accepts the request; writes the bucket with a typo first, then as the engine's diagnostic asks. */
+function generateScript(req: RecordedRequest) {
+  const system = req.body.system ?? '';
+  if (system.includes('request filter'))
+    return { text: '{"accepted": true, "reason": "It asks for a new bucket."}' };
+  const p = payload(req);
+  const files = p.files as { path: string; content: string }[];
+  const main = files.find((f) => f.path === 'main.tf')?.content ?? '';
+  const base = main.replace(BUCKET_TYPO, '');
+  const content = `${base}${p.engine_diagnostic ? BUCKET : BUCKET_TYPO}`;
+  return {
+    text: JSON.stringify({
+      edits: [{ path: 'main.tf', content }],
+      summary: 'Added a versioned bucket for the access logs.',
+    }),
+  };
+}
+
+describe('generateRound with the Anthropic provider (loopback Messages API)', () => {
+  let h: TemporalHarness;
+  let api: MessagesLoopback;
+  let bed: AwsTestBed;
+
+  beforeAll(async () => {
+    const s = stack();
+    api = await startMessagesLoopback(generateScript);
+    const model = new AnthropicModel({
+      apiKey: API_KEY,
+      baseURL: api.url,
+      model: 'claude-test-large',
+      smallModel: 'claude-test-small',
+    });
+    h = await temporalHarness('generate-anthropic', testActivities({ model }));
+    bed = await createAwsTestBed({
+      spec: DEMO_ROOT,
+      gitHostUrl: s.gitHostUrl,
+      git: gitClient(),
+      engine: engineDeps('terraform', s.awsEndpoint),
+    });
+  });
+  afterAll(async () => {
+    await bed?.destroy();
+    await h?.close();
+    await api?.close();
+  });
+
+  it('repairs a change that does not validate with the engine diagnostic, then pins a plan that passes the audit', async () => {
+    const session_id = `s-${randomUUID().slice(0, 8)}`;
+    const result: GenerateRoundResult = await h.client.workflow.execute(generateRound, {
+      taskQueue: h.taskQueue,
+      workflowId: generateRoundWorkflowId(session_id, 'r1'),
+      args: [
+        {
+          session_id,
+          round_id: 'r1',
+          repository_url: bed.repoUrl,
+          cloud: 'aws',
+          scope_id: 'scope-test',
+          iac_path: bed.iacPath,
+          text: 'Create a versioned S3 bucket for the access logs.',
+        },
+      ],
+    });
+    expect(result.status).toBe('completed');
+    expect(result.repairs).toBe(1);
+    expect(result.pinned_plan?.impact).toEqual(
+      expect.objectContaining({ create: 2, update: 0, replace: 0, destroy: 0 }),
+    );
+    expect(result.pinned_plan?.compliance).toEqual(expect.objectContaining({ passed: true, deny: [] }));
+    // Filter in generate mode, the first answer, the repair with the engine's own diagnostic.
+    expect(api.requests).toHaveLength(3);
+    expect(api.requests[0]?.body.system).toMatch(/in generate mode/);
+    expect(payload(api.requests[1] as RecordedRequest).engine_diagnostic).toBeUndefined();
+    expect(String(payload(api.requests[2] as RecordedRequest).engine_diagnostic)).toMatch(
+      /Unsupported argument/,
+    );
+    for (const r of api.requests) expect(r.body.tool_choice).toEqual({ type: 'tool', name: 'answer' });
+  });
+});
