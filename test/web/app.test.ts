@@ -289,6 +289,53 @@ describe('web application: artifacts, admin panel, runner groups (Chromium)', ()
     await dev.context.close();
   });
 
+  it('shows a pinned plan’s impact banner and compliance findings as text, and blocks Apply on a deny finding', async () => {
+    const { sessionId } = await plantedSession();
+    const evil = `aws_security_group.db${SCRIPT}`;
+    await db
+      .updateTable('sessions')
+      .set({
+        pinned_plan: JSON.stringify({
+          round_id: 'r-generate',
+          key: 'k',
+          sha256: 'a'.repeat(64),
+          commit: 'b'.repeat(40),
+          state_serial: 7,
+          state_lineage: 'l',
+          impact: {
+            create: 1,
+            update: 2,
+            replace: 1,
+            destroy: 1,
+            destroyed: [evil],
+            replaced: ['aws_instance.web'],
+          },
+          compliance: {
+            passed: false,
+            deny: [`${evil}: ingress from the whole internet on admin port 22`],
+            warn: [],
+            report_key: 'c',
+            policies: 'policies/aws',
+          },
+        }),
+      } as never)
+      .where('session_id', '=', sessionId)
+      .execute();
+    const { context, page, problems } = await signedIn(tokens.devops, `/sessions/${sessionId}`);
+    await page.getByTestId('impact-banner').waitFor();
+    expect(await page.getByTestId('impact-banner').textContent()).toBe(
+      '1 to create · 2 to update · 1 to replace · 1 to destroy',
+    );
+    expect(await page.getByText(`Destroyed: ${evil}`).count()).toBe(1);
+    expect(await page.getByTestId('compliance').textContent()).toContain(
+      '1 deny-level finding(s) — apply is blocked',
+    );
+    expect(await page.getByRole('button', { name: 'Apply the pinned plan' }).isDisabled()).toBe(true);
+    expect(await page.evaluate<unknown>('window.__pwned')).toBeUndefined();
+    expect(problems).toEqual([]);
+    await context.close();
+  });
+
   it('follows a runner group’s drift detection live to its plan, then the repair it starts', async () => {
     const { context, page, problems } = await signedIn(tokens.devops, '/runners');
     await page.getByRole('heading', { name: 'Runner groups', level: 1 }).waitFor();

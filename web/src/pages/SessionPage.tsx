@@ -35,11 +35,30 @@ interface Detail {
   status: string;
   locked: boolean;
   lock_reason: string | null;
+  lock_kind?: 'admin' | 'plan' | null;
+  pinned_plan?: PinnedPlan | null;
+  compliance_override?: { round_id: string; reason: string } | null;
   branch: string;
   in_flight: { round_id: string; kind: string } | null;
   rounds: Round[];
   pull_request: PullRequest | null;
   artifacts: Artifact[];
+}
+
+interface PinnedPlan {
+  round_id: string;
+  sha256: string;
+  commit: string;
+  state_serial: number | null;
+  impact: {
+    create: number;
+    update: number;
+    replace: number;
+    destroy: number;
+    destroyed: string[];
+    replaced: string[];
+  };
+  compliance?: { passed: boolean; deny: string[]; warn: string[] };
 }
 
 interface PullRequest {
@@ -133,6 +152,7 @@ export function SessionPage({ sessionId, uiUrl, me }: { sessionId: string; uiUrl
           </a>
         </div>
       )}
+      {d.pinned_plan && <PinnedPlanPanel detail={d} plan={d.pinned_plan} onChange={refresh} />}
       <Results detail={d} onChange={refresh} />
       <h2>Rounds</h2>
       <ol className="rounds">
@@ -243,8 +263,9 @@ function Results({ detail: d, onChange }: { detail: Detail; onChange: () => void
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
   const changed = d.rounds.some(
-    (r) => (r.kind === 'partial' || r.kind === 'full') && r.status === 'completed',
+    (r) => (r.kind === 'partial' || r.kind === 'full' || r.kind === 'generate') && r.status === 'completed',
   );
+  const generated = d.rounds.some((r) => r.kind === 'generate');
   const running = d.in_flight !== null;
   const act = async (what: 'pull-request' | 'merge') => {
     setBusy(true);
@@ -291,7 +312,7 @@ function Results({ detail: d, onChange }: { detail: Detail; onChange: () => void
                 aria-describedby={d.locked ? 'merge-locked' : undefined}
                 onClick={() => void act('merge')}
               >
-                Merge pull request (merge only, no apply)
+                {generated ? 'Merge pull request' : 'Merge pull request (merge only, no apply)'}
               </button>
               {d.locked && (
                 <p id="merge-locked" className="hint">
@@ -303,7 +324,88 @@ function Results({ detail: d, onChange }: { detail: Detail; onChange: () => void
           )}
         </>
       )}
-      {d.status === 'MERGED' && <p role="status">Merged: this drift session has ended.</p>}
+      {d.status === 'MERGED' && (
+        <p role="status">Merged: this {generated ? '' : 'drift '}session has ended.</p>
+      )}
+      <Alert message={error} />
+    </section>
+  );
+}
+
+/**
+ * The pinned plan of a generate round: the impact banner (what apply will create, update, replace
+ * and destroy, with the destroyed and replaced addresses), its compliance audit, and Apply.
+ */
+function PinnedPlanPanel({
+  detail: d,
+  plan,
+  onChange,
+}: {
+  detail: Detail;
+  plan: PinnedPlan;
+  onChange: () => void;
+}) {
+  const [error, setError] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+  const { impact } = plan;
+  const blocked =
+    plan.compliance !== undefined &&
+    !plan.compliance.passed &&
+    d.compliance_override?.round_id !== plan.round_id;
+  const apply = async () => {
+    setBusy(true);
+    setError(null);
+    const res = await api.POST('/api/v1/sessions/{id}/apply', { params: { path: { id: d.session_id } } });
+    setBusy(false);
+    if (res.response.status >= 400) setError(errorMessage(res.error, `HTTP ${res.response.status}`));
+    onChange();
+  };
+  return (
+    <section aria-labelledby="plan-title" className="results">
+      <h2 id="plan-title">Pinned plan</h2>
+      <p data-testid="impact-banner" className={impact.destroy + impact.replace > 0 ? 'error' : 'hint'}>
+        {impact.create} to create · {impact.update} to update · {impact.replace} to replace · {impact.destroy}{' '}
+        to destroy
+      </p>
+      {impact.destroyed.length > 0 && (
+        <p>
+          Destroyed: <code>{impact.destroyed.join(', ')}</code>
+        </p>
+      )}
+      {impact.replaced.length > 0 && (
+        <p>
+          Replaced: <code>{impact.replaced.join(', ')}</code>
+        </p>
+      )}
+      <p className="hint">
+        Round {plan.round_id} · commit <code>{plan.commit.slice(0, 12)}</code> · state serial{' '}
+        {plan.state_serial ?? 'none'} · SHA-256 <code>{plan.sha256.slice(0, 16)}…</code>
+      </p>
+      {plan.compliance && (
+        <div data-testid="compliance">
+          <p>
+            Compliance:{' '}
+            {plan.compliance.passed
+              ? 'passed'
+              : `${plan.compliance.deny.length} deny-level finding(s)${blocked ? ' — apply is blocked' : ' — overridden by an admin'}`}
+          </p>
+          <ul>
+            {plan.compliance.deny.map((m) => (
+              <li key={`deny-${m}`}>deny: {m}</li>
+            ))}
+            {plan.compliance.warn.map((m) => (
+              <li key={`warn-${m}`}>warn: {m}</li>
+            ))}
+          </ul>
+        </div>
+      )}
+      <button
+        type="button"
+        disabled={busy || d.in_flight !== null || d.status !== 'ACTIVE' || blocked}
+        onClick={() => void apply()}
+      >
+        Apply the pinned plan
+      </button>
       <Alert message={error} />
     </section>
   );
