@@ -353,11 +353,47 @@ export class EngineClient {
     return typeof state.serial === 'number' ? { serial: state.serial, lineage: state.lineage ?? '' } : null;
   }
 
-  /** Applies exactly the saved plan `planFile` (the engine itself refuses it if the state moved). */
-  async applyPlan(planFile: string, hooks: CallHooks = {}): Promise<{ ok: boolean; output: string }> {
+  /**
+   * Applies exactly the saved plan `planFile` (the engine itself refuses it if the state moved),
+   * with `-json`: the log is the engine's own messages, line by line, and a failure is its first
+   * error diagnostic (summary, detail, resource) — not a line picked out of the text.
+   */
+  async applyPlan(
+    planFile: string,
+    hooks: CallHooks = {},
+  ): Promise<{ ok: boolean; output: string; error?: string }> {
     await this.ensureInit(hooks);
-    const r = await this.run(['apply', '-input=false', '-no-color', '-lock-timeout=60s', planFile], hooks);
-    return { ok: r.exitCode === 0, output: `${r.stdout}${r.stderr ? `\n${r.stderr}` : ''}` };
+    const r = await this.run(
+      ['apply', '-input=false', '-no-color', '-json', '-lock-timeout=60s', planFile],
+      hooks,
+    );
+    const lines: string[] = [];
+    let error: string | undefined;
+    for (const raw of r.stdout.split('\n')) {
+      if (!raw.trim()) continue;
+      let m: {
+        '@message'?: string;
+        type?: string;
+        diagnostic?: { severity?: string; summary?: string; detail?: string; address?: string };
+      };
+      try {
+        m = JSON.parse(raw) as typeof m;
+      } catch {
+        lines.push(raw);
+        continue;
+      }
+      if (m.type === 'version') continue;
+      const d = m.diagnostic;
+      if (d) {
+        lines.push(
+          `${d.severity === 'error' ? 'Error' : 'Warning'}: ${d.summary ?? ''}${d.detail ? `\n  ${d.detail}` : ''}`,
+        );
+        if (d.severity === 'error' && error === undefined)
+          error = `${d.address ? `${d.address}: ` : ''}${d.summary ?? ''}${d.detail ? ` — ${d.detail}` : ''}`;
+      } else if (m['@message']) lines.push(m['@message']);
+    }
+    if (r.stderr.trim()) lines.push(r.stderr.trim());
+    return { ok: r.exitCode === 0, output: `${lines.join('\n')}\n`, ...(error ? { error } : {}) };
   }
 
   /** `fmt -` on a file's text: the canonical formatting (no init needed). */

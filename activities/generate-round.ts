@@ -443,8 +443,10 @@ export function createGenerateRoundActivities(deps: GenerateRoundDeps) {
           `${override ? `Compliance findings overridden by an admin: ${override.reason}\n\n` : ''}${applied.output}`,
         );
         if (!applied.ok) {
-          const line = /Error: (.*)/.exec(applied.output)?.[1] ?? 'see the apply log';
-          throw ApplicationFailure.nonRetryable(`terraform apply failed: ${line}`, 'ApplyFailed');
+          throw ApplicationFailure.nonRetryable(
+            `terraform apply failed: ${applied.error ?? 'see the apply log'}`,
+            'ApplyFailed',
+          );
         }
         const after = await ws.engine.stateVersion(h);
         const { create, update, replace, destroy } = pinned.impact;
