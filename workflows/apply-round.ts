@@ -4,20 +4,11 @@
 import { ApplicationFailure, isCancellation, proxyActivities, setCurrentDetails } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { applyRoundInputSchema, type ApplyRoundInput, type ApplyRoundResult } from '../shared/contracts';
-import { ErrorTypes } from '../shared/errors';
 import { sessionBranch } from '../shared/ids';
-import { roundRecorder } from './round-recorder';
+import { parseRoundInput, roundFailureReason, roundRecorder } from './round-recorder';
 
 export async function applyRound(rawInput: ApplyRoundInput): Promise<ApplyRoundResult> {
-  const parsed = applyRoundInputSchema.safeParse(rawInput);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw ApplicationFailure.nonRetryable(
-      `Invalid apply round input: ${issue ? `${issue.path.join('.') || 'input'} ${issue.message}` : 'rejected'}`,
-      ErrorTypes.InvalidInput,
-    );
-  }
-  const input = parsed.data;
+  const input = parseRoundInput(applyRoundInputSchema, rawInput, 'apply round');
   const engine = proxyActivities<Activities>({
     startToCloseTimeout: '2 hours',
     heartbeatTimeout: `${input.heartbeat_timeout_seconds}s`,
@@ -52,8 +43,7 @@ export async function applyRound(rawInput: ApplyRoundInput): Promise<ApplyRoundR
   } catch (err) {
     if (isCancellation(err)) throw err;
     rec.status('failed');
-    const reason =
-      err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err);
+    const reason = roundFailureReason(err);
     setCurrentDetails(`Failed: ${reason}`);
     throw ApplicationFailure.nonRetryable(reason, 'ApplyRoundFailed');
   } finally {

@@ -25,10 +25,10 @@ import {
   type RoundStatus,
 } from '../shared/contracts';
 import { activeRules } from '../shared/drift-exceptions';
-import { ErrorTypes } from '../shared/errors';
 import { sessionBranch } from '../shared/ids';
 import { KumossOutcome } from '../shared/search-attributes';
 import { detectAndRemediate } from './detect-and-remediate';
+import { parseRoundInput, roundFailureReason } from './round-recorder';
 
 export { roundProgressQuery };
 
@@ -73,16 +73,7 @@ const store = proxyLocalActivities<Activities>({ startToCloseTimeout: '30 second
 const storeBeside = proxyActivities<Activities>({ startToCloseTimeout: '10 seconds', retry: storeRetry });
 
 export async function driftRound(rawInput: DriftRoundInput): Promise<DriftRoundResult> {
-  const parsed = driftRoundInputSchema.safeParse(rawInput);
-  if (!parsed.success) {
-    // Fails the run, not its workflow task: a task that fails is retried for ever.
-    const issue = parsed.error.issues[0];
-    throw ApplicationFailure.nonRetryable(
-      `Invalid drift round input: ${issue ? `${issue.path.join('.') || 'input'} ${issue.message}` : 'rejected'}`,
-      ErrorTypes.InvalidInput,
-    );
-  }
-  const input = parsed.data;
+  const input = parseRoundInput(driftRoundInputSchema, rawInput, 'drift round');
   // Events go to the session store as they happen, in order, batched while a write is under way;
   // the round returns only once all of them are written.
   const stored = patched(ROUND_EVENTS_PATCH);
@@ -252,8 +243,7 @@ async function runRound(
       throw err;
     }
     setStatus('failed');
-    const reason =
-      err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err);
+    const reason = roundFailureReason(err);
     setCurrentDetails(`Failed: ${reason}`);
     throw ApplicationFailure.nonRetryable(`Drift round failed: ${reason}`, 'DriftRoundFailed');
   }

@@ -16,9 +16,8 @@ import {
   type GenerateRoundResult,
   type PinnedPlan,
 } from '../shared/contracts';
-import { ErrorTypes } from '../shared/errors';
 import { sessionBranch } from '../shared/ids';
-import { roundRecorder } from './round-recorder';
+import { parseRoundInput, roundFailureReason, roundRecorder } from './round-recorder';
 
 const retry: RetryPolicy = {
   initialInterval: '2s',
@@ -28,15 +27,7 @@ const retry: RetryPolicy = {
 };
 
 export async function generateRound(rawInput: GenerateRoundInput): Promise<GenerateRoundResult> {
-  const parsed = generateRoundInputSchema.safeParse(rawInput);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw ApplicationFailure.nonRetryable(
-      `Invalid generate round input: ${issue ? `${issue.path.join('.') || 'input'} ${issue.message}` : 'rejected'}`,
-      ErrorTypes.InvalidInput,
-    );
-  }
-  const input = parsed.data;
+  const input = parseRoundInput(generateRoundInputSchema, rawInput, 'generate round');
   const heartbeatTimeout = `${input.heartbeat_timeout_seconds}s` as const;
   const light = proxyActivities<Activities>({ startToCloseTimeout: '10 minutes', heartbeatTimeout, retry });
   const engine = proxyActivities<Activities>({ startToCloseTimeout: '45 minutes', heartbeatTimeout, retry });
@@ -152,8 +143,7 @@ export async function generateRound(rawInput: GenerateRoundInput): Promise<Gener
   } catch (err) {
     if (isCancellation(err)) throw err;
     rec.status('failed');
-    const reason =
-      err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err);
+    const reason = roundFailureReason(err);
     setCurrentDetails(`Failed: ${reason}`);
     throw ApplicationFailure.nonRetryable(`Generate round failed: ${reason}`, 'GenerateRoundFailed');
   } finally {

@@ -1,7 +1,9 @@
 // A round's progress, shared by the generate and apply rounds: its status and artifacts as events,
 // answered to the progress query and written to the session store in order, batched while a write
 // is under way (drift rounds keep their own, behind the patches their older runs replay with).
-import { proxyActivities, setCurrentDetails, setHandler } from '@temporalio/workflow';
+import { ApplicationFailure, proxyActivities, setCurrentDetails, setHandler } from '@temporalio/workflow';
+import type { z } from 'zod';
+import { ErrorTypes } from '../shared/errors';
 import type { Activities } from '../activities';
 import type { RoundEvent, RoundProgress, RoundStatus } from '../shared/contracts';
 import { roundProgressQuery } from '../shared/messages';
@@ -57,4 +59,23 @@ export function roundRecorder(sessionId: string, roundId: string): RoundRecorder
     },
     flushed: () => written,
   };
+}
+
+/**
+ * A round's input, checked against its schema: a bad one fails the run, not its workflow task (a
+ * task that fails is retried for ever).
+ */
+export function parseRoundInput<S extends z.ZodType>(schema: S, raw: unknown, what: string): z.output<S> {
+  const parsed = schema.safeParse(raw);
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0];
+  throw ApplicationFailure.nonRetryable(
+    `Invalid ${what} input: ${issue ? `${issue.path.join('.') || 'input'} ${issue.message}` : 'rejected'}`,
+    ErrorTypes.InvalidInput,
+  );
+}
+
+/** Why a round failed: the innermost message (an activity's failure is the cause of Temporal's). */
+export function roundFailureReason(err: unknown): string {
+  return err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err);
 }

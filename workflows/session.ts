@@ -92,6 +92,22 @@ function failureReason(err: unknown): string {
   return e instanceof Error ? e.message : String(err);
 }
 
+/** What every round child of the session is given: where it works and how long its steps may be silent. */
+function roundSettings(state: SessionState, op: SessionOperation) {
+  return {
+    session_id: state.session_id,
+    round_id: op.round_id,
+    repository_url: state.repository_url,
+    cloud: state.cloud,
+    scope_id: state.scope_id,
+    iac_path: state.iac_path,
+    branch: state.branch,
+    ...(state.activity_heartbeat_seconds
+      ? { heartbeat_timeout_seconds: state.activity_heartbeat_seconds }
+      : {}),
+  };
+}
+
 const NOTHING_TO_PROPOSE =
   'The session branch has no changes yet: no round of this session completed with changes.';
 
@@ -338,17 +354,8 @@ export async function session(input: SessionInput): Promise<SessionState> {
             workflowId: applyRoundWorkflowId(id, op.round_id),
             args: [
               {
-                session_id: id,
-                round_id: op.round_id,
-                repository_url: state.repository_url,
-                cloud: state.cloud,
-                scope_id: state.scope_id,
-                iac_path: state.iac_path,
-                branch: state.branch,
+                ...roundSettings(state, op),
                 pinned,
-                ...(state.activity_heartbeat_seconds
-                  ? { heartbeat_timeout_seconds: state.activity_heartbeat_seconds }
-                  : {}),
               },
             ],
             staticSummary: `Apply round ${op.round_id} of session ${id} (plan of ${pinned.round_id})`,
@@ -383,17 +390,8 @@ export async function session(input: SessionInput): Promise<SessionState> {
           workflowId: generateRoundWorkflowId(id, op.round_id),
           args: [
             {
-              session_id: id,
-              round_id: op.round_id,
-              repository_url: state.repository_url,
-              cloud: state.cloud,
-              scope_id: state.scope_id,
-              iac_path: state.iac_path,
+              ...roundSettings(state, op),
               text: op.text ?? '',
-              branch: state.branch,
-              ...(state.activity_heartbeat_seconds
-                ? { heartbeat_timeout_seconds: state.activity_heartbeat_seconds }
-                : {}),
             },
           ],
           memo: { request: { mode: 'generate', text: op.text ?? '', actor_uuid: op.actor_uuid ?? null } },
