@@ -69,20 +69,24 @@ export interface DriftRoundResult {
 // ---------------------------------------------------------------------------------------------
 // Generate rounds and apply (seed 000 by contrast with drift rounds; issue 16).
 
-export const generateRoundInputSchema = z.object({
+/** Where a generate or apply round works: the session's repository, root, scope and branch. */
+const sessionRoundSchema = z.object({
   session_id: idSchema,
   round_id: idSchema,
   repository_url: z.string().url(),
   cloud: z.enum(CLOUDS),
   scope_id: z.string().min(1),
   iac_path: z.string().default(''),
-  text: z.string().min(1),
   branch: z.string().optional(),
-  base_branch: z.string().optional(),
   engine: z.enum(['terraform', 'tofu']).optional(),
-  /** Times the model may repair a change that does not validate (orchestration.max_repair_cycles). */
-  max_repair_cycles: z.number().int().min(0).max(10).default(2),
   heartbeat_timeout_seconds: z.number().int().min(5).max(3600).default(60),
+});
+
+export const generateRoundInputSchema = sessionRoundSchema.extend({
+  text: z.string().min(1),
+  base_branch: z.string().optional(),
+  /** Times the model may repair a change that does not validate (the session passes the default, 2). */
+  max_repair_cycles: z.number().int().min(0).max(10).default(2),
 });
 export type GenerateRoundInput = z.input<typeof generateRoundInputSchema>;
 
@@ -142,16 +146,7 @@ export interface GenerateRoundResult {
   repairs: number;
 }
 
-export const applyRoundInputSchema = z.object({
-  session_id: idSchema,
-  round_id: idSchema,
-  repository_url: z.string().url(),
-  cloud: z.enum(CLOUDS),
-  scope_id: z.string().min(1),
-  iac_path: z.string().default(''),
-  branch: z.string().optional(),
-  engine: z.enum(['terraform', 'tofu']).optional(),
-  heartbeat_timeout_seconds: z.number().int().min(5).max(3600).default(60),
+export const applyRoundInputSchema = sessionRoundSchema.extend({
   pinned: z.object({
     round_id: z.string(),
     key: z.string(),

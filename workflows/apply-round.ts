@@ -4,8 +4,7 @@
 import { ApplicationFailure, isCancellation, proxyActivities, setCurrentDetails } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { applyRoundInputSchema, type ApplyRoundInput, type ApplyRoundResult } from '../shared/contracts';
-import { sessionBranch } from '../shared/ids';
-import { parseRoundInput, roundFailureReason, roundRecorder } from './round-recorder';
+import { parseRoundInput, roundFailureReason, roundRecorder, roundRefOf } from './round-recorder';
 
 export async function applyRound(rawInput: ApplyRoundInput): Promise<ApplyRoundResult> {
   const input = parseRoundInput(applyRoundInputSchema, rawInput, 'apply round');
@@ -18,16 +17,7 @@ export async function applyRound(rawInput: ApplyRoundInput): Promise<ApplyRoundR
   try {
     rec.status('apply', `Applying the plan pinned by round ${input.pinned.round_id}`);
     const out = await engine.applyPinnedPlan({
-      ref: {
-        sessionId: input.session_id,
-        roundId: input.round_id,
-        repositoryUrl: input.repository_url,
-        iacPath: input.iac_path,
-        scopeId: input.scope_id,
-        cloud: input.cloud,
-        branch: input.branch ?? sessionBranch(input.session_id),
-        ...(input.engine ? { engine: input.engine } : {}),
-      },
+      ref: roundRefOf(input),
       pinned: input.pinned,
     });
     rec.artifact(out.logKey, 'report');

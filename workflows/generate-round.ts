@@ -16,8 +16,7 @@ import {
   type GenerateRoundResult,
   type PinnedPlan,
 } from '../shared/contracts';
-import { sessionBranch } from '../shared/ids';
-import { parseRoundInput, roundFailureReason, roundRecorder } from './round-recorder';
+import { parseRoundInput, roundFailureReason, roundRecorder, roundRefOf } from './round-recorder';
 
 const retry: RetryPolicy = {
   initialInterval: '2s',
@@ -38,17 +37,7 @@ export async function generateRound(rawInput: GenerateRoundInput): Promise<Gener
     return r;
   };
   try {
-    const ref = {
-      sessionId: input.session_id,
-      roundId: input.round_id,
-      repositoryUrl: input.repository_url,
-      iacPath: input.iac_path,
-      scopeId: input.scope_id,
-      cloud: input.cloud,
-      branch: input.branch ?? sessionBranch(input.session_id),
-      ...(input.base_branch ? { baseBranch: input.base_branch } : {}),
-      ...(input.engine ? { engine: input.engine } : {}),
-    };
+    const ref = roundRefOf(input);
     setCurrentDetails(`Preparing a generate round on ${input.repository_url}`);
     const prepared = await light.prepareRound({ ref, text: input.text });
     rec.artifact(prepared.promptKey);

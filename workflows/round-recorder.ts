@@ -4,6 +4,8 @@
 import { ApplicationFailure, proxyActivities, setCurrentDetails, setHandler } from '@temporalio/workflow';
 import type { z } from 'zod';
 import { ErrorTypes } from '../shared/errors';
+import { sessionBranch } from '../shared/ids';
+import type { RoundRef } from '../activities/workspace';
 import type { Activities } from '../activities';
 import type { RoundEvent, RoundProgress, RoundStatus } from '../shared/contracts';
 import { roundProgressQuery } from '../shared/messages';
@@ -78,4 +80,29 @@ export function parseRoundInput<S extends z.ZodType>(schema: S, raw: unknown, wh
 /** Why a round failed: the innermost message (an activity's failure is the cause of Temporal's). */
 export function roundFailureReason(err: unknown): string {
   return err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err);
+}
+
+/** Where a round's steps work: the session's repository, root, scope and branch. */
+export function roundRefOf(input: {
+  session_id: string;
+  round_id: string;
+  repository_url: string;
+  iac_path: string;
+  scope_id: string;
+  cloud: RoundRef['cloud'];
+  branch?: string | undefined;
+  base_branch?: string | undefined;
+  engine?: 'terraform' | 'tofu' | undefined;
+}): RoundRef {
+  return {
+    sessionId: input.session_id,
+    roundId: input.round_id,
+    repositoryUrl: input.repository_url,
+    iacPath: input.iac_path,
+    scopeId: input.scope_id,
+    cloud: input.cloud,
+    branch: input.branch ?? sessionBranch(input.session_id),
+    ...(input.base_branch ? { baseBranch: input.base_branch } : {}),
+    ...(input.engine ? { engine: input.engine } : {}),
+  };
 }
