@@ -470,11 +470,21 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       };
       const done = { ...result, changed: commit.created, commit: commit.sha };
       // A retry after a failed push finds the commit and answers `changed` from it either way.
-      await Promise.all([
+      const [, adopted] = await Promise.all([
         saveDiff(),
-        git.push(ws.dir, ref.branch),
+        git.pushCycle(ws.dir, ref.branch, marker),
         artifacts.putJson(resultKey, { ...done, unremediable: remediation.unremediable }),
       ]);
+      if (adopted) {
+        // An earlier attempt's push of this cycle landed after all: its commit is the cycle's.
+        const diff = await git.run(['show', '--format=', '--no-color', adopted], ws.dir);
+        await artifacts.putText(
+          key(ref, `iteration-${iteration}/group-${group}/changes.diff`),
+          diff,
+          'text/x-diff',
+        );
+        return { ...done, changed: true, commit: adopted };
+      }
       return done;
     },
 

@@ -214,15 +214,15 @@ export function createGenerateRoundActivities(deps: GenerateRoundDeps) {
         const edited = generation.edits.map((e) => relative(ws.dir, normalize(join(ws.iacDir, e.path))));
         const commit = await git.commitAll(ws.dir, message, edited);
         const done = { ...result, changed: commit.created, commit: commit.sha };
-        await Promise.all([
-          git
-            .run(['show', '--format=', '--no-color', commit.sha], ws.dir)
-            .then((diff) =>
-              artifacts.putText(key(ref, `generate/cycle-${cycle}/changes.diff`), diff, 'text/x-diff'),
-            ),
-          git.push(ws.dir, ref.branch),
+        const [adopted] = await Promise.all([
+          git.pushCycle(ws.dir, ref.branch, marker),
           artifacts.putJson(resultKey, done),
         ]);
+        // An earlier attempt's push of this cycle landed after all: its commit is the cycle's.
+        const sha = adopted ?? commit.sha;
+        const diff = await git.run(['show', '--format=', '--no-color', sha], ws.dir);
+        await artifacts.putText(key(ref, `generate/cycle-${cycle}/changes.diff`), diff, 'text/x-diff');
+        if (adopted) return { ...done, changed: true, commit: adopted };
         return done;
       } catch (err) {
         throw toActivityFailure(err);

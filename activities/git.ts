@@ -247,6 +247,31 @@ export class GitClient {
   }
 
   /**
+   * Pushes a cycle's commit, marked in its message by `marker`. When the remote refuses it because
+   * the branch moved and what moved it is a commit with the same marker — this cycle's, pushed by an
+   * earlier attempt whose worker died while its `git push` was still on its way — that commit is
+   * adopted (the checkout reset to it) and its sha returned: the cycle stays committed once. A move
+   * by anyone else stays the permanent refusal `push` gives.
+   */
+  async pushCycle(dir: string, branch: string, marker: string): Promise<string | undefined> {
+    try {
+      await this.push(dir, branch);
+      return undefined;
+    } catch (err) {
+      if (!(err instanceof ApplicationFailure) || err.type !== ErrorTypes.BranchMoved) throw err;
+      await this.run(['fetch', '--quiet', '--no-tags', 'origin', branch], dir);
+      const theirs = (
+        await this.run(['log', '--format=%H', '-F', `--grep=${marker}`, `origin/${branch}`], dir)
+      )
+        .trim()
+        .split('\n')[0];
+      if (!theirs) throw err;
+      await this.run(['reset', '--hard', '--quiet', `origin/${branch}`], dir);
+      return theirs;
+    }
+  }
+
+  /**
    * Pushes `branch`; pushing a commit the remote already has is a no-op. A push the host rejects
    * because the branch moved (someone else pushed to it) is permanent: Kumoss never force-pushes
    * over another person's commits, and a retry would be rejected the same way.

@@ -126,6 +126,34 @@ describe('git over HTTPS on the embedded git host', () => {
     }
   });
 
+  it('adopts a cycle commit an earlier attempt pushed late, and refuses anyone else’s', async () => {
+    const url = seedRepository(`team/git-cycle-${Date.now()}`);
+    const git = gitClient();
+    const lost = join(tmp(), 'lost');
+    const retry = join(tmp(), 'retry');
+    await git.checkout({ url, dir: lost, branch: 'kumoss/s-cycle' });
+    await git.checkout({ url, dir: retry, branch: 'kumoss/s-cycle' });
+    // The retry commits the cycle; the dead worker's push of the same cycle lands first.
+    writeFileSync(join(lost, 'main.tf'), 'terraform {}\n# cycle, first attempt\n');
+    const first = await git.commitAll(lost, 'Reconcile\n\nKumoss-Cycle: s/r/1/0');
+    await git.push(lost, 'kumoss/s-cycle');
+    writeFileSync(join(retry, 'main.tf'), 'terraform {}\n# cycle, second attempt\n');
+    await git.commitAll(retry, 'Reconcile\n\nKumoss-Cycle: s/r/1/0');
+    expect(await git.pushCycle(retry, 'kumoss/s-cycle', 'Kumoss-Cycle: s/r/1/0')).toBe(first.sha);
+    expect(await git.head(retry)).toBe(first.sha);
+    // Someone else's commit is not adopted.
+    writeFileSync(join(lost, 'main.tf'), 'terraform {}\n# a person\n');
+    await git.commitAll(lost, 'A person edits the branch');
+    await git.push(lost, 'kumoss/s-cycle');
+    writeFileSync(join(retry, 'main.tf'), 'terraform {}\n# next cycle\n');
+    await git.commitAll(retry, 'Reconcile\n\nKumoss-Cycle: s/r/1/1');
+    const err = await git.pushCycle(retry, 'kumoss/s-cycle', 'Kumoss-Cycle: s/r/1/1').then(
+      () => undefined,
+      (e: unknown) => e as ApplicationFailure,
+    );
+    expect(err?.type).toBe('BranchMovedError');
+  });
+
   it('a push rejected because the branch moved is a permanent failure with a reason a person can act on', async () => {
     const url = seedRepository(`team/git-moved-${Date.now()}`);
     const git = gitClient();
