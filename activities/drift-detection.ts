@@ -12,7 +12,9 @@ import type { ArtifactStore } from '../shared/object-store';
 import { EngineClient, EngineError, type EngineBinary, type EngineCall } from './engine';
 import type { GitClient } from './git';
 import type { EngineSlots } from './engine-slots';
+import type { ManagedState } from './managed-state';
 import { readPlanForDrift } from './plan-reader';
+import { stateProjectId } from '../shared/db/sessions';
 
 export interface EngineDeps {
   kind: EngineBinary;
@@ -24,6 +26,8 @@ export interface EngineDeps {
   onCall?: (call: EngineCall) => void;
   /** The worker's engine slots, shared by both engines (engine.max_concurrent). */
   slots?: EngineSlots;
+  /** Kumoss-managed state for roots that declare no backend (activities/managed-state.ts). */
+  managedState?: ManagedState;
 }
 
 export interface DriftDetectionDeps {
@@ -87,6 +91,7 @@ export function createDriftDetectionActivities(deps: DriftDetectionDeps) {
           ...deps.engine,
           workdir: join(checkout, input.iacPath ?? '.'),
           scopeId: input.scopeId,
+          stateProjectId: stateProjectId(input.repositoryUrl, input.iacPath ?? '', input.scopeId),
         });
         const h = hooks();
         const planFile = join(work, 'plan.tfplan');

@@ -5,6 +5,7 @@
 // declares `variable "kumoss_scope_id"` sees it, one that does not is unaffected.
 import { inSpan } from '../shared/tracing';
 import type { EngineSlots } from './engine-slots';
+import type { ManagedRoot, ManagedState } from './managed-state';
 import { ProcessError, runProcess, type RunResult } from './process';
 
 export type EngineBinary = 'terraform' | 'tofu';
@@ -26,7 +27,17 @@ export interface EngineOptions {
   onCall?: (call: EngineCall) => void;
   /** The worker's engine slots: a process starts only in a free one (activities/engine-slots.ts). */
   slots?: EngineSlots;
+  /**
+   * Kumoss-managed state (activities/managed-state.ts): a root that declares no backend keeps its
+   * state in the object store under its state project id, one engine call at a time.
+   */
+  managedState?: ManagedState;
+  /** The root's state project id (shared/db/sessions.ts: stateProjectId); with managedState. */
+  stateProjectId?: string;
 }
+
+/** The verbs that read the state to change it or to plan against it: they hold a managed state's lease. */
+const STATE_VERBS = new Set(['plan', 'apply', 'import', 'refresh']);
 
 export interface CallHooks {
   signal?: AbortSignal;
@@ -114,6 +125,7 @@ export function firstErrorDiagnostic(json: string): string | undefined {
 export class EngineClient {
   private initialized = false;
   private initCount = 0;
+  private managedRoot?: Promise<ManagedRoot | undefined>;
   readonly calls: EngineCall[] = [];
 
   constructor(private readonly opts: EngineOptions) {}
@@ -135,11 +147,39 @@ export class EngineClient {
     };
   }
 
+  /** This root's managed state, when Kumoss manages it (decided once per client). */
+  managed(): Promise<ManagedRoot | undefined> {
+    const { managedState, stateProjectId } = this.opts;
+    if (!managedState || !stateProjectId) return Promise.resolve(undefined);
+    this.managedRoot ??= managedState.forRoot(this.opts.workdir, stateProjectId, this.opts.kind);
+    return this.managedRoot;
+  }
+
   private async run(
     args: string[],
     hooks: CallHooks = {},
     stdoutFile?: string,
     io: { stdin?: string; timeoutMs?: number } = {},
+  ): Promise<RunResult> {
+    const verb = args[0] ?? '';
+    const managed = await this.managed();
+    if (managed) {
+      managed.ensureOverride();
+      if (verb === 'init')
+        return managed.withBackendConfig((file) =>
+          this.exec([...args, `-backend-config=${file}`], hooks, stdoutFile, io),
+        );
+      if (STATE_VERBS.has(verb))
+        return managed.hold(`${this.opts.kind} ${verb}`, hooks, () => this.exec(args, hooks, stdoutFile, io));
+    }
+    return this.exec(args, hooks, stdoutFile, io);
+  }
+
+  private async exec(
+    args: string[],
+    hooks: CallHooks,
+    stdoutFile: string | undefined,
+    io: { stdin?: string; timeoutMs?: number },
   ): Promise<RunResult> {
     const verb = args[0] ?? '';
     const start = () =>

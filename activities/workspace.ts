@@ -11,6 +11,8 @@ import type { ExceptionRule } from '../shared/drift-exceptions';
 import { EngineClient } from './engine';
 import type { EngineDeps } from './drift-detection';
 import type { GitClient } from './git';
+import { stateProjectId } from '../shared/db/sessions';
+import { MANAGED_BACKEND_FILE } from './managed-state';
 import { TerraformConfig } from './terraform-config';
 
 /** What every round activity gets: which round, which repository, which root. */
@@ -144,7 +146,12 @@ export class RoundWorkspaces {
       iacDir,
       scratch,
       reused,
-      engine: new EngineClient({ ...deps, workdir: iacDir, scopeId: ref.scopeId }),
+      engine: new EngineClient({
+        ...deps,
+        workdir: iacDir,
+        scopeId: ref.scopeId,
+        stateProjectId: stateProjectId(ref.repositoryUrl, ref.iacPath, ref.scopeId),
+      }),
     };
     this.open.set(key, { roundId: ref.roundId, ws });
     return ws;
@@ -190,7 +197,7 @@ export async function readConfigFiles(
     if (relative(checkoutDir, abs).startsWith('..') || !existsSync(abs) || !statSync(abs).isDirectory())
       return out;
     for (const f of readdirSync(abs).sort()) {
-      if (!CONFIG_FILE.test(f)) continue;
+      if (!CONFIG_FILE.test(f) || f === MANAGED_BACKEND_FILE) continue;
       const path = (rel ? `${rel}/${f}` : f).split(sep).join('/');
       out.set(path.replace(/^\.\//, ''), readFileSync(join(abs, f), 'utf8'));
     }

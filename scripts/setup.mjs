@@ -295,9 +295,13 @@ async function buildFrontend(tool, moduleDir, staging, fe) {
   return r;
 }
 
-function ensureProviderMirror() {
-  // Each half of setup mirrors its own providers.
-  for (const tool of GO_TOOLS.filter((t) => t.provider && Boolean(t.background) === background)) {
+/** @param {string} [only] the one background tool this process built */
+function ensureProviderMirror(only) {
+  // Each half of setup mirrors its own providers; a background build only the one it built (another
+  // background build may still be writing its provider).
+  const mine = (/** @type {{ name: string, background?: boolean }} */ t) =>
+    only === undefined ? !t.background : t.name === only;
+  for (const tool of GO_TOOLS.filter((t) => t.provider && mine(t))) {
     const src = toolPath(tool.name);
     for (const host of PROVIDER_HOSTS) {
       const dest = providerMirrorBinary(tool, host);
@@ -450,7 +454,7 @@ if (background) {
       GO_TOOLS.filter((t) => t.background && t.name === name).map((tool) => () => ensureGoTool(tool)),
       1,
     );
-    ensureProviderMirror();
+    ensureProviderMirror(name);
   });
   log(`background build done in ${seconds(started)}`);
 } else {

@@ -47,6 +47,24 @@ export const configSchema = z.object({
     region: z.string().min(1).default('us-east-1'),
     presign_ttl_seconds: z.number().int().positive().max(604800).default(900),
   }),
+  state: z
+    .object({
+      /**
+       * A root that declares no backend gets an S3 backend on the object store under its state
+       * project id, and a lease per state in the metadata store (activities/managed-state.ts).
+       * false: such a root keeps the engine's local state in the worker's checkout (lost with it).
+       */
+      managed: z.boolean().default(true),
+      /** Bucket of the managed states; empty: storage.bucket. */
+      bucket: z.string().default(''),
+      /** Key prefix: `<prefix>/<state project id>/terraform.tfstate`. */
+      prefix: z.string().default('state'),
+      /** A lease its holder stopped renewing (a killed worker) is free after this long. */
+      lock_ttl_seconds: z.number().int().min(5).max(3600).default(30),
+      /** How long an engine call waits for another call's lease before it fails and is retried. */
+      lock_wait_seconds: z.number().int().min(1).max(86_400).default(600),
+    })
+    .default({ managed: true, bucket: '', prefix: 'state', lock_ttl_seconds: 30, lock_wait_seconds: 600 }),
   database: z.object({
     url: z.string().default(''),
     embedded_port: port.default(5433),
@@ -176,6 +194,8 @@ export const ENV_OVERRIDES: Record<string, string> = {
   S3_ENDPOINT: 'storage.endpoint',
   S3_BUCKET: 'storage.bucket',
   AWS_REGION: 'storage.region',
+  KUMOSS_MANAGED_STATE: 'state.managed',
+  KUMOSS_STATE_BUCKET: 'state.bucket',
   DATABASE_URL: 'database.url',
   KUMOSS_DB_PORT: 'database.embedded_port',
   KUMOSS_GIT_HOST_PORT: 'git_host.port',

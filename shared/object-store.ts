@@ -21,16 +21,21 @@ export interface StorageConfig {
   secretAccessKey?: string;
 }
 
+/** The store's credentials: configured, else the process's AWS variables, else s3rver's own. */
+export function storageCredentials(cfg: StorageConfig): { accessKeyId: string; secretAccessKey: string } {
+  return {
+    accessKeyId: cfg.accessKeyId ?? process.env.AWS_ACCESS_KEY_ID ?? 'S3RVER',
+    secretAccessKey: cfg.secretAccessKey ?? process.env.AWS_SECRET_ACCESS_KEY ?? 'S3RVER',
+  };
+}
+
 /** Client settings that work with s3rver, moto and real S3 alike (see FIELD-NOTES: checksums). */
 export function createS3Client(cfg: StorageConfig): S3Client {
   return new S3Client({
     endpoint: cfg.endpoint,
     region: cfg.region,
     forcePathStyle: true,
-    credentials: {
-      accessKeyId: cfg.accessKeyId ?? process.env.AWS_ACCESS_KEY_ID ?? 'S3RVER',
-      secretAccessKey: cfg.secretAccessKey ?? process.env.AWS_SECRET_ACCESS_KEY ?? 'S3RVER',
-    },
+    credentials: storageCredentials(cfg),
     requestChecksumCalculation: 'WHEN_REQUIRED',
     responseChecksumValidation: 'WHEN_REQUIRED',
   });

@@ -2,7 +2,8 @@
 import { join } from 'node:path';
 import { createActivities, type Activities } from '../activities';
 import { artifactIndex } from '../shared/db/artifacts';
-import { ArtifactStore, createS3Client } from '../shared/object-store';
+import { ArtifactStore, createS3Client, storageCredentials } from '../shared/object-store';
+import { ManagedState } from '../activities/managed-state';
 import type { EngineDeps } from '../activities/drift-detection';
 import { EngineSlots } from '../activities/engine-slots';
 import { GitClient } from '../activities/git';
@@ -48,13 +49,32 @@ export function engineCloudEnv(
   return out;
 }
 
+/** Kumoss-managed state on the configured object store (undefined when `state.managed` is off). */
+export function managedState(config: KumossConfig, db: Db): ManagedState | undefined {
+  if (!config.state.managed) return undefined;
+  return new ManagedState(
+    {
+      endpoint: config.storage.endpoint,
+      bucket: config.state.bucket || config.storage.bucket,
+      region: config.storage.region,
+      ...storageCredentials(config.storage),
+      prefix: config.state.prefix,
+      lockTtlMs: config.state.lock_ttl_seconds * 1000,
+      lockWaitMs: config.state.lock_wait_seconds * 1000,
+    },
+    db,
+  );
+}
+
 export function engineDeps(
   config: KumossConfig,
   kind: 'terraform' | 'tofu',
   slots?: EngineSlots,
+  managed?: ManagedState,
 ): EngineDeps {
   return {
     ...(slots ? { slots } : {}),
+    ...(managed ? { managedState: managed } : {}),
     kind,
     binary: toolPath(kind),
     cliConfigFile: cliConfigPath(),
@@ -109,9 +129,10 @@ export function buildActivities(
   });
   // One set of engine slots for the process: terraform and tofu calls share them.
   const slots = new EngineSlots(config.engine.max_concurrent);
+  const managed = managedState(config, db);
   const engines = {
-    terraform: engineDeps(config, 'terraform', slots),
-    tofu: engineDeps(config, 'tofu', slots),
+    terraform: engineDeps(config, 'terraform', slots, managed),
+    tofu: engineDeps(config, 'tofu', slots, managed),
   };
   const activities = createActivities({
     engine: engines[config.engine.binary],

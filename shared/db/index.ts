@@ -266,6 +266,18 @@ export interface WebhookDeliveriesTable {
   updated_at: Generated<Date>;
 }
 
+/** A lease on a Kumoss-managed state (activities/managed-state.ts): one engine call at a time. */
+export interface StateLocksTable {
+  state_project_id: string;
+  /** A random id per hold: only its holder renews or releases it. */
+  holder: string;
+  /** What holds it, for a waiter's message: `terraform apply (round r-…, worker host:pid)`. */
+  operation: string;
+  acquired_at: Date;
+  /** A holder that stopped renewing (a killed worker) loses the lease at this time. */
+  expires_at: Date;
+}
+
 export interface Database {
   organizations: OrganizationsTable;
   users: UsersTable;
@@ -273,6 +285,7 @@ export interface Database {
   session_rounds: SessionRoundsTable;
   session_events: SessionEventsTable;
   session_locks: SessionLocksTable;
+  state_locks: StateLocksTable;
   auth_sessions: AuthSessionsTable;
   session_artifacts: SessionArtifactsTable;
   pull_requests: PullRequestsTable;

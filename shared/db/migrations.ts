@@ -348,4 +348,19 @@ export const migrations: Migration[] = [
       await sql`alter table sessions add column compliance_override jsonb`.execute(db);
     },
   },
+  {
+    // Kumoss-managed state (issue 16): a lease per state project id, held by the engine call that
+    // reads or writes that state (plan, apply, import); it expires when its holder stops renewing.
+    id: '0015_state_locks',
+    async up(db) {
+      await sql`
+        create table state_locks (
+          state_project_id text primary key,
+          holder text not null,
+          operation text not null,
+          acquired_at timestamptz not null,
+          expires_at timestamptz not null
+        )`.execute(db);
+    },
+  },
 ];

@@ -3,14 +3,23 @@
 // API. A closed session workflow, or one whose history the namespace's retention dropped, is still
 // fully described here.
 import { createHash } from 'node:crypto';
+import { posix } from 'node:path';
 import { sql, type Transaction } from 'kysely';
 import type { PinnedPlan, SessionRound, SessionSettings, SessionStatus } from '../contracts';
 import { sessionBranch } from '../ids';
 import type { Database, Db } from './index';
 
-/** Hash of repository URL, IaC path and scope id: the state project id when Kumoss manages state. */
+/**
+ * Hash of repository URL, IaC path and scope id: the state project id when Kumoss manages state
+ * (activities/managed-state.ts). The path is normalized first (`''`, `.` and `./` are the top;
+ * `envs/prod/` is `envs/prod`), so one root in one scope has one state however it was named.
+ */
 export function stateProjectId(repositoryUrl: string, iacPath: string, scopeId: string): string {
-  return createHash('sha256').update(`${repositoryUrl}\n${iacPath}\n${scopeId}`).digest('hex').slice(0, 32);
+  const path = posix.normalize(iacPath || '.').replace(/^\.\/+|\/+$/g, '');
+  return createHash('sha256')
+    .update(`${repositoryUrl}\n${path === '.' ? '' : path}\n${scopeId}`)
+    .digest('hex')
+    .slice(0, 32);
 }
 
 /** The orchestration settings every new session takes from the configuration. */

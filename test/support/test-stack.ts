@@ -8,7 +8,8 @@ import { Client, Connection } from '@temporalio/client';
 import { bundleWorkflowCode, NativeConnection } from '@temporalio/worker';
 import { createActivities } from '../../activities';
 import type { RunnerDeps } from '../../activities/runners';
-import { ArtifactStore, createS3Client } from '../../shared/object-store';
+import { ArtifactStore, createS3Client, storageCredentials } from '../../shared/object-store';
+import { ManagedState, type ManagedStateConfig } from '../../activities/managed-state';
 import type { EngineDeps } from '../../activities/drift-detection';
 import { EngineSlots } from '../../activities/engine-slots';
 import { GitClient } from '../../activities/git';
@@ -228,6 +229,25 @@ export interface TestActivityOptions {
   gitea?: { url: string; client: GiteaPullRequests };
 }
 
+/** Kumoss-managed state on a stack's object store and metadata store, as a worker builds it. */
+export function stackManagedState(
+  stack: TestStack,
+  db: Db,
+  o: Partial<ManagedStateConfig> = {},
+): ManagedState {
+  return new ManagedState(
+    {
+      endpoint: stack.s3Endpoint,
+      bucket: stack.bucket,
+      region: 'us-east-1',
+      ...storageCredentials({ endpoint: stack.s3Endpoint, bucket: stack.bucket, region: 'us-east-1' }),
+      prefix: 'state',
+      ...o,
+    },
+    db,
+  );
+}
+
 /** The real activities on a stack's components, and the clients they use. */
 export function stackActivities(stack: TestStack, o: TestActivityOptions = {}) {
   const kind = o.engine ?? 'terraform';
@@ -241,8 +261,10 @@ export function stackActivities(stack: TestStack, o: TestActivityOptions = {}) {
       artifactIndex(db),
     );
   const slots = o.engineSlots !== undefined ? new EngineSlots(o.engineSlots) : undefined;
+  const managedState = stackManagedState(stack, db);
   const deps = (k: EngineKind): EngineDeps => ({
     ...stackEngineDeps(k, stack.awsEndpoint),
+    managedState,
     ...(slots ? { slots } : {}),
     ...(o.engineBinary ? { binary: o.engineBinary } : {}),
     ...(o.onEngineCall ? { onCall: o.onEngineCall } : {}),

@@ -1,0 +1,218 @@
+// Kumoss-managed state (issue 16 item 8): a root that declares no backend keeps its state in the
+// object store under its state project id — shared by every worker's checkout, never in the
+// checkout, never committed — and one engine call at a time holds its lease. Real terraform and
+// tofu, the stack's s3rver, git host and metadata store.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { GetObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
+import { afterAll, describe, expect, it } from 'vitest';
+import {
+  declaresBackend,
+  MANAGED_BACKEND_FILE,
+  managedStateKey,
+  StateLockTimeout,
+} from '../../activities/managed-state';
+import { readConfigFiles, RoundWorkspaces, type RoundRef } from '../../activities/workspace';
+import { createDb } from '../../shared/db';
+import { stateProjectId } from '../../shared/db/sessions';
+import { releaseStateLock, tryAcquireStateLock } from '../../shared/db/state-locks';
+import { createS3Client } from '../../shared/object-store';
+import { ENGINES, engineDeps, gitClient, stack } from '../support/stack';
+import { stackManagedState } from '../support/test-stack';
+
+const TIME_ROOT = `terraform {
+  required_providers {
+    time = {
+      source  = "hashicorp/time"
+      version = "0.14.2"
+    }
+  }
+}
+
+resource "time_static" "created" {}
+`;
+
+const root = mkdtempSync(join(tmpdir(), 'kumoss-managed-state-'));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+function seedRepository(name: string, files: Record<string, string>): string {
+  const git = gitClient();
+  const src = mkdtempSync(join(root, 'src-'));
+  const run = (...args: string[]) => execFileSync('git', args, { cwd: src, env: git.env(), stdio: 'pipe' });
+  run('init', '--quiet', '--initial-branch=main');
+  for (const [f, text] of Object.entries(files)) writeFileSync(join(src, f), text);
+  run('add', '--all');
+  run('commit', '--quiet', '-m', 'initial');
+  const url = `${stack().gitHostUrl}/${name}.git`;
+  run('push', '--quiet', url, 'main');
+  return url;
+}
+
+describe('declaresBackend', () => {
+  const dirWith = (files: Record<string, string>) => {
+    const dir = mkdtempSync(join(root, 'decl-'));
+    for (const [f, text] of Object.entries(files)) writeFileSync(join(dir, f), text);
+    return dir;
+  };
+
+  it('finds a backend or cloud block in .tf and .tf.json files, and ignores Kumoss’s own override', async () => {
+    expect(await declaresBackend(dirWith({ 'main.tf': TIME_ROOT }))).toBe(false);
+    expect(
+      await declaresBackend(
+        dirWith({ 'main.tf': TIME_ROOT, 'be.tf': 'terraform {\n  backend "gcs" {}\n}\n' }),
+      ),
+    ).toBe(true);
+    expect(
+      await declaresBackend(
+        dirWith({ 'main.tf': 'terraform {\n  cloud {\n    organization = "x"\n  }\n}\n' }),
+      ),
+    ).toBe(true);
+    expect(
+      await declaresBackend(
+        dirWith({ 'main.tf.json': JSON.stringify({ terraform: { backend: { s3: {} } } }) }),
+      ),
+    ).toBe(true);
+    expect(
+      await declaresBackend(
+        dirWith({ 'main.tf': TIME_ROOT, [MANAGED_BACKEND_FILE]: 'terraform {\n  backend "s3" {}\n}\n' }),
+      ),
+    ).toBe(false);
+  });
+});
+
+describe.each(ENGINES)('Kumoss-managed state (%s)', (engine) => {
+  const s = stack();
+  const db = createDb(s.databaseUrl, { max: 2 });
+  afterAll(() => db.destroy());
+  const s3 = createS3Client({ endpoint: s.s3Endpoint, bucket: s.bucket, region: 'us-east-1' });
+  const managedState = stackManagedState(s, db, { lockPollMs: 50 });
+  const worker = (name: string, managed = managedState) =>
+    new RoundWorkspaces(
+      join(root, `${engine}-${name}`),
+      gitClient(),
+      {
+        terraform: { ...engineDeps(), managedState: managed },
+        tofu: { ...engineDeps('tofu'), managedState: managed },
+      },
+      engine,
+    );
+  const url = seedRepository(`team/managed-${engine}-${Date.now()}`, { 'main.tf': TIME_ROOT });
+  const sessionId = `s-managed-${engine}`;
+  const ref = (roundId: string): RoundRef => ({
+    sessionId,
+    roundId,
+    repositoryUrl: url,
+    iacPath: '',
+    scopeId: 'scope-managed',
+    cloud: 'aws',
+    branch: `kumoss/${sessionId}`,
+    engine,
+  });
+  const projectId = stateProjectId(url, '', 'scope-managed');
+  const key = managedStateKey('state', projectId);
+
+  it('keeps the state of a root without a backend in the object store, shared by every worker and never committed', async () => {
+    const a = await worker('a').get(ref('r1'));
+    await a.engine.apply({}, {});
+    const object = await s3.send(new GetObjectCommand({ Bucket: s.bucket, Key: key }));
+    const state = JSON.parse(await object.Body!.transformToString()) as {
+      serial: number;
+      lineage: string;
+      resources: { type: string; name: string }[];
+    };
+    expect(state.resources.map((r) => `${r.type}.${r.name}`)).toEqual(['time_static.created']);
+    expect(existsSync(join(a.iacDir, 'terraform.tfstate'))).toBe(false);
+    // The override is there for the engine, and for nothing else: not for git, not for the model.
+    expect(existsSync(join(a.iacDir, MANAGED_BACKEND_FILE))).toBe(true);
+    const status = execFileSync('git', ['status', '--porcelain', '--untracked-files=all'], { cwd: a.dir })
+      .toString()
+      .split('\n')
+      .filter((l) => l && !l.includes('.terraform'));
+    expect(status).toEqual([]);
+    expect((await readConfigFiles(a.iacDir, a.dir)).map((f) => f.path)).toEqual(['main.tf']);
+    // The store's credentials never reach an argument list.
+    expect(a.engine.calls.map((c) => c.args.join(' ')).join('\n')).not.toContain('S3RVER');
+
+    // Another worker, its own checkout: the same state, nothing to do.
+    const b = await worker('b').get(ref('r2'));
+    expect(b.dir).not.toBe(a.dir);
+    const plan = await b.engine.plan({ out: join(b.scratch, 'check.tfplan') });
+    expect(plan.hasChanges).toBe(false);
+    expect((await b.engine.stateVersion())?.serial).toBe(state.serial);
+  });
+
+  it('runs one state call at a time: a plan waits while another holds the lease, then runs', async () => {
+    expect(
+      await tryAcquireStateLock(db, projectId, 'test-holder', 'an apply on another worker', 60_000),
+    ).toEqual({ acquired: true });
+    const ws = await worker('c').get(ref('r3'));
+    const beats: string[] = [];
+    const plan = await ws.engine.plan(
+      { out: join(ws.scratch, 'wait.tfplan') },
+      {
+        heartbeat: (d) => {
+          beats.push(d);
+          // The holder finishes once the plan is seen waiting for it.
+          if (d.startsWith('waiting for the state lock')) void releaseStateLock(db, projectId, 'test-holder');
+        },
+      },
+    );
+    expect(beats[0]).toBe('waiting for the state lock held by an apply on another worker');
+    expect(plan.hasChanges).toBe(false);
+    // Released after the call: nothing holds the state now.
+    expect(
+      await db.selectFrom('state_locks').selectAll().where('state_project_id', '=', projectId).execute(),
+    ).toEqual([]);
+  });
+
+  it('takes over a lease its holder stopped renewing, and gives up on a live one after the lock wait', async () => {
+    // A holder killed mid-apply: its lease (1 ms) has run out by the time the plan, after its
+    // init, asks for it.
+    await tryAcquireStateLock(db, projectId, 'killed-worker', 'terraform apply (a killed worker)', 1);
+    const ws = await worker('d').get(ref('r4'));
+    const beats: string[] = [];
+    await ws.engine.plan({ out: join(ws.scratch, 'takeover.tfplan') }, { heartbeat: (d) => beats.push(d) });
+    expect(beats.filter((b) => b.startsWith('waiting for the state lock'))).toEqual([]);
+
+    // A live holder and a short lock wait: the call fails (and its activity is retried), the
+    // holder keeps the lease.
+    await tryAcquireStateLock(db, projectId, 'live-holder', 'a long apply', 60_000);
+    const impatient = stackManagedState(s, db, { lockPollMs: 50, lockWaitMs: 300 });
+    const e = await worker('e', impatient).get(ref('r5'));
+    const failed = await e.engine
+      .plan({ out: join(e.scratch, 'timeout.tfplan') })
+      .catch((err: unknown) => err);
+    expect(failed).toBeInstanceOf(StateLockTimeout);
+    expect((failed as Error).message).toBe('The state is locked by a long apply; waited 0 s for it');
+    const row = await db
+      .selectFrom('state_locks')
+      .select('holder')
+      .where('state_project_id', '=', projectId)
+      .executeTakeFirstOrThrow();
+    expect(row.holder).toBe('live-holder');
+    await releaseStateLock(db, projectId, 'live-holder');
+  });
+
+  it('leaves a root that declares its own backend alone', async () => {
+    const stateFile = join(mkdtempSync(join(root, 'own-')), 'own.tfstate');
+    const ownUrl = seedRepository(`team/own-backend-${engine}-${Date.now()}`, {
+      'main.tf': TIME_ROOT.replace(
+        'terraform {\n',
+        `terraform {\n  backend "local" {\n    path = ${JSON.stringify(stateFile)}\n  }\n`,
+      ),
+    });
+    const ws = await worker('f').get({ ...ref('r6'), repositoryUrl: ownUrl, sessionId: `s-own-${engine}` });
+    await ws.engine.apply({}, {});
+    expect(existsSync(stateFile)).toBe(true);
+    expect(existsSync(join(ws.iacDir, MANAGED_BACKEND_FILE))).toBe(false);
+    const listed = await s3.send(
+      new ListObjectsV2Command({
+        Bucket: s.bucket,
+        Prefix: `state/${stateProjectId(ownUrl, '', 'scope-managed')}/`,
+      }),
+    );
+    expect(listed.KeyCount ?? 0).toBe(0);
+  });
+});
