@@ -1,15 +1,18 @@
-// Git over HTTPS: clone a repository, work on the session branch, commit, push — through
-// `simple-git`, with argument arrays and an explicit environment. The token (GIT_TOKEN) travels as
-// an HTTP header through GIT_CONFIG_* environment entries — never in a URL, an argument list or a
-// log line. The embedded git host's CA is trusted through GIT_SSL_CAINFO. simple-git's guards stay
-// on: its argument check refuses options that run programs (`--upload-pack`, `-c core.sshCommand=…`)
-// and strips ambient GIT_* variables; the variables this client sets are allowed by name, and the
-// GIT_CONFIG_COUNT header entries (`allowUnsafeConfigEnvCount`) have their keys checked against
-// the same list of unsafe config keys.
+// Git over HTTPS: clone a repository, work on the session branch, commit, push — with argument
+// arrays and an explicit environment. The token (GIT_TOKEN) travels as an HTTP header through
+// GIT_CONFIG_* environment entries — never in a URL, an argument list or a log line. The embedded
+// git host's CA is trusted through GIT_SSL_CAINFO. Calls that reach the git host run through
+// `simple-git`; local plumbing runs as a plain process (simple-git adds 50 ms to every command
+// that prints nothing). Both pass simple-git's guards: its argument check (`vulnerabilityCheck`)
+// refuses options that run programs (`--upload-pack`, `-c core.sshCommand=…`, `-c
+// core.fsmonitor=…`); the environment is this client's own (ambient GIT_* variables never reach
+// git), and the GIT_CONFIG_COUNT header entries (`allowUnsafeConfigEnvCount`) have their keys
+// checked against the same list of unsafe config keys.
 import { mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname } from 'node:path';
 import { ApplicationFailure } from '@temporalio/activity';
+import { vulnerabilityCheck } from '@simple-git/argv-parser';
 import { simpleGit, type SimpleGit } from 'simple-git';
 import { ErrorTypes } from '../shared/errors';
 import { runProcess } from './process';
@@ -45,6 +48,9 @@ export class GitError extends Error {
     super(message);
   }
 }
+
+/** Verbs that talk to the git host: simple-git runs them (its block timeout for a stalled transfer). */
+const REMOTE_VERBS = new Set(['clone', 'fetch', 'push', 'pull', 'ls-remote']);
 
 export class GitClient {
   constructor(private readonly opts: GitOptions = {}) {}
@@ -106,8 +112,16 @@ export class GitClient {
     }).env(env);
   }
 
-  /** Runs `git args…` in `cwd`; throws GitError with git's own message on failure. */
+  /**
+   * Runs `git args…` in `cwd`; throws GitError with git's own message on failure. A call that
+   * reaches the git host goes through simple-git; local plumbing passes the same check of its
+   * arguments and environment (simple-git's own, `vulnerabilityCheck`) and then runs as a process:
+   * simple-git waits 50 ms after every command that prints nothing (its completion detection),
+   * which is most local plumbing — `reset`, `clean`, `add`, a `log --grep` that finds nothing —,
+   * and a round runs a dozen of them (`npm run bench`, bench/orchestration-overhead.ts).
+   */
   async run(args: string[], cwd?: string): Promise<string> {
+    if (!args.some((a) => REMOTE_VERBS.has(a))) return this.local(args, cwd);
     // simple-git rethrows an error of another class wrapped in its own: the caller gets ours.
     let failure: GitError | undefined;
     try {
@@ -115,6 +129,26 @@ export class GitClient {
     } catch (err) {
       throw failure ?? err;
     }
+  }
+
+  private async local(args: string[], cwd?: string): Promise<string> {
+    const env = this.env();
+    const allowed: Partial<Record<string, boolean>> = {
+      allowUnsafeConfigEnvCount: env.GIT_CONFIG_COUNT !== undefined,
+    };
+    const refused = vulnerabilityCheck(args, env).find((v) => allowed[v.category] !== true);
+    if (refused) throw new GitError(`git ${args[0]} refused: ${refused.message}`, '');
+    const r = await runProcess('git', args, {
+      cwd: cwd ?? tmpdir(),
+      env,
+      timeoutMs: this.opts.timeoutMs ?? 5 * 60 * 1000,
+      maxOutputBytes: 256 * 1024 * 1024,
+    });
+    if (r.exitCode !== 0) {
+      const msg = r.stderr.trim().split('\n').filter(Boolean).pop() ?? `exit code ${r.exitCode}`;
+      throw new GitError(`git ${args[0]} failed: ${msg}`, r.stderr, r.stdout, r.exitCode);
+    }
+    return r.stdout;
   }
 
   /** Remote branches of a repository (`git ls-remote --heads`), name → sha. */
@@ -153,7 +187,8 @@ export class GitClient {
   }): Promise<void> {
     const origin = (await this.run(['remote', 'get-url', 'origin'], opts.dir)).trim();
     if (origin !== opts.url) throw new GitError(`${opts.dir} is a checkout of another repository`, '');
-    await this.run(['fetch', '--quiet', '--no-tags', '--prune', 'origin'], opts.dir);
+    // --verbose: git always says something (a silent command costs 50 ms in simple-git).
+    await this.run(['fetch', '--verbose', '--no-tags', '--prune', 'origin'], opts.dir);
     await this.switchToBranch(opts.dir, opts.branch, opts.base, true);
     await this.run(['clean', '-ffdxq', ...(opts.keep ?? []).flatMap((k) => ['-e', k])], opts.dir);
   }
@@ -259,7 +294,7 @@ export class GitClient {
       return undefined;
     } catch (err) {
       if (!(err instanceof ApplicationFailure) || err.type !== ErrorTypes.BranchMoved) throw err;
-      await this.run(['fetch', '--quiet', '--no-tags', 'origin', branch], dir);
+      await this.run(['fetch', '--verbose', '--no-tags', 'origin', branch], dir);
       const theirs = (
         await this.run(['log', '--format=%H', '-F', `--grep=${marker}`, `origin/${branch}`], dir)
       )

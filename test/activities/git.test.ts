@@ -112,6 +112,10 @@ describe('git over HTTPS on the embedded git host', () => {
     await expect(git.run(['-c', `core.sshCommand=touch ${marker}`, 'ls-remote', url])).rejects.toThrow(
       /not permitted/,
     );
+    // Local plumbing, which runs without simple-git, passes the same check.
+    await expect(
+      git.run(['-c', `core.fsmonitor=touch ${marker}`, 'status'], join(tmp(), 'c1-missing')),
+    ).rejects.toThrow(/refused: Configuring core.fsmonitor is not permitted/);
     expect(existsSync(marker)).toBe(false);
     // An ambient GIT_DIR would point every call at another repository: it is dropped.
     const dir = join(tmp(), 'checkout');
