@@ -221,6 +221,46 @@ export async function getJson<T>(artifacts: ArtifactStore, k: string): Promise<T
   return JSON.parse(await artifacts.getText(k)) as T;
 }
 
+/**
+ * Writes a model's edits into the checkout (a drift cycle's remediation, a generate round's
+ * change): a path outside the repository is refused; a file that was in canonical form stays in it
+ * (`fmt`: small diffs that fmt leaves alone); each new text is stored under `changesPrefix`. Returns
+ * the uploads, for the caller to await beside its own writes, and the edited paths relative to the
+ * checkout (what the commit takes).
+ */
+export async function writeModelEdits(
+  ws: Workspace,
+  artifacts: ArtifactStore,
+  edits: { path: string; content: string }[],
+  originals: Map<string, string>,
+  changesPrefix: string,
+): Promise<{ uploads: Promise<unknown>[]; edited: string[] }> {
+  const uploads: Promise<unknown>[] = [];
+  for (const e of edits) {
+    const target = normalize(join(ws.iacDir, e.path));
+    if (relative(ws.dir, target).startsWith('..'))
+      throw ApplicationFailure.nonRetryable(
+        `The model proposed a file outside the repository: ${e.path}`,
+        ErrorTypes.InvalidInput,
+      );
+    const before = originals.get(e.path);
+    if (before !== undefined && /\.(tf|tfvars)$/.test(e.path)) {
+      try {
+        const [canonical, formatted] = await Promise.all([ws.engine.fmt(before), ws.engine.fmt(e.content)]);
+        if (canonical === before) e.content = formatted;
+      } catch {
+        // fmt rejects it: the validation cycle will say why.
+      }
+    }
+    mkdirSync(dirname(target), { recursive: true });
+    writeFileSync(target, e.content);
+    uploads.push(
+      handled(artifacts.putText(`${changesPrefix}/${e.path.replace(/\.\.\//g, '_up_/')}`, e.content)),
+    );
+  }
+  return { uploads, edited: edits.map((e) => relative(ws.dir, normalize(join(ws.iacDir, e.path)))) };
+}
+
 export function createDriftRoundActivities(deps: DriftRoundDeps) {
   const { workspaces, git, artifacts, model, catalogue } = deps;
 
@@ -408,39 +448,13 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
           '',
         ),
       });
-      const originals = new Map(files.map((f) => [f.path, f.content]));
-      const changeUploads: Promise<unknown>[] = [];
-      for (const e of remediation.edits) {
-        const target = normalize(join(ws.iacDir, e.path));
-        if (relative(ws.dir, target).startsWith('..'))
-          throw ApplicationFailure.nonRetryable(
-            `The model proposed a file outside the repository: ${e.path}`,
-            ErrorTypes.InvalidInput,
-          );
-        // A file that was in canonical form stays in it (`fmt`): small diffs that fmt leaves alone.
-        const before = originals.get(e.path);
-        if (before !== undefined && /\.(tf|tfvars)$/.test(e.path)) {
-          try {
-            const [canonical, formatted] = await Promise.all([
-              ws.engine.fmt(before),
-              ws.engine.fmt(e.content),
-            ]);
-            if (canonical === before) e.content = formatted;
-          } catch {
-            // fmt rejects it: the validation cycle will say why.
-          }
-        }
-        mkdirSync(dirname(target), { recursive: true });
-        writeFileSync(target, e.content);
-        changeUploads.push(
-          handled(
-            artifacts.putText(
-              key(ref, `iteration-${iteration}/group-${group}/changes/${e.path.replace(/\.\.\//g, '_up_/')}`),
-              e.content,
-            ),
-          ),
-        );
-      }
+      const { uploads: changeUploads, edited } = await writeModelEdits(
+        ws,
+        artifacts,
+        remediation.edits,
+        new Map(files.map((f) => [f.path, f.content])),
+        key(ref, `iteration-${iteration}/group-${group}/changes`),
+      );
       const result: GenerateOutput = {
         changed: false,
         files: remediation.edits.map((e) => e.path),
@@ -457,7 +471,6 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
         .filter((o) => !remediation.unremediable.some((u) => u.address === o.address))
         .map((o) => o.address);
       const message = `Reconcile drift: ${addresses.join(', ') || 'code changes'}\n\nRound ${ref.roundId}, iteration ${iteration}, group ${group + 1}.\n\n${marker}`;
-      const edited = remediation.edits.map((e) => relative(ws.dir, normalize(join(ws.iacDir, e.path))));
       const commit = await git.commitAll(ws.dir, message, edited);
       const saveDiff = async (): Promise<void> => {
         if (!commit.created) return;

@@ -3,17 +3,16 @@
 // with its SHA-256, the commit it was made from and the state serial it saw — and apply later runs
 // exactly that file, after checking that neither the branch nor the state moved since.
 import { createHash } from 'node:crypto';
-import { createReadStream, existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
-import { dirname, join, normalize, relative } from 'node:path';
+import { createReadStream, existsSync, readFileSync, readdirSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import type { ComplianceResult, PinnedPlan, PlanImpact } from '../shared/contracts';
 import { complianceRefusal, stalePlanMessage } from '../shared/contracts';
 import type { Db } from '../shared/db';
 import { toolPath, waitForTool } from '../shared/tools.mjs';
 import { runProcess } from './process';
-import { ErrorTypes } from '../shared/errors';
 import { toActivityFailure } from './drift-detection';
-import { configResources, getJson, handled, hooks, key, type DriftRoundDeps } from './drift-round';
+import { configResources, getJson, hooks, key, writeModelEdits, type DriftRoundDeps } from './drift-round';
 import { EngineError } from './engine';
 import type { FilterDecision, StateResource } from './model/port';
 import { readConfigFiles, type RoundRef, type Workspace } from './workspace';
@@ -189,29 +188,16 @@ export function createGenerateRoundActivities(deps: GenerateRoundDeps) {
             declined: generation.declined ?? 'The model proposed no change.',
           };
         }
-        const uploads: Promise<unknown>[] = [];
-        for (const e of generation.edits) {
-          const target = normalize(join(ws.iacDir, e.path));
-          if (relative(ws.dir, target).startsWith('..'))
-            throw ApplicationFailure.nonRetryable(
-              `The model proposed a file outside the repository: ${e.path}`,
-              ErrorTypes.InvalidInput,
-            );
-          mkdirSync(dirname(target), { recursive: true });
-          writeFileSync(target, e.content);
-          uploads.push(
-            handled(
-              artifacts.putText(
-                key(ref, `generate/cycle-${cycle}/changes/${e.path.replace(/\.\.\//g, '_up_/')}`),
-                e.content,
-              ),
-            ),
-          );
-        }
+        const { uploads, edited } = await writeModelEdits(
+          ws,
+          artifacts,
+          generation.edits,
+          new Map(files.map((f) => [f.path, f.content])),
+          key(ref, `generate/cycle-${cycle}/changes`),
+        );
         // The answer is stored before the commit exists: a retry that finds the commit reads it.
         await Promise.all([...uploads, artifacts.putJson(resultKey, result)]);
         const message = `Generate: ${generation.summary || input.text}\n\nRound ${ref.roundId}, cycle ${cycle}.\n\n${marker}`;
-        const edited = generation.edits.map((e) => relative(ws.dir, normalize(join(ws.iacDir, e.path))));
         const commit = await git.commitAll(ws.dir, message, edited);
         const done = { ...result, changed: commit.created, commit: commit.sha };
         const [adopted] = await Promise.all([

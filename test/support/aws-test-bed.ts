@@ -28,6 +28,8 @@ import {
   S3Client,
 } from '@aws-sdk/client-s3';
 import { EngineClient } from '../../activities/engine';
+import { MANAGED_BACKEND_FILE, type ManagedState } from '../../activities/managed-state';
+import { stateProjectId } from '../../shared/db/sessions';
 import type { EngineDeps } from '../../activities/drift-detection';
 import type { GitClient } from '../../activities/git';
 import { waitForTool } from '../../shared/tools.mjs';
@@ -946,6 +948,11 @@ export async function createAwsTestBed(opts: {
   engine: EngineDeps;
   /** Repository name on the git host (default: roots-<root>-<suffix>). */
   name?: string;
+  /**
+   * A root without a backend whose state Kumoss manages (activities/managed-state.ts): applied
+   * with that state, under the state project id of the bed's repository, IaC path and this scope.
+   */
+  managed?: { state: ManagedState; scopeId: string };
 }): Promise<AwsTestBed> {
   // Setup builds kumoss/aws in the background: the first bed of a fresh machine waits for it.
   await waitForTool('provider-aws');
@@ -960,9 +967,26 @@ export async function createAwsTestBed(opts: {
   for (const [name, text] of Object.entries(opts.spec.files(suffix))) {
     const target = join(rootDir, name);
     mkdirSync(dirname(target), { recursive: true });
-    writeFileSync(target, text.replace('STATE_PATH', statePath));
+    writeFileSync(
+      target,
+      opts.managed
+        ? text.replace(/\n {2}backend "local" \{\n[^}]*\}\n/, '\n')
+        : text.replace('STATE_PATH', statePath),
+    );
   }
-  const engine = new EngineClient({ ...opts.engine, workdir: rootDir, scopeId: 'scope-test' });
+  const name = opts.name ?? `roots-${opts.spec.name}-${suffix}`;
+  const repoUrl = `${opts.gitHostUrl}/${name}.git`;
+  const engine = new EngineClient({
+    ...opts.engine,
+    workdir: rootDir,
+    scopeId: 'scope-test',
+    ...(opts.managed
+      ? {
+          managedState: opts.managed.state,
+          stateProjectId: stateProjectId(repoUrl, iacPath, opts.managed.scopeId),
+        }
+      : {}),
+  });
   // The roots are in canonical form, as a team that runs `terraform fmt` keeps them.
   for (const name of Object.keys(opts.spec.files(suffix))) {
     const target = join(rootDir, name);
@@ -972,12 +996,14 @@ export async function createAwsTestBed(opts: {
   await engine.init();
   await engine.apply();
   const statePlanFile = join(dir, 'state.json');
-  await engine.showJson(statePath, statePlanFile);
+  if (opts.managed) {
+    await engine.stateJson(statePlanFile);
+    // Written for this checkout only; the pushed root declares no backend.
+    rmSync(join(rootDir, MANAGED_BACKEND_FILE));
+  } else await engine.showJson(statePath, statePlanFile);
   const resources = stateResources(JSON.parse(readFileSync(statePlanFile, 'utf8')));
   const ids = new Map(resources.map((r) => [r.address, String(r.values.id)]));
   const attrs = new Map(resources.map((r) => [r.address, r.values]));
-  const name = opts.name ?? `roots-${opts.spec.name}-${suffix}`;
-  const repoUrl = `${opts.gitHostUrl}/${name}.git`;
   const git = (...args: string[]) => opts.git.run(args, repo);
   await git('init', '--quiet', '--initial-branch=main');
   await git('add', '--all');

@@ -102,7 +102,8 @@ export async function temporalHarness(
     taskQueue,
     worker,
     async close() {
-      worker.shutdown();
+      // A test may have stopped the worker itself (to hand its work to another).
+      if (worker.getState() === 'RUNNING') worker.shutdown();
       await running;
       await connection.close();
       await nativeConnection.close();
