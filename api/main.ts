@@ -64,6 +64,7 @@ const app = createApp({
       max_drift_reports: config.orchestration.max_drift_reports,
       drift_group_operations: config.orchestration.drift_group_operations,
       activity_heartbeat_seconds: config.orchestration.activity_heartbeat_seconds,
+      max_repair_cycles: config.orchestration.max_repair_cycles,
     },
     artifacts,
     presignTtlSeconds: config.storage.presign_ttl_seconds,

@@ -31,6 +31,7 @@ export interface SessionRouteDeps {
     max_drift_reports: number;
     drift_group_operations: number;
     activity_heartbeat_seconds?: number;
+    max_repair_cycles?: number;
   };
   /** This process's LISTEN connection (api/events-hub.ts): streams wake, cached details drop. */
   hub?: EventsHub;

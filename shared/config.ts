@@ -85,6 +85,8 @@ export const configSchema = z.object({
     session_events_poll_ms: z.number().int().min(50).max(10_000).default(500),
     /** A worker that dies mid-activity is noticed after this long; the activity then runs elsewhere. */
     activity_heartbeat_seconds: z.number().int().min(5).max(3600).default(60),
+    /** Times a generate round's model may repair a change that does not validate. */
+    max_repair_cycles: z.number().int().min(0).max(10).default(2),
   }),
   prompts: z.object({
     /** The prompt catalogue: targeting policies, drift-exception rules, resource prompts. */
@@ -206,6 +208,7 @@ export const ENV_OVERRIDES: Record<string, string> = {
   KUMOSS_MAX_SESSION_EVENTS_ITERATION: 'orchestration.max_session_events_iteration',
   KUMOSS_SESSION_EVENTS_POLL_MS: 'orchestration.session_events_poll_ms',
   KUMOSS_ACTIVITY_HEARTBEAT_SECONDS: 'orchestration.activity_heartbeat_seconds',
+  KUMOSS_MAX_REPAIR_CYCLES: 'orchestration.max_repair_cycles',
   KUMOSS_PROMPTS_DIR: 'prompts.dir',
   KUMOSS_POLICIES_DIR: 'compliance.policies_dir',
   KUMOSS_MODEL_PROVIDER: 'model.provider',

@@ -388,6 +388,8 @@ export interface SessionSettings {
   drift_group_operations: number;
   /** Heartbeat timeout of the session's round activities (orchestration.activity_heartbeat_seconds). */
   activity_heartbeat_seconds?: number;
+  /** Repair cycles of its generate rounds (orchestration.max_repair_cycles; absent: the default, 2). */
+  max_repair_cycles?: number;
 }
 
 export interface SessionState extends SessionSettings {

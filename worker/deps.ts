@@ -141,6 +141,7 @@ export function buildActivities(
       max_drift_reports: config.orchestration.max_drift_reports,
       drift_group_operations: config.orchestration.drift_group_operations,
       activity_heartbeat_seconds: config.orchestration.activity_heartbeat_seconds,
+      max_repair_cycles: config.orchestration.max_repair_cycles,
     },
     git,
     artifacts,

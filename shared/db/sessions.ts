@@ -27,6 +27,7 @@ export interface SessionDefaults {
   max_drift_reports: number;
   drift_group_operations: number;
   activity_heartbeat_seconds?: number;
+  max_repair_cycles?: number;
 }
 
 /**
@@ -54,6 +55,7 @@ export async function insertSession(
     branch: sessionBranch(s.session_id),
     max_drift_reports: defaults.max_drift_reports,
     drift_group_operations: defaults.drift_group_operations,
+    ...(defaults.max_repair_cycles !== undefined ? { max_repair_cycles: defaults.max_repair_cycles } : {}),
     ...(defaults.activity_heartbeat_seconds
       ? { activity_heartbeat_seconds: defaults.activity_heartbeat_seconds }
       : {}),

@@ -17,6 +17,14 @@ describe('loadConfig', () => {
     expect(c.orchestration.drift_group_operations).toBe(8);
     expect(c.services.authz.enabled).toBe(false);
     expect(c.engine.binary).toBe('terraform');
+    expect(c.orchestration.max_repair_cycles).toBe(2);
+    expect(c.state).toEqual({
+      managed: true,
+      bucket: '',
+      prefix: 'state',
+      lock_ttl_seconds: 30,
+      lock_wait_seconds: 600,
+    });
   });
 
   it('lets the environment override a key, parsing numbers and booleans', () => {
@@ -25,7 +33,11 @@ describe('loadConfig', () => {
       KUMOSS_AUTHZ_ENABLED: 'true',
       TEMPORAL_ADDRESS: 'temporal.example:7233',
       KUMOSS_ENGINE: 'tofu',
+      KUMOSS_MAX_REPAIR_CYCLES: '0',
+      KUMOSS_MANAGED_STATE: 'false',
     });
+    expect(c.orchestration.max_repair_cycles).toBe(0);
+    expect(c.state.managed).toBe(false);
     expect(c.orchestration.max_drift_reports).toBe(5);
     expect(c.services.authz.enabled).toBe(true);
     expect(c.temporal.address).toBe('temporal.example:7233');

@@ -125,4 +125,33 @@ describe('generateRound with the Anthropic provider (loopback Messages API)', ()
     );
     for (const r of api.requests) expect(r.body.tool_choice).toEqual({ type: 'tool', name: 'answer' });
   });
+
+  it('stops at orchestration.max_repair_cycles: with none allowed, the invalid change is reverted and the round ends uncompleted', async () => {
+    const session_id = `s-${randomUUID().slice(0, 8)}`;
+    const before = api.requests.length;
+    const result: GenerateRoundResult = await h.client.workflow.execute(generateRound, {
+      taskQueue: h.taskQueue,
+      workflowId: generateRoundWorkflowId(session_id, 'r1'),
+      args: [
+        {
+          session_id,
+          round_id: 'r1',
+          repository_url: bed.repoUrl,
+          cloud: 'aws',
+          scope_id: 'scope-test',
+          iac_path: bed.iacPath,
+          text: 'Create a versioned S3 bucket for the access logs.',
+          max_repair_cycles: 0,
+        },
+      ],
+    });
+    expect(result.status).toBe('uncompleted');
+    expect(result.repairs).toBe(0);
+    expect(result.pinned_plan).toBeUndefined();
+    expect(result.reason).toMatch(
+      /^The change did not validate after 0 repair cycle\(s\): terraform validate failed: Error: Unsupported argument \(main\.tf line \d+\); it was reverted\.$/,
+    );
+    // The filter and one answer: no repair request.
+    expect(api.requests.length - before).toBe(2);
+  });
 });
