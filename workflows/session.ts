@@ -392,7 +392,9 @@ export async function session(input: SessionInput): Promise<SessionState> {
             {
               ...roundSettings(state, op),
               text: op.text ?? '',
-              ...(state.max_repair_cycles !== undefined ? { max_repair_cycles: state.max_repair_cycles } : {}),
+              ...(state.max_repair_cycles !== undefined
+                ? { max_repair_cycles: state.max_repair_cycles }
+                : {}),
             },
           ],
           memo: { request: { mode: 'generate', text: op.text ?? '', actor_uuid: op.actor_uuid ?? null } },
