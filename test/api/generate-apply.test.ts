@@ -14,7 +14,7 @@ import { GENERATE_MISMATCH, type PinnedPlan, type SessionRound } from '../../sha
 import { createDb, migrate, type Db } from '../../shared/db';
 import { NEEDS_MODEL } from '../../activities/model/offline-generate';
 import { roleTokens, startTestApi, waitForSession, type TestApi } from '../support/api';
-import { awsClients, createAwsTestBed, DEMO_ROOT, type AwsTestBed } from '../support/aws-test-bed';
+import { awsClients, type AwsTestBed } from '../support/aws-test-bed';
 import {
   artifactStore,
   engineDeps,
@@ -22,6 +22,7 @@ import {
   stack,
   temporalHarness,
   type TemporalHarness,
+  demoAwsBed,
 } from '../support/stack';
 
 interface Detail {
@@ -49,12 +50,7 @@ describe('generate rounds and apply', () => {
     await migrate(db);
     Object.assign(tokens, await roleTokens(db, 'org-generate'));
     api = await startTestApi(h, db);
-    bed = await createAwsTestBed({
-      spec: DEMO_ROOT,
-      gitHostUrl: s.gitHostUrl,
-      git: gitClient(),
-      engine: engineDeps('terraform', s.awsEndpoint),
-    });
+    bed = await demoAwsBed();
   });
   afterAll(async () => {
     api?.close();

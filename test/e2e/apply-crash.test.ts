@@ -19,7 +19,7 @@ import {
   sessionBranch,
 } from '../../shared/ids';
 import { applyRound, generateRound } from '../../workflows';
-import { awsClients, createAwsTestBed, DEMO_ROOT, type AwsTestBed } from '../support/aws-test-bed';
+import { awsClients, type AwsTestBed } from '../support/aws-test-bed';
 import { workerProcess } from '../support/processes';
 import {
   artifactStore,
@@ -28,6 +28,7 @@ import {
   stack,
   temporalHarness,
   type TemporalHarness,
+  demoAwsBed,
 } from '../support/stack';
 
 describe('apply survives its worker being killed during terraform apply (SIGKILL)', () => {
@@ -37,14 +38,8 @@ describe('apply survives its worker being killed during terraform apply (SIGKILL
   const dirs: string[] = [];
 
   beforeAll(async () => {
-    const s = stack();
     h = await temporalHarness('apply-crash');
-    bed = await createAwsTestBed({
-      spec: DEMO_ROOT,
-      gitHostUrl: s.gitHostUrl,
-      git: gitClient(),
-      engine: engineDeps('terraform', s.awsEndpoint),
-    });
+    bed = await demoAwsBed();
   });
   afterAll(async () => {
     for (const c of children) c.kill('SIGKILL');

@@ -21,7 +21,7 @@ import { stateProjectId } from '../../shared/db/sessions';
 import { createS3Client } from '../../shared/object-store';
 import { createWorker } from '../../worker/worker';
 import { roleTokens, startTestApi, waitForSession, type TestApi } from '../support/api';
-import { awsClients, createAwsTestBed, DEMO_ROOT, type AwsTestBed } from '../support/aws-test-bed';
+import { awsClients, type AwsTestBed } from '../support/aws-test-bed';
 import {
   engineDeps,
   gitClient,
@@ -29,6 +29,7 @@ import {
   temporalHarness,
   testActivities,
   type TemporalHarness,
+  demoAwsBed,
 } from '../support/stack';
 import { stackManagedState } from '../support/test-stack';
 
@@ -63,13 +64,7 @@ describe('Kumoss-managed state shared by workers', () => {
     h = await temporalHarness('managed', testActivities({ workDir: tmp() }));
     Object.assign(tokens, await roleTokens(db, 'org-managed'));
     api = await startTestApi(h, db);
-    bed = await createAwsTestBed({
-      spec: DEMO_ROOT,
-      gitHostUrl: s.gitHostUrl,
-      git: gitClient(),
-      engine: engineDeps('terraform', s.awsEndpoint),
-      managed: { state: stackManagedState(s, db), scopeId: SCOPE },
-    });
+    bed = await demoAwsBed({ state: stackManagedState(s, db), scopeId: SCOPE });
   });
   afterAll(async () => {
     api?.close();

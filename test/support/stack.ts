@@ -20,6 +20,8 @@ import { quietKnownWarnings } from '../../shared/logger';
 import { projectRoot } from '../../shared/config';
 import type { DriftRoundInput } from '../../shared/contracts';
 import { createDriftTestBed, type DriftTestBed } from './drift-test-bed';
+import { createAwsTestBed, DEMO_ROOT, type AwsTestBed } from './aws-test-bed';
+import type { ManagedState } from '../../activities/managed-state';
 import type { TestStack } from './global-setup';
 import { stackActivities, stackEngineDeps, type EngineKind, type TestActivityOptions } from './test-stack';
 
@@ -113,6 +115,21 @@ export async function temporalHarness(
 
 /** Every string in a workflow history, payload bytes decoded as UTF-8 (to scan for secrets). */
 export { flattenText as historyText } from './secret-scan';
+
+/**
+ * The AWS-shaped demo root (kumoss/aws into the run's moto), applied with terraform and pushed to
+ * the run's git host; `managed` applies it with Kumoss-managed state instead of a local backend.
+ */
+export function demoAwsBed(managed?: { state: ManagedState; scopeId: string }): Promise<AwsTestBed> {
+  const s = stack();
+  return createAwsTestBed({
+    spec: DEMO_ROOT,
+    gitHostUrl: s.gitHostUrl,
+    git: gitClient(),
+    engine: stackEngineDeps('terraform', s.awsEndpoint),
+    ...(managed ? { managed } : {}),
+  });
+}
 
 /** A drift test bed on the run's git host, applied with `engine`. */
 export function newTestBed(opts: { engine?: EngineKind; withTime?: boolean } = {}): Promise<DriftTestBed> {

@@ -14,15 +14,8 @@ import {
   type MessagesLoopback,
   type RecordedRequest,
 } from '../support/anthropic-loopback';
-import { createAwsTestBed, DEMO_ROOT, type AwsTestBed } from '../support/aws-test-bed';
-import {
-  engineDeps,
-  gitClient,
-  stack,
-  temporalHarness,
-  testActivities,
-  type TemporalHarness,
-} from '../support/stack';
+import type { AwsTestBed } from '../support/aws-test-bed';
+import { temporalHarness, testActivities, type TemporalHarness, demoAwsBed } from '../support/stack';
 
 const API_KEY = 'sk-ant-KUMOSS-SECRET-generate-0123456789';
 
@@ -71,7 +64,6 @@ describe('generateRound with the Anthropic provider (loopback Messages API)', ()
   let bed: AwsTestBed;
 
   beforeAll(async () => {
-    const s = stack();
     api = await startMessagesLoopback(generateScript);
     const model = new AnthropicModel({
       apiKey: API_KEY,
@@ -80,12 +72,7 @@ describe('generateRound with the Anthropic provider (loopback Messages API)', ()
       smallModel: 'claude-test-small',
     });
     h = await temporalHarness('generate-anthropic', testActivities({ model }));
-    bed = await createAwsTestBed({
-      spec: DEMO_ROOT,
-      gitHostUrl: s.gitHostUrl,
-      git: gitClient(),
-      engine: engineDeps('terraform', s.awsEndpoint),
-    });
+    bed = await demoAwsBed();
   });
   afterAll(async () => {
     await bed?.destroy();
@@ -93,9 +80,10 @@ describe('generateRound with the Anthropic provider (loopback Messages API)', ()
     await api?.close();
   });
 
-  it('repairs a change that does not validate with the engine diagnostic, then pins a plan that passes the audit', async () => {
+  /** A generate round of a new session asking for the bucket. */
+  const bucketRound = (extra: { max_repair_cycles?: number } = {}): Promise<GenerateRoundResult> => {
     const session_id = `s-${randomUUID().slice(0, 8)}`;
-    const result: GenerateRoundResult = await h.client.workflow.execute(generateRound, {
+    return h.client.workflow.execute(generateRound, {
       taskQueue: h.taskQueue,
       workflowId: generateRoundWorkflowId(session_id, 'r1'),
       args: [
@@ -107,9 +95,14 @@ describe('generateRound with the Anthropic provider (loopback Messages API)', ()
           scope_id: 'scope-test',
           iac_path: bed.iacPath,
           text: 'Create a versioned S3 bucket for the access logs.',
+          ...extra,
         },
       ],
     });
+  };
+
+  it('repairs a change that does not validate with the engine diagnostic, then pins a plan that passes the audit', async () => {
+    const result = await bucketRound();
     expect(result.status).toBe('completed');
     expect(result.repairs).toBe(1);
     expect(result.pinned_plan?.impact).toEqual(
@@ -127,24 +120,8 @@ describe('generateRound with the Anthropic provider (loopback Messages API)', ()
   });
 
   it('stops at orchestration.max_repair_cycles: with none allowed, the invalid change is reverted and the round ends uncompleted', async () => {
-    const session_id = `s-${randomUUID().slice(0, 8)}`;
     const before = api.requests.length;
-    const result: GenerateRoundResult = await h.client.workflow.execute(generateRound, {
-      taskQueue: h.taskQueue,
-      workflowId: generateRoundWorkflowId(session_id, 'r1'),
-      args: [
-        {
-          session_id,
-          round_id: 'r1',
-          repository_url: bed.repoUrl,
-          cloud: 'aws',
-          scope_id: 'scope-test',
-          iac_path: bed.iacPath,
-          text: 'Create a versioned S3 bucket for the access logs.',
-          max_repair_cycles: 0,
-        },
-      ],
-    });
+    const result = await bucketRound({ max_repair_cycles: 0 });
     expect(result.status).toBe('uncompleted');
     expect(result.repairs).toBe(0);
     expect(result.pinned_plan).toBeUndefined();
