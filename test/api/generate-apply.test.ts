@@ -13,7 +13,7 @@ import { EngineClient } from '../../activities/engine';
 import { GENERATE_MISMATCH, type PinnedPlan, type SessionRound } from '../../shared/contracts';
 import { createDb, migrate, type Db } from '../../shared/db';
 import { NEEDS_MODEL } from '../../activities/model/offline-generate';
-import { roleTokens, startTestApi, waitForSession, type TestApi } from '../support/api';
+import { postAccepted, roleTokens, startTestApi, waitForSession, type TestApi } from '../support/api';
 import { awsClients, type AwsTestBed } from '../support/aws-test-bed';
 import {
   artifactStore,
@@ -69,12 +69,7 @@ describe('generate rounds and apply', () => {
   });
   const settled = async (sessionId: string, rounds: number): Promise<Detail> =>
     (await waitForSession(api, tokens.developer ?? '', sessionId, rounds)) as unknown as Detail;
-  const post = async (path: string, body?: unknown) => {
-    const r = await api.call('POST', path, tokens.devops, body);
-    expect(r.status).toBe(202);
-    expect(r.body.accepted).toBe(true);
-    return r.body as { session_id: string; round_id: string };
-  };
+  const post = (path: string, body?: unknown) => postAccepted(api, tokens.devops ?? '', path, body);
   /** A plan of the session branch against the real state: whether anything is left to do. */
   const freshPlanHasChanges = async (branch: string): Promise<boolean> => {
     const dir = mkdtempSync(join(tmpdir(), 'kumoss-generate-verify-'));

@@ -20,7 +20,7 @@ import { createDb, migrate, type Db } from '../../shared/db';
 import { stateProjectId } from '../../shared/db/sessions';
 import { createS3Client } from '../../shared/object-store';
 import { createWorker } from '../../worker/worker';
-import { roleTokens, startTestApi, waitForSession, type TestApi } from '../support/api';
+import { postAccepted, roleTokens, startTestApi, waitForSession, type TestApi } from '../support/api';
 import { awsClients, type AwsTestBed } from '../support/aws-test-bed';
 import {
   engineDeps,
@@ -81,12 +81,7 @@ describe('Kumoss-managed state shared by workers', () => {
 
   const settled = async (sessionId: string, rounds: number): Promise<Detail> =>
     (await waitForSession(api, tokens.developer ?? '', sessionId, rounds)) as unknown as Detail;
-  const post = async (path: string, body?: unknown) => {
-    const r = await api.call('POST', path, tokens.devops, body);
-    expect(r.status).toBe(202);
-    expect(r.body.accepted).toBe(true);
-    return r.body as { session_id: string; round_id: string };
-  };
+  const post = (path: string, body?: unknown) => postAccepted(api, tokens.devops ?? '', path, body);
 
   it('pins a plan on one worker, applies it on another, and a fresh checkout plans nothing', async () => {
     const s = stack();

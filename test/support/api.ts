@@ -7,6 +7,7 @@ import type { CodecRouteDeps } from '../../api/routes/codec';
 import type { SessionRound } from '../../shared/contracts';
 import type { Db } from '../../shared/db';
 import { createUser, ROLES, type Role } from '../../shared/db/users';
+import { expect } from 'vitest';
 import { artifactStore, stack, type TemporalHarness } from './stack';
 
 export interface TestApi {
@@ -101,6 +102,19 @@ export async function waitForSession(
     await new Promise((res) => setTimeout(res, 200));
   }
   throw new Error(`session ${sessionId} did not settle with ${rounds} round(s)`);
+}
+
+/** A POST the API answers `202` and accepts: the session and the round it started. */
+export async function postAccepted(
+  api: TestApi,
+  token: string,
+  path: string,
+  body?: unknown,
+): Promise<{ session_id: string; round_id: string }> {
+  const r = await api.call('POST', path, token, body);
+  expect(r.status).toBe(202);
+  expect(r.body.accepted).toBe(true);
+  return r.body as { session_id: string; round_id: string };
 }
 
 /** A developer, a devops and an admin in a fresh organization; their tokens by role. */
