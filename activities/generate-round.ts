@@ -429,10 +429,13 @@ export function createGenerateRoundActivities(deps: GenerateRoundDeps) {
           `${override ? `Compliance findings overridden by an admin: ${override.reason}\n\n` : ''}${applied.output}`,
         );
         if (!applied.ok) {
-          throw ApplicationFailure.nonRetryable(
-            `terraform apply failed: ${applied.error ?? 'see the apply log'}`,
-            'ApplyFailed',
-          );
+          // The log travels with the failure: the failed round still shows what the engine said.
+          throw ApplicationFailure.create({
+            message: `terraform apply failed: ${applied.error ?? 'see the apply log'}`,
+            type: 'ApplyFailed',
+            nonRetryable: true,
+            details: [{ log_key: logKey }],
+          });
         }
         const after = await ws.engine.stateVersion(h);
         const { create, update, replace, destroy } = pinned.impact;

@@ -1,10 +1,25 @@
 // An apply round (issue 16): status apply, then completed or failed. It runs exactly the plan a
 // generate round pinned (activities/generate-round.ts applyPinnedPlan): refused when the branch or
 // the state moved since it was planned, never applied twice.
-import { ApplicationFailure, isCancellation, proxyActivities, setCurrentDetails } from '@temporalio/workflow';
+import {
+  ApplicationFailure,
+  isCancellation,
+  patched,
+  proxyActivities,
+  setCurrentDetails,
+} from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { applyRoundInputSchema, type ApplyRoundInput, type ApplyRoundResult } from '../shared/contracts';
-import { parseRoundInput, roundFailureReason, roundRecorder, roundRefOf } from './round-recorder';
+import {
+  failureLogKey,
+  parseRoundInput,
+  roundFailureReason,
+  roundRecorder,
+  roundRefOf,
+} from './round-recorder';
+
+/** A failed apply records its log as the round's report (runs started before replay without it). */
+export const APPLY_FAILURE_LOG_PATCH = 'apply-failure-log';
 
 export async function applyRound(rawInput: ApplyRoundInput): Promise<ApplyRoundResult> {
   const input = parseRoundInput(applyRoundInputSchema, rawInput, 'apply round');
@@ -32,10 +47,18 @@ export async function applyRound(rawInput: ApplyRoundInput): Promise<ApplyRoundR
     };
   } catch (err) {
     if (isCancellation(err)) throw err;
+    const logKey = failureLogKey(err);
+    const withLog = logKey !== undefined && patched(APPLY_FAILURE_LOG_PATCH);
+    if (withLog) rec.artifact(logKey, 'report');
     rec.status('failed');
     const reason = roundFailureReason(err);
     setCurrentDetails(`Failed: ${reason}`);
-    throw ApplicationFailure.nonRetryable(reason, 'ApplyRoundFailed');
+    throw ApplicationFailure.create({
+      message: reason,
+      type: 'ApplyRoundFailed',
+      nonRetryable: true,
+      details: withLog ? [{ log_key: logKey }] : [],
+    });
   } finally {
     await rec.flushed();
   }

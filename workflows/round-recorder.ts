@@ -82,6 +82,20 @@ export function roundFailureReason(err: unknown): string {
   return err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err);
 }
 
+/**
+ * The log a failed step left (`details[0].log_key` of an ApplicationFailure anywhere in the cause
+ * chain: a failed apply's), so the failed round still shows it.
+ */
+export function failureLogKey(err: unknown): string | undefined {
+  for (let e: unknown = err; e instanceof Error; e = e.cause) {
+    if (e instanceof ApplicationFailure) {
+      const d = e.details?.[0] as { log_key?: unknown } | undefined;
+      if (typeof d?.log_key === 'string') return d.log_key;
+    }
+  }
+  return undefined;
+}
+
 /** Where a round's steps work: the session's repository, root, scope and branch. */
 export function roundRefOf(input: {
   session_id: string;

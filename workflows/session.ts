@@ -46,6 +46,7 @@ import { applyRoundWorkflowId, driftRoundWorkflowId, generateRoundWorkflowId } f
 import { driftRoundSearchAttributes } from '../shared/search-attributes';
 import type { Activities } from '../activities';
 import { applyRound } from './apply-round';
+import { failureLogKey } from './round-recorder';
 import { driftRound } from './drift-round';
 import { generateRound } from './generate-round';
 import { operationSignal, operationUpdate, sessionQuery } from '../shared/messages';
@@ -380,6 +381,9 @@ export async function session(input: SessionInput): Promise<SessionState> {
           } else {
             round.status = 'failed';
             round.failure_reason = reason;
+            // The apply log of a failed apply: what the engine said.
+            const logKey = failureLogKey(err);
+            if (logKey) round.report_key = logKey;
             state.status = 'FAILED';
           }
         }

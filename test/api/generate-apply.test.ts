@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { DescribeSecurityGroupsCommand } from '@aws-sdk/client-ec2';
+import { DeleteSecurityGroupCommand, DescribeSecurityGroupsCommand } from '@aws-sdk/client-ec2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EngineClient } from '../../activities/engine';
 import { GENERATE_MISMATCH, type PinnedPlan, type SessionRound } from '../../shared/contracts';
@@ -254,5 +254,26 @@ describe('generate rounds and apply', () => {
     expect(fresh.pinned_plan?.round_id).toBe(again.round_id);
     expect(fresh.pinned_plan?.commit).toBe((await gitClient().remoteBranches(bed.repoUrl)).get(d.branch));
     expect(fresh.pinned_plan?.commit).not.toBe(d.pinned_plan?.commit);
+  });
+
+  it('a failed apply fails the round and the session with the engine’s first error, and keeps the log', async () => {
+    const start = await post('/api/v1/generate', first('Add tag Stage=review to aws_security_group.web'));
+    const d = await settled(start.session_id, 1);
+    expect(d.rounds[0]).toEqual(expect.objectContaining({ status: 'completed' }));
+    expect(d.pinned_plan?.compliance?.passed).toBe(true);
+    // Between review and apply, someone deletes the group in the console: the cloud refuses the
+    // plan's change, though neither the branch nor the state moved (a saved plan is not refreshed).
+    await awsClients(stack().awsEndpoint).ec2.send(
+      new DeleteSecurityGroupCommand({ GroupId: bed.ids.get('aws_security_group.web') ?? '' }),
+    );
+    await post(`/api/v1/sessions/${start.session_id}/apply`);
+    const failed = await settled(start.session_id, 2);
+    expect(failed.rounds[1]).toEqual(expect.objectContaining({ kind: 'apply', status: 'failed' }));
+    expect(failed.rounds[1]?.failure_reason).toMatch(/aws_security_group\.web: .*NotFound/);
+    expect(failed.status).toBe('FAILED');
+    // The failed round keeps the apply log: what the engine said.
+    expect(failed.rounds[1]?.report_key).toMatch(/\/apply\/apply\.log$/);
+    const log = await artifactStore().getText(failed.rounds[1]?.report_key ?? '');
+    expect(log).toMatch(/Error: .*NotFound/);
   });
 });
