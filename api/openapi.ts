@@ -1,7 +1,12 @@
 // The OpenAPI document, generated from the same zod schemas the routes validate with.
 import { z } from 'zod';
 import { driftReportSchema } from '../shared/drift-report';
-import { acceptedSchema, firstRequestSchema, followUpRequestSchema } from '../shared/contracts';
+import {
+  acceptedSchema,
+  firstRequestSchema,
+  followUpRequestSchema,
+  sessionDetailSchema,
+} from '../shared/contracts';
 import {
   cloudConnectionSchema,
   detectInputSchema,
@@ -81,6 +86,11 @@ export function openApiDocument(): Record<string, unknown> {
         FirstRequest: schema(firstRequestSchema),
         FollowUpRequest: schema(followUpRequestSchema),
         Accepted: schema(acceptedSchema),
+        SessionDetail: z.toJSONSchema(sessionDetailSchema, {
+          target: 'openapi-3.0',
+          unrepresentable: 'any',
+          io: 'output',
+        }),
         Stack: schema(stackSpecSchema),
         RemediateItems: schema(remediateItemsSchema),
         RunnerSchedule: schema(runnerScheduleSchema),
@@ -177,7 +187,13 @@ export function openApiDocument(): Record<string, unknown> {
         get: {
           summary: 'Session detail (developer)',
           parameters: [sessionId],
-          responses: { '200': { description: 'The session' }, ...errors(401, 403, 404, 503) },
+          responses: {
+            '200': {
+              description: 'The session',
+              content: { 'application/json': { schema: { $ref: '#/components/schemas/SessionDetail' } } },
+            },
+            ...errors(401, 403, 404, 503),
+          },
         },
       },
       '/api/v1/sessions/{id}/apply': {

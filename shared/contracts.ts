@@ -411,3 +411,91 @@ export interface SessionState extends SessionSettings {
    */
   rounds?: SessionRound[];
 }
+
+// The session detail (`GET /api/v1/sessions/{id}`), as the OpenAPI document describes it and the
+// web application reads it (its type is generated from the document: `npm run web:types`).
+const planImpactSchema = z.object({
+  create: z.number().int(),
+  update: z.number().int(),
+  replace: z.number().int(),
+  destroy: z.number().int(),
+  destroyed: z.array(z.string()),
+  replaced: z.array(z.string()),
+});
+const complianceResultSchema = z.object({
+  passed: z.boolean(),
+  deny: z.array(z.string()),
+  warn: z.array(z.string()),
+  report_key: z.string(),
+  policies: z.string().nullable(),
+});
+const pinnedPlanSchema = z.object({
+  round_id: z.string(),
+  key: z.string(),
+  sha256: z.string(),
+  commit: z.string(),
+  state_serial: z.number().int().nullable(),
+  state_lineage: z.string().nullable(),
+  impact: planImpactSchema,
+  compliance: complianceResultSchema.optional(),
+});
+const sessionRoundDetailSchema = z.object({
+  round_id: z.string(),
+  kind: z.enum(['partial', 'full', 'generate', 'apply', 'pull_request', 'merge']),
+  text: z.string().optional(),
+  status: z.enum(ROUND_STATUSES),
+  workflow_id: z.string().optional(),
+  outcome: z.enum(['Succeeded', 'Partial', 'Failed']).optional(),
+  summary: z.string().optional(),
+  report_key: z.string().optional(),
+  failure_reason: z.string().optional(),
+  reason: z.string().optional(),
+  commit: z.string().optional(),
+});
+export const sessionDetailSchema = z.object({
+  session_id: z.string(),
+  repository_url: z.string(),
+  cloud: z.enum(CLOUDS),
+  scope_id: z.string(),
+  iac_path: z.string(),
+  /** Hash of repository URL, IaC path and scope id: where Kumoss keeps the state of a root without a backend. */
+  state_project_id: z.string(),
+  created_at: z.string(),
+  status: z.enum(SESSION_STATUSES),
+  locked: z.boolean(),
+  lock_reason: z.string().nullable(),
+  /** `admin` (an admin's lock) or `plan` (a pinned plan's, cleared by its apply). */
+  lock_kind: z.enum(['admin', 'plan']).nullable(),
+  /** The plan a generate round pinned — hash, commit, state serial — and its impact banner. */
+  pinned_plan: pinnedPlanSchema.nullable(),
+  /** An admin's override of the pinned plan's compliance findings, with the reason. */
+  compliance_override: z
+    .object({ round_id: z.string(), reason: z.string(), by: z.string().nullable(), at: z.string() })
+    .nullable(),
+  branch: z.string(),
+  in_flight: z.object({ round_id: z.string(), kind: z.string() }).nullable(),
+  rounds: z.array(sessionRoundDetailSchema),
+  pull_request: z
+    .object({
+      provider: z.string(),
+      number: z.number().int().nullable(),
+      url: z.string().nullable(),
+      status: z.enum(['open', 'merged']),
+      base: z.string(),
+      merge_commit: z.string().nullable(),
+    })
+    .nullable(),
+  /** The session's artifacts with presigned GET URLs (they expire: presign_ttl_seconds). */
+  artifacts: z.array(z.object({ key: z.string(), url: z.string() })),
+  /** Seconds until the first of those URLs expires: read the detail again before then. */
+  artifacts_expire_in_seconds: z.number().int(),
+});
+export type SessionDetail = z.infer<typeof sessionDetailSchema>;
+
+// The contracts above and the schema agree (a change to one that the other lacks fails the typecheck).
+type Agrees<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const detailAgrees: [
+  Agrees<z.infer<typeof pinnedPlanSchema>, PinnedPlan>,
+  Agrees<z.infer<typeof sessionRoundDetailSchema>, SessionRound>,
+] = [true, true];
+void detailAgrees;

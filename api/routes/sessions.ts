@@ -9,6 +9,7 @@ import { parseBody } from '../validation';
 import { reuseMargin, type ArtifactStore } from '../../shared/object-store';
 import { sessionArtifacts } from '../../shared/db/artifacts';
 import { sessionRounds } from '../../shared/db/sessions';
+import type { SessionDetail } from '../../shared/contracts';
 import { authenticate, currentUser, requireRole } from '../auth';
 import {
   acceptedBody,
@@ -27,10 +28,10 @@ interface CachedDetail {
   organization_uuid: string;
   /** When the first of its presigned URLs expires (epoch ms). */
   expiresAt: number;
-  body: Record<string, unknown>;
+  body: Omit<SessionDetail, 'artifacts_expire_in_seconds'>;
 }
 
-function served(d: CachedDetail): Record<string, unknown> {
+function served(d: CachedDetail): SessionDetail {
   return { ...d.body, artifacts_expire_in_seconds: Math.floor((d.expiresAt - Date.now()) / 1000) };
 }
 
@@ -176,11 +177,11 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
       body: {
         session_id: row.session_id,
         repository_url: row.repository_url,
-        cloud: row.cloud,
+        cloud: row.cloud as SessionDetail['cloud'],
         scope_id: row.scope_id,
         iac_path: row.iac_path,
         state_project_id: row.state_project_id,
-        created_at: row.created_at,
+        created_at: new Date(row.created_at).toISOString(),
         status: row.status,
         locked: lock !== undefined,
         lock_reason: lock ? lock.reason : null,

@@ -30,12 +30,16 @@ export async function startTestApi(
   mapping: { enabled: boolean; url: string } = { enabled: false, url: '' },
   codec?: CodecRouteDeps,
   webDist?: string,
-  extra: Pick<AppDeps, 'requestLog' | 'metrics'> = {},
+  extra: Pick<AppDeps, 'requestLog' | 'metrics'> & {
+    /** Session settings new sessions take (the configuration's `orchestration.*`). */
+    orchestration?: { max_repair_cycles?: number };
+  } = {},
 ): Promise<TestApi> {
+  const { orchestration, ...appExtra } = extra;
   // Every test API listens for the store's notifications, as the API process does.
   const hub = startEventsHub(stack().databaseUrl);
   const app = createApp({
-    ...extra,
+    ...appExtra,
     ...(webDist ? { webDist, artifactOrigin: stack().s3Endpoint } : {}),
     checks: [],
     authz,
@@ -46,7 +50,7 @@ export async function startTestApi(
       db,
       client: h.client,
       taskQueue: h.taskQueue,
-      orchestration: { max_drift_reports: 3, drift_group_operations: 8 },
+      orchestration: { max_drift_reports: 3, drift_group_operations: 8, ...orchestration },
       artifacts: artifactStore(),
       presignTtlSeconds: 60,
       events,

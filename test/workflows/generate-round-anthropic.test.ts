@@ -14,8 +14,10 @@ import {
   type MessagesLoopback,
   type RecordedRequest,
 } from '../support/anthropic-loopback';
+import { postAccepted, roleTokens, startTestApi, waitForSession } from '../support/api';
 import type { AwsTestBed } from '../support/aws-test-bed';
-import { temporalHarness, testActivities, type TemporalHarness, demoAwsBed } from '../support/stack';
+import { createDb, migrate } from '../../shared/db';
+import { demoAwsBed, stack, temporalHarness, testActivities, type TemporalHarness } from '../support/stack';
 
 const API_KEY = 'sk-ant-KUMOSS-SECRET-generate-0123456789';
 
@@ -81,7 +83,7 @@ describe('generateRound with the Anthropic provider (loopback Messages API)', ()
   });
 
   /** A generate round of a new session asking for the bucket. */
-  const bucketRound = (extra: { max_repair_cycles?: number } = {}): Promise<GenerateRoundResult> => {
+  const bucketRound = (): Promise<GenerateRoundResult> => {
     const session_id = `s-${randomUUID().slice(0, 8)}`;
     return h.client.workflow.execute(generateRound, {
       taskQueue: h.taskQueue,
@@ -95,7 +97,6 @@ describe('generateRound with the Anthropic provider (loopback Messages API)', ()
           scope_id: 'scope-test',
           iac_path: bed.iacPath,
           text: 'Create a versioned S3 bucket for the access logs.',
-          ...extra,
         },
       ],
     });
@@ -119,16 +120,33 @@ describe('generateRound with the Anthropic provider (loopback Messages API)', ()
     for (const r of api.requests) expect(r.body.tool_choice).toEqual({ type: 'tool', name: 'answer' });
   });
 
-  it('stops at orchestration.max_repair_cycles: with none allowed, the invalid change is reverted and the round ends uncompleted', async () => {
-    const before = api.requests.length;
-    const result = await bucketRound({ max_repair_cycles: 0 });
-    expect(result.status).toBe('uncompleted');
-    expect(result.repairs).toBe(0);
-    expect(result.pinned_plan).toBeUndefined();
-    expect(result.reason).toMatch(
-      /^The change did not validate after 0 repair cycle\(s\): terraform validate failed: Error: Unsupported argument \(main\.tf line \d+\); it was reverted\.$/,
-    );
-    // The filter and one answer: no repair request.
-    expect(api.requests.length - before).toBe(2);
+  it('stops at orchestration.max_repair_cycles: a session started with none allowed reverts the invalid change and ends the round uncompleted', async () => {
+    const db = createDb(stack().databaseUrl);
+    await migrate(db);
+    const tokens = await roleTokens(db, 'org-repairs');
+    const http = await startTestApi(h, db, undefined, undefined, undefined, undefined, undefined, {
+      orchestration: { max_repair_cycles: 0 },
+    });
+    try {
+      const before = api.requests.length;
+      const start = await postAccepted(http, tokens.devops, '/api/v1/generate', {
+        repository_url: bed.repoUrl,
+        cloud: 'aws',
+        scope_id: 'scope-test',
+        iac_path: bed.iacPath,
+        text: 'Create a versioned S3 bucket for the access logs.',
+      });
+      const d = await waitForSession(http, tokens.developer, start.session_id, 1);
+      expect(d.rounds[0]).toEqual(expect.objectContaining({ kind: 'generate', status: 'uncompleted' }));
+      expect(d.rounds[0]?.reason).toMatch(
+        /^The change did not validate after 0 repair cycle\(s\): terraform validate failed: Error: Unsupported argument \(main\.tf line \d+\); it was reverted\.$/,
+      );
+      expect(d.pinned_plan).toBeNull();
+      // The filter and one answer: no repair request.
+      expect(api.requests.length - before).toBe(2);
+    } finally {
+      http.close();
+      await db.destroy();
+    }
   });
 });

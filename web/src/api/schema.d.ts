@@ -459,7 +459,9 @@ export interface paths {
                     headers: {
                         [name: string]: unknown;
                     };
-                    content?: never;
+                    content: {
+                        "application/json": components["schemas"]["SessionDetail"];
+                    };
                 };
                 /** @description Error */
                 401: {
@@ -3838,6 +3840,86 @@ export interface components {
             accepted: boolean;
             refusal?: string;
             reason?: string;
+        };
+        SessionDetail: {
+            session_id: string;
+            repository_url: string;
+            /** @enum {string} */
+            cloud: "azure" | "gcp" | "aws" | "oci" | "kubernetes";
+            scope_id: string;
+            iac_path: string;
+            state_project_id: string;
+            created_at: string;
+            /** @enum {string} */
+            status: "ACTIVE" | "FAILED" | "MERGED";
+            locked: boolean;
+            lock_reason: string | null;
+            /** @enum {string|null} */
+            lock_kind: "admin" | "plan" | null;
+            pinned_plan: {
+                round_id: string;
+                key: string;
+                sha256: string;
+                commit: string;
+                state_serial: number | null;
+                state_lineage: string | null;
+                impact: {
+                    create: number;
+                    update: number;
+                    replace: number;
+                    destroy: number;
+                    destroyed: string[];
+                    replaced: string[];
+                };
+                compliance?: {
+                    passed: boolean;
+                    deny: string[];
+                    warn: string[];
+                    report_key: string;
+                    policies: string | null;
+                };
+            } | null;
+            compliance_override: {
+                round_id: string;
+                reason: string;
+                by: string | null;
+                at: string;
+            } | null;
+            branch: string;
+            in_flight: {
+                round_id: string;
+                kind: string;
+            } | null;
+            rounds: {
+                round_id: string;
+                /** @enum {string} */
+                kind: "partial" | "full" | "generate" | "apply" | "pull_request" | "merge";
+                text?: string;
+                /** @enum {string} */
+                status: "started" | "filtering" | "generating" | "validating" | "report" | "apply" | "completed" | "uncompleted" | "failed";
+                workflow_id?: string;
+                /** @enum {string} */
+                outcome?: "Succeeded" | "Partial" | "Failed";
+                summary?: string;
+                report_key?: string;
+                failure_reason?: string;
+                reason?: string;
+                commit?: string;
+            }[];
+            pull_request: {
+                provider: string;
+                number: number | null;
+                url: string | null;
+                /** @enum {string} */
+                status: "open" | "merged";
+                base: string;
+                merge_commit: string | null;
+            } | null;
+            artifacts: {
+                key: string;
+                url: string;
+            }[];
+            artifacts_expire_in_seconds: number;
         };
         Stack: {
             name: string;

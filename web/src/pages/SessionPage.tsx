@@ -5,7 +5,7 @@
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { lazy, Suspense, useEffect, useState, type FormEvent } from 'react';
 import { api, errorMessage, type Me } from '../api/client';
-import type { Artifact } from '../artifacts/Artifacts';
+import type { components } from '../api/schema';
 import { ModeChoice, type DriftMode } from '../components/ModeChoice';
 import { navigate } from '../router';
 import { Alert } from '../components/Alert';
@@ -13,62 +13,10 @@ import { Alert } from '../components/Alert';
 // diff2html, highlight.js and the Markdown renderer load only with a session's artifacts.
 const RoundArtifacts = lazy(() => import('../artifacts/Artifacts'));
 
-interface Round {
-  round_id: string;
-  kind: string;
-  text?: string;
-  status: string;
-  workflow_id?: string;
-  outcome?: string;
-  summary?: string;
-  failure_reason?: string;
-  reason?: string;
-}
-
-interface Detail {
-  session_id: string;
-  repository_url: string;
-  cloud: string;
-  scope_id: string;
-  iac_path: string;
-  state_project_id: string;
-  status: string;
-  locked: boolean;
-  lock_reason: string | null;
-  lock_kind?: 'admin' | 'plan' | null;
-  pinned_plan?: PinnedPlan | null;
-  compliance_override?: { round_id: string; reason: string } | null;
-  branch: string;
-  in_flight: { round_id: string; kind: string } | null;
-  rounds: Round[];
-  pull_request: PullRequest | null;
-  artifacts: Artifact[];
-}
-
-interface PinnedPlan {
-  round_id: string;
-  sha256: string;
-  commit: string;
-  state_serial: number | null;
-  impact: {
-    create: number;
-    update: number;
-    replace: number;
-    destroy: number;
-    destroyed: string[];
-    replaced: string[];
-  };
-  compliance?: { passed: boolean; deny: string[]; warn: string[] };
-}
-
-interface PullRequest {
-  provider: string;
-  number: number | null;
-  url: string | null;
-  status: 'open' | 'merged';
-  base: string;
-  merge_commit: string | null;
-}
+// The session detail as the API's OpenAPI document describes it (shared/contracts.ts
+// sessionDetailSchema; `npm run web:types`).
+type Detail = components['schemas']['SessionDetail'];
+type PinnedPlan = NonNullable<Detail['pinned_plan']>;
 
 /** Live statuses by round, from the event stream. */
 function useLiveStatuses(sessionId: string, onRoundEnd: () => void): Record<string, string> {
@@ -99,7 +47,7 @@ export function SessionPage({ sessionId, uiUrl, me }: { sessionId: string; uiUrl
     queryFn: async (): Promise<Detail> => {
       const { data, error } = await api.GET('/api/v1/sessions/{id}', { params: { path: { id: sessionId } } });
       if (error) throw new Error(errorMessage(error));
-      return data as unknown as Detail;
+      return data;
     },
   });
   const [refresh] = useState(
