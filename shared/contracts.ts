@@ -91,44 +91,47 @@ export const generateRoundInputSchema = sessionRoundSchema.extend({
 export type GenerateRoundInput = z.input<typeof generateRoundInputSchema>;
 
 /** What a plan would do, from its `show -json`: the impact banner. */
-export interface PlanImpact {
-  create: number;
-  update: number;
-  replace: number;
-  destroy: number;
+const planImpactSchema = z.object({
+  create: z.number().int(),
+  update: z.number().int(),
+  replace: z.number().int(),
+  destroy: z.number().int(),
   /** Addresses the plan destroys (not counting replacements). */
-  destroyed: string[];
+  destroyed: z.array(z.string()),
   /** Addresses the plan replaces (destroy and create). */
-  replaced: string[];
-}
-
-/** The reviewed plan a generate round pinned: apply runs exactly this file. */
-export interface PinnedPlan {
-  round_id: string;
-  /** Object key of the saved plan file. */
-  key: string;
-  /** SHA-256 of the plan file, checked before apply. */
-  sha256: string;
-  /** The session branch's commit the plan was made from. */
-  commit: string;
-  /** The state serial and lineage the plan saw (null: no state yet). */
-  state_serial: number | null;
-  state_lineage: string | null;
-  impact: PlanImpact;
-  /** The compliance audit of this plan (absent: plans pinned before the audit). */
-  compliance?: ComplianceResult;
-}
+  replaced: z.array(z.string()),
+});
+export type PlanImpact = z.infer<typeof planImpactSchema>;
 
 /** What OPA said of a pinned plan: deny-level findings block apply, warn-level ones are reported. */
-export interface ComplianceResult {
-  passed: boolean;
-  deny: string[];
-  warn: string[];
+const complianceResultSchema = z.object({
+  passed: z.boolean(),
+  deny: z.array(z.string()),
+  warn: z.array(z.string()),
   /** The audit report artifact. */
-  report_key: string;
+  report_key: z.string(),
   /** The policy directory audited (`policies/<cloud>`), or none for a cloud without policies. */
-  policies: string | null;
-}
+  policies: z.string().nullable(),
+});
+export type ComplianceResult = z.infer<typeof complianceResultSchema>;
+
+/** The reviewed plan a generate round pinned: apply runs exactly this file. */
+const pinnedPlanSchema = z.object({
+  round_id: z.string(),
+  /** Object key of the saved plan file. */
+  key: z.string(),
+  /** SHA-256 of the plan file, checked before apply. */
+  sha256: z.string(),
+  /** The session branch's commit the plan was made from. */
+  commit: z.string(),
+  /** The state serial and lineage the plan saw (null: no state yet). */
+  state_serial: z.number().int().nullable(),
+  state_lineage: z.string().nullable(),
+  impact: planImpactSchema,
+  /** The compliance audit of this plan (absent: plans pinned before the audit). */
+  compliance: complianceResultSchema.optional(),
+});
+export type PinnedPlan = z.infer<typeof pinnedPlanSchema>;
 
 /** Apply's refusal of a plan with deny-level findings and no admin override. */
 export const complianceRefusal = (deny: string[]): string =>
@@ -360,20 +363,8 @@ export interface PullRequestRecord {
   merge_commit: string | null;
 }
 
-export interface SessionRound {
-  round_id: string;
-  kind: OperationKind;
-  text?: string;
-  status: RoundStatus;
-  workflow_id?: string;
-  outcome?: 'Succeeded' | 'Partial' | 'Failed';
-  summary?: string;
-  report_key?: string;
-  failure_reason?: string;
-  reason?: string;
-  /** The merge commit of a merge operation. */
-  commit?: string;
-}
+/** A round of a session, as the session detail lists it (sessionRoundDetailSchema, below). */
+export type SessionRound = z.infer<typeof sessionRoundDetailSchema>;
 
 export interface SessionSettings {
   session_id: string;
@@ -414,31 +405,6 @@ export interface SessionState extends SessionSettings {
 
 // The session detail (`GET /api/v1/sessions/{id}`), as the OpenAPI document describes it and the
 // web application reads it (its type is generated from the document: `npm run web:types`).
-const planImpactSchema = z.object({
-  create: z.number().int(),
-  update: z.number().int(),
-  replace: z.number().int(),
-  destroy: z.number().int(),
-  destroyed: z.array(z.string()),
-  replaced: z.array(z.string()),
-});
-const complianceResultSchema = z.object({
-  passed: z.boolean(),
-  deny: z.array(z.string()),
-  warn: z.array(z.string()),
-  report_key: z.string(),
-  policies: z.string().nullable(),
-});
-const pinnedPlanSchema = z.object({
-  round_id: z.string(),
-  key: z.string(),
-  sha256: z.string(),
-  commit: z.string(),
-  state_serial: z.number().int().nullable(),
-  state_lineage: z.string().nullable(),
-  impact: planImpactSchema,
-  compliance: complianceResultSchema.optional(),
-});
 const sessionRoundDetailSchema = z.object({
   round_id: z.string(),
   kind: z.enum(['partial', 'full', 'generate', 'apply', 'pull_request', 'merge']),
@@ -450,6 +416,7 @@ const sessionRoundDetailSchema = z.object({
   report_key: z.string().optional(),
   failure_reason: z.string().optional(),
   reason: z.string().optional(),
+  /** The merge commit of a merge operation. */
   commit: z.string().optional(),
 });
 export const sessionDetailSchema = z.object({
@@ -491,11 +458,3 @@ export const sessionDetailSchema = z.object({
   artifacts_expire_in_seconds: z.number().int(),
 });
 export type SessionDetail = z.infer<typeof sessionDetailSchema>;
-
-// The contracts above and the schema agree (a change to one that the other lacks fails the typecheck).
-type Agrees<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
-const detailAgrees: [
-  Agrees<z.infer<typeof pinnedPlanSchema>, PinnedPlan>,
-  Agrees<z.infer<typeof sessionRoundDetailSchema>, SessionRound>,
-] = [true, true];
-void detailAgrees;
