@@ -115,7 +115,9 @@ describe('stacks: scheduled detection and the drift inbox', () => {
     repository_url: bed.repoUrl,
     cloud: 'aws',
     scope_id: 'test-scope',
-    schedule: { interval_minutes: 60, jitter_seconds: 30 },
+    // Hourly, half an hour from now: a run the test did not trigger never lands inside it (an
+    // interval of 60 minutes fires on the hour, and a test crossing it got a run of its own).
+    schedule: { cron: `${(new Date().getUTCMinutes() + 30) % 60} * * * *`, jitter_seconds: 30 },
   });
 
   /** Triggers the stack's schedule and waits for the run after the ones already recorded. */
