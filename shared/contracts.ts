@@ -149,33 +149,7 @@ export interface GenerateRoundResult {
   repairs: number;
 }
 
-export const applyRoundInputSchema = sessionRoundSchema.extend({
-  pinned: z.object({
-    round_id: z.string(),
-    key: z.string(),
-    sha256: z.string(),
-    commit: z.string(),
-    state_serial: z.number().int().nullable(),
-    state_lineage: z.string().nullable(),
-    impact: z.object({
-      create: z.number(),
-      update: z.number(),
-      replace: z.number(),
-      destroy: z.number(),
-      destroyed: z.array(z.string()),
-      replaced: z.array(z.string()),
-    }),
-    compliance: z
-      .object({
-        passed: z.boolean(),
-        deny: z.array(z.string()),
-        warn: z.array(z.string()),
-        report_key: z.string(),
-        policies: z.string().nullable(),
-      })
-      .optional(),
-  }),
-});
+export const applyRoundInputSchema = sessionRoundSchema.extend({ pinned: pinnedPlanSchema });
 export type ApplyRoundInput = z.input<typeof applyRoundInputSchema>;
 
 export interface ApplyRoundResult {
