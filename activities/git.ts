@@ -1,6 +1,7 @@
 // Git over HTTPS: clone a repository, work on the session branch, commit, push — with argument
-// arrays and an explicit environment. The token (GIT_TOKEN) travels as an HTTP header through
-// GIT_CONFIG_* environment entries — never in a URL, an argument list or a log line. The embedded
+// arrays and an explicit environment. A host's token travels as an HTTP header bound to that host's
+// origin (`http.<origin>/.extraHeader`, through GIT_CONFIG_* environment entries) — never to another
+// host, and never in a URL, an argument list or a log line. The embedded
 // git host's CA is trusted through GIT_SSL_CAINFO. Calls that reach the git host run through
 // `simple-git`; local plumbing runs as a plain process (simple-git adds 50 ms to every command
 // that prints nothing). Both pass simple-git's guards: its argument check (`vulnerabilityCheck`)
@@ -20,11 +21,10 @@ import { runProcess } from './process';
 export interface GitOptions {
   /** CA bundle for the git host (the embedded host's self-signed CA). */
   caFile?: string;
-  /** Token for the git host (GIT_TOKEN); sent as a basic-auth header. */
-  token?: string;
   /**
-   * Tokens for particular servers, by origin (`https://127.0.0.1:3443`): the embedded Gitea's token
-   * goes only there, and GIT_TOKEN never does.
+   * Tokens by origin (`https://github.com`, `https://127.0.0.1:3443`), each sent as a basic-auth
+   * header to that origin only (scheme, host and port must match). There is no token for "any host":
+   * a repository on an origin not named here is fetched without credentials.
    */
   hostTokens?: Record<string, string>;
   author?: { name: string; email: string };
@@ -70,10 +70,8 @@ export class GitClient {
     const header = (token: string) =>
       `Authorization: Basic ${Buffer.from(`x-access-token:${token}`).toString('base64')}`;
     const entries: [string, string][] = [];
-    if (this.opts.token) entries.push(['http.extraHeader', header(this.opts.token)]);
     for (const [origin, token] of Object.entries(this.opts.hostTokens ?? {})) {
-      // An empty value first resets what the generic entry added, for that server only.
-      entries.push([`http.${origin}/.extraHeader`, ''], [`http.${origin}/.extraHeader`, header(token)]);
+      entries.push([`http.${new URL(origin).origin}/.extraHeader`, header(token)]);
     }
     if (entries.length > 0) {
       env.GIT_CONFIG_COUNT = String(entries.length);

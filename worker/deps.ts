@@ -111,6 +111,27 @@ export function runnerDeps(config: KumossConfig, db: Db) {
   };
 }
 
+/**
+ * Which origin gets which token: GIT_TOKEN goes only to the hosts named in `services.github.hosts`
+ * and `services.gitlab.hosts`, GITEA_TOKEN only to `services.gitea.url`. A repository on any other
+ * origin is fetched without credentials (and fails there if it needs them).
+ */
+export function gitHostTokens(
+  config: KumossConfig,
+  env: Partial<Record<string, string>>,
+): Record<string, string> {
+  const tokens: Record<string, string> = {};
+  const gitToken = env.GIT_TOKEN;
+  if (gitToken) {
+    for (const host of [...config.services.github.hosts, ...config.services.gitlab.hosts]) {
+      tokens[new URL(`https://${host}`).origin] = gitToken;
+    }
+  }
+  const giteaUrl = config.services.gitea.url;
+  if (giteaUrl && env.GITEA_TOKEN) tokens[new URL(giteaUrl).origin] = env.GITEA_TOKEN;
+  return tokens;
+}
+
 export function buildActivities(
   config: KumossConfig,
   db: Db,
@@ -124,8 +145,7 @@ export function buildActivities(
   const giteaUrl = config.services.gitea.url;
   const git = new GitClient({
     caFile: gitTrustBundle(config),
-    token: process.env.GIT_TOKEN,
-    ...(giteaUrl && giteaToken ? { hostTokens: { [new URL(giteaUrl).origin]: giteaToken } } : {}),
+    hostTokens: gitHostTokens(config, process.env),
   });
   // One set of engine slots for the process: terraform and tofu calls share them.
   const slots = new EngineSlots(config.engine.max_concurrent);

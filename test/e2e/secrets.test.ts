@@ -78,7 +78,7 @@ describe('secrets stay out of histories, artifacts, logs and responses', () => {
       certsDir: join(hostDir, 'certs'),
       requireToken: GIT_TOKEN,
     });
-    git = new GitClient({ caFile: host.caPath, token: GIT_TOKEN });
+    git = new GitClient({ caFile: host.caPath, hostTokens: { [host.url]: GIT_TOKEN } });
     model = await startMessagesLoopback(driftScript);
     runners = await startRunnerBed(stack().databaseUrl);
     h = await temporalHarness(

@@ -53,8 +53,8 @@ export function artifactStore(): ArtifactStore {
   );
 }
 
-export function gitClient(token?: string): GitClient {
-  return new GitClient({ caFile: stack().gitCaFile, token });
+export function gitClient(): GitClient {
+  return new GitClient({ caFile: stack().gitCaFile });
 }
 
 export const ENGINES = ['terraform', 'tofu'] as const satisfies readonly EngineKind[];
