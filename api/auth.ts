@@ -118,6 +118,25 @@ export function authenticate(db: Db): RequestHandler {
   };
 }
 
+/**
+ * Whether the credential this request authenticated with still names the same user with the same
+ * role, read from the store (not the token cache): an open event stream asks it when users change,
+ * and ends when the answer is no (a revoked token, a signed-out or revoked browser session, a role
+ * changed).
+ */
+export async function stillAuthenticated(db: Db, req: Request): Promise<boolean> {
+  const was = req.user;
+  if (!was) return false;
+  const m = /^Bearer\s+(\S+)$/i.exec(req.get('authorization') ?? '');
+  const cookie = m ? undefined : cookieValue(req, SESSION_COOKIE);
+  const now = m?.[1]
+    ? await findUserByToken(db, m[1])
+    : cookie
+      ? await findUserByAuthSession(db, cookie)
+      : undefined;
+  return now?.user_uuid === was.user_uuid && now.role === was.role;
+}
+
 const ROLE_MESSAGES: Record<Role, string> = {
   developer: 'Requires the developer operation role.',
   devops: 'Requires the devops operation role.',

@@ -17,8 +17,11 @@ export interface EventsHub {
   watch(sessionId: string): SessionWatch;
   /** Says at once in this process that a session changed (its own write; others hear the NOTIFY). */
   changed(sessionId: string): void;
-  /** Calls `listener` with each changed session id, or null when anything may have changed. */
-  onChange(listener: (sessionId: string | null) => void): void;
+  /**
+   * Calls `listener` with each changed session id, or null when anything may have changed; the
+   * returned function stops it.
+   */
+  onChange(listener: (sessionId: string | null) => void): () => void;
   /** Whether notifications are arriving (else the streams poll). */
   readonly connected: boolean;
   close(): Promise<void>;
@@ -45,11 +48,11 @@ export function startEventsHub(
     w.go?.();
   };
   const wake = (sessionId: string): void => {
-    for (const l of changeListeners) l(sessionId);
+    for (const l of [...changeListeners]) l(sessionId);
     for (const w of watchers.get(sessionId) ?? []) mark(w);
   };
   const wakeAll = (): void => {
-    for (const l of changeListeners) l(null);
+    for (const l of [...changeListeners]) l(null);
     for (const set of watchers.values()) for (const w of set) mark(w);
   };
 
@@ -94,6 +97,10 @@ export function startEventsHub(
     },
     onChange(listener) {
       changeListeners.push(listener);
+      return () => {
+        const i = changeListeners.indexOf(listener);
+        if (i >= 0) changeListeners.splice(i, 1);
+      };
     },
     watch(sessionId) {
       // Clean: the stream reads the backlog after it starts watching, so a change from then on is

@@ -48,7 +48,7 @@ const app = createApp({
   mapping: config.services.mapping,
   codec: {
     codec,
-    uiOrigin: config.temporal.ui_codec_trust_origin ? new URL(config.temporal.ui_url).origin : '',
+    uiOrigin: new URL(config.temporal.ui_url).origin,
   },
   sessions: {
     db,

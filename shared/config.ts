@@ -17,11 +17,6 @@ export const configSchema = z.object({
     namespace: z.string().min(1).default('default'),
     task_queue: z.string().min(1).default('kumoss'),
     ui_url: z.string().url().default('http://127.0.0.1:8233'),
-    /**
-     * The codec endpoint decrypts for a browser on the Web UI's origin without a token (the
-     * embedded Web UI has no login). Set false on a shared deployment: then only tokens decrypt.
-     */
-    ui_codec_trust_origin: z.boolean().default(true),
   }),
   engine: z.object({
     binary: z.enum(['terraform', 'tofu']).default('terraform'),
@@ -187,7 +182,6 @@ export const ENV_OVERRIDES: Record<string, string> = {
   TEMPORAL_NAMESPACE: 'temporal.namespace',
   KUMOSS_TASK_QUEUE: 'temporal.task_queue',
   KUMOSS_TEMPORAL_UI_URL: 'temporal.ui_url',
-  KUMOSS_UI_CODEC_TRUST_ORIGIN: 'temporal.ui_codec_trust_origin',
   KUMOSS_ENGINE: 'engine.binary',
   KUMOSS_ENGINE_AWS_ENDPOINT_URL: 'engine.aws_endpoint_url',
   KUMOSS_ENGINE_MAX_CONCURRENT: 'engine.max_concurrent',

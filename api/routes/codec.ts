@@ -1,18 +1,22 @@
 // The codec endpoint of Temporal's remote-codec protocol (what the Web UI calls to show encrypted
 // payloads decrypted): POST /codec/decode and /codec/encode with {"payloads":[{metadata, data}]},
-// every byte field base64. Allowed for a caller with a valid token, or for the browser of the
-// configured Web UI origin (CORS) — the embedded Web UI has no login of its own.
+// every byte field base64. Only for a signed-in user: a valid token (`Authorization: Bearer`) or the
+// web application's session cookie, which the Web UI's browser sends along when its codec setting
+// "include cross-origin credentials" is on (CORS with credentials, for the Web UI's origin only).
+// Where a request comes from proves nothing: an Origin header is the caller's to write.
 import express, { Router, type Request } from 'express';
 import type { PayloadCodec } from '@temporalio/common';
 import { z } from 'zod';
 import type { Db } from '../../shared/db';
+import { findUserByAuthSession } from '../../shared/db/auth-sessions';
 import { findUserByToken } from '../../shared/db/users';
+import { cookieValue, SESSION_COOKIE } from '../auth';
 import { HttpError } from '../errors';
 import { parseBody } from '../validation';
 
 export interface CodecRouteDeps {
   codec: PayloadCodec | undefined;
-  /** Origin of the Temporal Web UI (temporal.ui_url) trusted without a token; empty: tokens only. */
+  /** Origin of the Temporal Web UI (temporal.ui_url): the one origin CORS lets call with credentials. */
   uiOrigin: string;
 }
 
@@ -46,6 +50,7 @@ export function createCodecRouter(deps: CodecRouteDeps, db: Db | undefined): Rou
       res.set('Access-Control-Allow-Origin', deps.uiOrigin);
       res.set('Access-Control-Allow-Methods', 'POST, OPTIONS');
       res.set('Access-Control-Allow-Headers', 'Content-Type, X-Namespace, Authorization');
+      res.set('Access-Control-Allow-Credentials', 'true');
       res.set('Vary', 'Origin');
     }
     if (req.method === 'OPTIONS') {
@@ -56,9 +61,11 @@ export function createCodecRouter(deps: CodecRouteDeps, db: Db | undefined): Rou
   });
 
   const allowed = async (req: Request): Promise<boolean> => {
-    if (deps.uiOrigin && req.get('origin') === deps.uiOrigin) return true;
+    if (!db) return false;
     const m = /^Bearer\s+(\S+)$/i.exec(req.get('authorization') ?? '');
-    return !!(m?.[1] && db && (await findUserByToken(db, m[1])));
+    if (m?.[1]) return !!(await findUserByToken(db, m[1]));
+    const cookie = cookieValue(req, SESSION_COOKIE);
+    return !!(cookie && (await findUserByAuthSession(db, cookie)));
   };
 
   for (const op of ['encode', 'decode'] as const) {
@@ -67,7 +74,7 @@ export function createCodecRouter(deps: CodecRouteDeps, db: Db | undefined): Rou
         throw new HttpError(
           401,
           'unauthorized',
-          'Send a valid token, or call from the configured Web UI origin.',
+          'Sign in to Kumoss first: send a valid token, or the web application\'s session cookie (in the Web UI, turn on "include cross-origin credentials" in the codec settings).',
         );
       }
       const { payloads } = parseBody(bodySchema, req.body);

@@ -6,10 +6,11 @@
 // missed. With the events hub (api/events-hub.ts) a stream reads the store only when the session
 // changed — a NOTIFY from the transaction that wrote it —, otherwise every
 // orchestration.session_events_poll_ms; it closes after orchestration.max_session_events_iteration
-// of those intervals.
+// of those intervals. When users change (a token revoked, a role changed: USERS_CHANGED on the
+// hub), every open stream checks its own credential again and ends at once if it no longer holds.
 import { Router, type Response } from 'express';
 import { eventsAfter, type SessionEventRow } from '../../shared/db/sessions';
-import { authenticate, requireRole } from '../auth';
+import { authenticate, requireRole, stillAuthenticated, USERS_CHANGED } from '../auth';
 import { ownSession } from '../session-operations';
 import type { EventsHub } from '../events-hub';
 import type { SessionDetailDeps } from './sessions';
@@ -30,6 +31,7 @@ export function parseEventId(raw: unknown): number {
 }
 
 function write(res: Response, id: number, event: string, data: Record<string, unknown>): void {
+  if (res.writableEnded) return;
   res.write(`id: ${id}\nevent: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
 }
 
@@ -76,9 +78,27 @@ export function createEventsRouter(deps: EventsDeps): Router {
       const watch = deps.hub?.watch(sessionId);
       deps.streams?.opened();
       res.once('close', () => deps.streams?.closed());
+      const end = (reason: string) => {
+        if (closed) return;
+        closed = true;
+        watch?.close();
+        if (!res.writableEnded) {
+          res.write(`event: close\ndata: ${JSON.stringify({ reason })}\n\n`);
+          res.end();
+        }
+      };
+      const stopHearing = deps.hub?.onChange((id) => {
+        if (id !== USERS_CHANGED && id !== null) return;
+        stillAuthenticated(deps.db, req)
+          .then((ok) => {
+            if (!ok) end('credentials revoked or changed; sign in again');
+          })
+          .catch(() => undefined);
+      });
       req.on('close', () => {
         closed = true;
         watch?.close();
+        stopHearing?.();
       });
       let lastBeat = Date.now();
 
@@ -108,12 +128,13 @@ export function createEventsRouter(deps: EventsDeps): Router {
             }
           } catch (err) {
             failed = true;
-            res.write(
-              `event: error\ndata: ${JSON.stringify({ message: `session events unavailable: ${(err as Error).message}` })}\n\n`,
-            );
+            if (!res.writableEnded)
+              res.write(
+                `event: error\ndata: ${JSON.stringify({ message: `session events unavailable: ${(err as Error).message}` })}\n\n`,
+              );
           }
         }
-        if (Date.now() - lastBeat > 15_000) {
+        if (Date.now() - lastBeat > 15_000 && !closed) {
           res.write(': keep-alive\n\n');
           lastBeat = Date.now();
         }
@@ -124,13 +145,8 @@ export function createEventsRouter(deps: EventsDeps): Router {
         if (!woke) poll++;
         look = !watch || woke || failed || !deps.hub?.connected;
       }
-      watch?.close();
-      if (!closed) {
-        res.write(
-          `event: close\ndata: ${JSON.stringify({ reason: 'orchestration.max_session_events_iteration reached; reconnect with Last-Event-ID to continue' })}\n\n`,
-        );
-        res.end();
-      }
+      stopHearing?.();
+      end('orchestration.max_session_events_iteration reached; reconnect with Last-Event-ID to continue');
     },
   );
   return router;

@@ -4,6 +4,8 @@
 // nothing; nobody changes their own account; other organizations' users are out of reach.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, migrate, type Db } from '../../shared/db';
+import { randomUUID } from 'node:crypto';
+import { insertSession } from '../../shared/db/sessions';
 import { hashToken } from '../../shared/db/users';
 import { roleTokens, startTestApi, type TestApi } from '../support/api';
 import { stack, temporalHarness, type TemporalHarness } from '../support/stack';
@@ -112,6 +114,51 @@ describe('admin: users of the organization', () => {
     expect(fresh).not.toBe(token);
     expect((await api.call('GET', '/api/v1/auth/me', fresh)).status).toBe(200);
     expect((await api.call('GET', '/api/v1/auth/me', token)).status).toBe(401);
+  });
+
+  it('ends the open event streams of a revoked token at once (the hub hears the revocation)', async () => {
+    const name = `streaming-${Date.now()}`;
+    const created = await api.call('POST', '/api/v1/admin/users', tokens.admin, { name, role: 'devops' });
+    const id = (created.body.user as { user_uuid: string }).user_uuid;
+    const token = created.body.token as string;
+    const me = (await api.call('GET', '/api/v1/auth/me', token)).body.user as { organization_uuid: string };
+    const sessionId = randomUUID();
+    await insertSession(
+      db,
+      {
+        session_id: sessionId,
+        organization_uuid: me.organization_uuid,
+        repository_url: 'https://127.0.0.1:1/revocation.git',
+        cloud: 'aws',
+        scope_id: 'scope-revocation',
+        iac_path: '',
+        created_by: id,
+      },
+      { max_drift_reports: 3, drift_group_operations: 8 },
+    );
+    // Two streams of the user, and one of another devops user of the organization on the same session.
+    const opened = (t: string) =>
+      fetch(`${api.url}/api/v1/events/subscribe/${sessionId}`, { headers: { authorization: `Bearer ${t}` } });
+    const [mine, alsoMine, theirs] = await Promise.all([opened(token), opened(token), opened(tokens.devops)]);
+    for (const r of [mine, alsoMine, theirs]) expect(r.status).toBe(200);
+    // r.text() resolves only when the server ends the stream; without the revocation it would stay
+    // open for max_session_events_iteration polls (hours), far past the test's timeout.
+    const ending = Promise.all([mine.text(), alsoMine.text()]);
+
+    expect((await api.call('DELETE', `/api/v1/admin/users/${id}/token`, tokens.admin)).status).toBe(200);
+    const [a, b] = await ending;
+    for (const text of [a, b]) {
+      expect(text).toContain('event: close');
+      expect(text).toContain('credentials revoked or changed');
+    }
+    // The other user's stream stays open.
+    const reader = (theirs.body as ReadableStream<Uint8Array>).getReader();
+    const next = await Promise.race([
+      reader.read().then((r) => (r.done ? 'ended' : 'data')),
+      new Promise((r) => setTimeout(() => r('still open'), 300)),
+    ]);
+    expect(next).not.toBe('ended');
+    await reader.cancel();
   });
 
   it('keeps admins off their own account and out of other organizations', async () => {

@@ -79,16 +79,40 @@ describe('payload encryption codec', () => {
         },
       ],
     };
+    // An Origin header alone proves nothing: the Web UI's origin without a signed-in user is refused.
+    expect(
+      (await api.call('POST', '/codec/decode', undefined, wire, { origin: UI, 'x-namespace': 'default' }))
+        .status,
+    ).toBe(401);
+    // The Web UI's browser with the user's Kumoss session cookie ("include cross-origin credentials").
+    const signIn = await fetch(`${api.url}/api/v1/auth/session`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-kumoss-csrf': '1' },
+      body: JSON.stringify({ token }),
+    });
+    expect(signIn.status).toBe(201);
+    const cookie = (signIn.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
     const decoded = await api.call('POST', '/codec/decode', undefined, wire, {
       origin: UI,
       'x-namespace': 'default',
+      cookie,
     });
     expect(decoded.status).toBe(200);
     expect(decoded.headers.get('access-control-allow-origin')).toBe(UI);
+    expect(decoded.headers.get('access-control-allow-credentials')).toBe('true');
     const payload = (decoded.body.payloads as { data: string }[])[0];
     expect(Buffer.from(payload?.data ?? '', 'base64').toString('utf8')).toContain(group.runner_group_uuid);
-    // With a token from anywhere: allowed; with neither: 401; garbage: 400.
+    // A token: allowed; a made-up token or cookie: 401; neither: 401; garbage: 400.
     expect((await api.call('POST', '/codec/decode', token, wire)).status).toBe(200);
+    expect((await api.call('POST', '/codec/decode', 'not-a-token', wire, { origin: UI })).status).toBe(401);
+    expect(
+      (
+        await api.call('POST', '/codec/decode', undefined, wire, {
+          origin: UI,
+          cookie: 'kumoss_session=forged',
+        })
+      ).status,
+    ).toBe(401);
     expect((await api.call('POST', '/codec/decode', undefined, wire)).status).toBe(401);
     const tampered = structuredClone(wire);
     tampered.payloads[0]!.data = Buffer.from('not a ciphertext at all, no').toString('base64');
@@ -96,14 +120,13 @@ describe('payload encryption codec', () => {
     expect((await api.call('POST', '/codec/decode', token, { payloads: 'x' })).status).toBe(400);
     const preflight = await fetch(`${api.url}/codec/decode`, { method: 'OPTIONS', headers: { origin: UI } });
     expect(preflight.status).toBe(204);
-    // ui_codec_trust_origin: false — the Web UI's origin alone no longer decrypts; a token does.
-    const strict = await startTestApi(h, bed.db, undefined, undefined, undefined, { codec, uiOrigin: '' });
-    try {
-      expect((await strict.call('POST', '/codec/decode', undefined, wire, { origin: UI })).status).toBe(401);
-      expect((await strict.call('POST', '/codec/decode', token, wire)).status).toBe(200);
-    } finally {
-      strict.close();
-    }
+    expect(preflight.headers.get('access-control-allow-credentials')).toBe('true');
+    // Another origin gets no CORS grant at all.
+    const elsewhere = await fetch(`${api.url}/codec/decode`, {
+      method: 'OPTIONS',
+      headers: { origin: 'http://127.0.0.1:9999' },
+    });
+    expect(elsewhere.headers.get('access-control-allow-origin')).toBeNull();
   });
 
   it('refuses a key of the wrong size and decrypts with a rotated-out key still listed', async () => {
