@@ -14,7 +14,7 @@ import type { GitClient } from './git';
 import type { EngineSlots } from './engine-slots';
 import type { ManagedState } from './managed-state';
 import { readPlanForDrift } from './plan-reader';
-import { stateProjectId } from '../shared/db/sessions';
+import { legacyStateProjectId } from '../shared/db/sessions';
 
 export interface EngineDeps {
   kind: EngineBinary;
@@ -42,6 +42,8 @@ export interface DetectDriftInput {
   branch?: string;
   iacPath?: string;
   scopeId: string;
+  /** The managed state to read (a session's or stack's stored id); default: the legacy id of the three. */
+  stateProjectId?: string;
   targets?: string[];
   /** Object-storage prefix for the plan artifacts. */
   artifactPrefix: string;
@@ -91,7 +93,9 @@ export function createDriftDetectionActivities(deps: DriftDetectionDeps) {
           ...deps.engine,
           workdir: join(checkout, input.iacPath ?? '.'),
           scopeId: input.scopeId,
-          stateProjectId: stateProjectId(input.repositoryUrl, input.iacPath ?? '', input.scopeId),
+          stateProjectId:
+            input.stateProjectId ??
+            legacyStateProjectId(input.repositoryUrl, input.iacPath ?? '', input.scopeId),
         });
         const h = hooks();
         const planFile = join(work, 'plan.tfplan');

@@ -11,7 +11,7 @@ import type { ExceptionRule } from '../shared/drift-exceptions';
 import { EngineClient } from './engine';
 import type { EngineDeps } from './drift-detection';
 import type { GitClient } from './git';
-import { stateProjectId } from '../shared/db/sessions';
+import { legacyStateProjectId } from '../shared/db/sessions';
 import { MANAGED_BACKEND_FILE } from './managed-state';
 import { TerraformConfig } from './terraform-config';
 
@@ -29,6 +29,8 @@ export interface RoundRef {
   /** Branch the session branch starts from (default: the repository's default branch). */
   baseBranch?: string;
   engine?: 'terraform' | 'tofu';
+  /** The session's stored state project id (absent in rounds started before it was passed). */
+  stateProjectId?: string;
   /** Exception rules in force for the round (loaded once, at its start). */
   rules?: ExceptionRule[];
   /**
@@ -150,7 +152,8 @@ export class RoundWorkspaces {
         ...deps,
         workdir: iacDir,
         scopeId: ref.scopeId,
-        stateProjectId: stateProjectId(ref.repositoryUrl, ref.iacPath, ref.scopeId),
+        stateProjectId:
+          ref.stateProjectId ?? legacyStateProjectId(ref.repositoryUrl, ref.iacPath, ref.scopeId),
       }),
     };
     this.open.set(key, { roundId: ref.roundId, ws });

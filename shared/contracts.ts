@@ -30,6 +30,8 @@ export const driftRoundInputSchema = z.object({
   cloud: z.enum(CLOUDS),
   scope_id: z.string().min(1),
   iac_path: z.string().default(''),
+  /** The session's state project id (organization, repository, path, scope); rounds read and write that state. */
+  state_project_id: z.string().min(1).max(64).optional(),
   text: z.string().min(1),
   /** Session branch; default kumoss/<session_id>. */
   branch: z.string().optional(),
@@ -77,6 +79,8 @@ const sessionRoundSchema = z.object({
   cloud: z.enum(CLOUDS),
   scope_id: z.string().min(1),
   iac_path: z.string().default(''),
+  /** The session's state project id (organization, repository, path, scope); rounds read and write that state. */
+  state_project_id: z.string().min(1).max(64).optional(),
   branch: z.string().optional(),
   engine: z.enum(['terraform', 'tofu']).optional(),
   heartbeat_timeout_seconds: z.number().int().min(5).max(3600).default(60),

@@ -158,6 +158,7 @@ async function runRound(
       branch,
       ...(input.base_branch ? { baseBranch: input.base_branch } : {}),
       ...(input.engine ? { engine: input.engine } : {}),
+      ...(input.state_project_id ? { stateProjectId: input.state_project_id } : {}),
     };
     setCurrentDetails(`Preparing ${input.mode} drift round on ${input.repository_url}`);
     const prepared = await light.prepareRound({ ref, text: input.text });

@@ -103,6 +103,7 @@ export function roundRefOf(input: {
   repository_url: string;
   iac_path: string;
   scope_id: string;
+  state_project_id?: string | undefined;
   cloud: RoundRef['cloud'];
   branch?: string | undefined;
   base_branch?: string | undefined;
@@ -118,5 +119,6 @@ export function roundRefOf(input: {
     branch: input.branch ?? sessionBranch(input.session_id),
     ...(input.base_branch ? { baseBranch: input.base_branch } : {}),
     ...(input.engine ? { engine: input.engine } : {}),
+    ...(input.state_project_id ? { stateProjectId: input.state_project_id } : {}),
   };
 }

@@ -102,6 +102,7 @@ function roundSettings(state: SessionState, op: SessionOperation) {
     cloud: state.cloud,
     scope_id: state.scope_id,
     iac_path: state.iac_path,
+    state_project_id: state.state_project_id,
     branch: state.branch,
     ...(state.activity_heartbeat_seconds
       ? { heartbeat_timeout_seconds: state.activity_heartbeat_seconds }
@@ -434,6 +435,7 @@ export async function session(input: SessionInput): Promise<SessionState> {
         cloud: state.cloud,
         scope_id: state.scope_id,
         iac_path: state.iac_path,
+        state_project_id: state.state_project_id,
         text: op.text ?? '',
         ...(op.targets?.length ? { targets: op.targets } : {}),
         branch: state.branch,

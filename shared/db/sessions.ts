@@ -9,15 +9,39 @@ import type { PinnedPlan, SessionRound, SessionSettings, SessionStatus } from '.
 import { sessionBranch } from '../ids';
 import type { Database, Db } from './index';
 
-/**
- * Hash of repository URL, IaC path and scope id: the state project id when Kumoss manages state
- * (activities/managed-state.ts). The path is normalized first (`''`, `.` and `./` are the top;
- * `envs/prod/` is `envs/prod`), so one root in one scope has one state however it was named.
- */
-export function stateProjectId(repositoryUrl: string, iacPath: string, scopeId: string): string {
+const normalizedIacPath = (iacPath: string): string => {
   const path = posix.normalize(iacPath || '.').replace(/^\.\/+|\/+$/g, '');
+  return path === '.' ? '' : path;
+};
+
+/**
+ * The state project id when Kumoss manages state (activities/managed-state.ts): a hash of the
+ * organization with the seed's three — repository URL, IaC path, scope id —, so two organizations
+ * that name the same root and scope never share a state object or its lease. The path is normalized
+ * first (`''`, `.` and `./` are the top; `envs/prod/` is `envs/prod`), so one root in one scope has
+ * one state however it was named. A session stores the id it was created with and every round uses
+ * that stored id.
+ */
+export function stateProjectId(
+  organizationUuid: string,
+  repositoryUrl: string,
+  iacPath: string,
+  scopeId: string,
+): string {
   return createHash('sha256')
-    .update(`${repositoryUrl}\n${path === '.' ? '' : path}\n${scopeId}`)
+    .update(`org:${organizationUuid}\n${repositoryUrl}\n${normalizedIacPath(iacPath)}\n${scopeId}`)
+    .digest('hex')
+    .slice(0, 32);
+}
+
+/**
+ * The id of the seed's three alone, without the organization: what sessions created before the
+ * organization was hashed in stored (they keep it, so their state stays where it is), and what a
+ * round started before then, or a `detectDrift` run started by an operator, reads.
+ */
+export function legacyStateProjectId(repositoryUrl: string, iacPath: string, scopeId: string): string {
+  return createHash('sha256')
+    .update(`${repositoryUrl}\n${normalizedIacPath(iacPath)}\n${scopeId}`)
     .digest('hex')
     .slice(0, 32);
 }
@@ -51,7 +75,7 @@ export async function insertSession(
     cloud: s.cloud,
     scope_id: s.scope_id,
     iac_path: s.iac_path,
-    state_project_id: stateProjectId(s.repository_url, s.iac_path, s.scope_id),
+    state_project_id: stateProjectId(s.organization_uuid, s.repository_url, s.iac_path, s.scope_id),
     branch: sessionBranch(s.session_id),
     max_drift_reports: defaults.max_drift_reports,
     drift_group_operations: defaults.drift_group_operations,

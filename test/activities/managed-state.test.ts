@@ -3,6 +3,7 @@
 // checkout, never committed — and one engine call at a time holds its lease. Real terraform and
 // tofu, the stack's s3rver, git host and metadata store.
 import { execFileSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,7 +17,7 @@ import {
 } from '../../activities/managed-state';
 import { readConfigFiles, RoundWorkspaces, type RoundRef } from '../../activities/workspace';
 import { createDb } from '../../shared/db';
-import { stateProjectId } from '../../shared/db/sessions';
+import { legacyStateProjectId, stateProjectId } from '../../shared/db/sessions';
 import { releaseStateLock, tryAcquireStateLock } from '../../shared/db/state-locks';
 import { createS3Client } from '../../shared/object-store';
 import { ENGINES, engineDeps, gitClient, stack } from '../support/stack';
@@ -110,7 +111,7 @@ describe.each(ENGINES)('Kumoss-managed state (%s)', (engine) => {
     branch: `kumoss/${sessionId}`,
     engine,
   });
-  const projectId = stateProjectId(url, '', 'scope-managed');
+  const projectId = legacyStateProjectId(url, '', 'scope-managed');
   const key = managedStateKey('state', projectId);
 
   it('keeps the state of a root without a backend in the object store, shared by every worker and never committed', async () => {
@@ -141,6 +142,32 @@ describe.each(ENGINES)('Kumoss-managed state (%s)', (engine) => {
     const plan = await b.engine.plan({ out: join(b.scratch, 'check.tfplan') });
     expect(plan.hasChanges).toBe(false);
     expect((await b.engine.stateVersion())?.serial).toBe(state.serial);
+  });
+
+  it('gives two organizations on the same repository, path and scope a state each', async () => {
+    const [orgA, orgB] = [randomUUID(), randomUUID()];
+    const idA = stateProjectId(orgA, url, '', 'scope-managed');
+    const idB = stateProjectId(orgB, url, './', 'scope-managed');
+    expect(new Set([idA, idB, projectId]).size).toBe(3);
+    expect(stateProjectId(orgA, url, '.', 'scope-managed')).toBe(idA);
+    const a = await worker('org-a').get({
+      ...ref('r-org-a'),
+      sessionId: `${sessionId}-a`,
+      stateProjectId: idA,
+    });
+    // Organization A's state starts empty: the root's existing state (another tenant's) is not read.
+    expect((await a.engine.plan({ out: join(a.scratch, 'a.tfplan') })).hasChanges).toBe(true);
+    await a.engine.apply({}, {});
+    const b = await worker('org-b').get({
+      ...ref('r-org-b'),
+      sessionId: `${sessionId}-b`,
+      stateProjectId: idB,
+    });
+    expect((await b.engine.plan({ out: join(b.scratch, 'b.tfplan') })).hasChanges).toBe(true);
+    const listed = await s3.send(new ListObjectsV2Command({ Bucket: s.bucket, Prefix: 'state/' }));
+    const keys = (listed.Contents ?? []).map((o) => o.Key);
+    expect(keys).toContain(managedStateKey('state', idA));
+    expect(keys).not.toContain(managedStateKey('state', idB));
   });
 
   it('runs one state call at a time: a plan waits while another holds the lease, then runs', async () => {
@@ -210,7 +237,7 @@ describe.each(ENGINES)('Kumoss-managed state (%s)', (engine) => {
     const listed = await s3.send(
       new ListObjectsV2Command({
         Bucket: s.bucket,
-        Prefix: `state/${stateProjectId(ownUrl, '', 'scope-managed')}/`,
+        Prefix: `state/${legacyStateProjectId(ownUrl, '', 'scope-managed')}/`,
       }),
     );
     expect(listed.KeyCount ?? 0).toBe(0);

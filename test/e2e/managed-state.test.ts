@@ -50,6 +50,7 @@ describe('Kumoss-managed state shared by workers', () => {
   let bed: AwsTestBed;
   let second: { worker: Worker; running: Promise<void>; connection: NativeConnection } | undefined;
   const tokens: Record<string, string> = {};
+  let org = '';
   const dirs: string[] = [];
   const tmp = () => {
     const d = mkdtempSync(join(tmpdir(), 'kumoss-managed-e2e-'));
@@ -64,7 +65,12 @@ describe('Kumoss-managed state shared by workers', () => {
     h = await temporalHarness('managed', testActivities({ workDir: tmp() }));
     Object.assign(tokens, await roleTokens(db, 'org-managed'));
     api = await startTestApi(h, db);
-    bed = await demoAwsBed({ state: stackManagedState(s, db), scopeId: SCOPE });
+    org = (
+      (await api.call('GET', '/api/v1/auth/me', tokens.devops ?? '')).body.user as {
+        organization_uuid: string;
+      }
+    ).organization_uuid;
+    bed = await demoAwsBed({ state: stackManagedState(s, db), scopeId: SCOPE, organizationUuid: org });
   });
   afterAll(async () => {
     api?.close();
@@ -85,7 +91,7 @@ describe('Kumoss-managed state shared by workers', () => {
 
   it('pins a plan on one worker, applies it on another, and a fresh checkout plans nothing', async () => {
     const s = stack();
-    const key = managedStateKey('state', stateProjectId(bed.repoUrl, bed.iacPath, SCOPE));
+    const key = managedStateKey('state', stateProjectId(org, bed.repoUrl, bed.iacPath, SCOPE));
     const s3 = createS3Client({ endpoint: s.s3Endpoint, bucket: s.bucket, region: 'us-east-1' });
     const stateObject = async () =>
       JSON.parse(
@@ -103,7 +109,7 @@ describe('Kumoss-managed state shared by workers', () => {
     const d = await settled(start.session_id, 1);
     expect(d.rounds[0]).toEqual(expect.objectContaining({ kind: 'generate', status: 'completed' }));
     // The session's state project id names the state the plan was made against.
-    expect(d.state_project_id).toBe(stateProjectId(bed.repoUrl, bed.iacPath, SCOPE));
+    expect(d.state_project_id).toBe(stateProjectId(org, bed.repoUrl, bed.iacPath, SCOPE));
     expect(d.pinned_plan).toEqual(
       expect.objectContaining({ state_serial: before.serial, state_lineage: before.lineage }),
     );
@@ -149,7 +155,7 @@ describe('Kumoss-managed state shared by workers', () => {
       workdir: join(check, bed.iacPath),
       scopeId: SCOPE,
       managedState: stackManagedState(s, db),
-      stateProjectId: stateProjectId(bed.repoUrl, bed.iacPath, SCOPE),
+      stateProjectId: stateProjectId(org, bed.repoUrl, bed.iacPath, SCOPE),
     });
     expect((await engine.plan({ out: join(check, 'verify.tfplan') })).hasChanges).toBe(false);
   });

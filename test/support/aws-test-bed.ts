@@ -952,7 +952,8 @@ export async function createAwsTestBed(opts: {
    * A root without a backend whose state Kumoss manages (activities/managed-state.ts): applied
    * with that state, under the state project id of the bed's repository, IaC path and this scope.
    */
-  managed?: { state: ManagedState; scopeId: string };
+  /** Apply the root into Kumoss-managed state: the state of this organization's sessions on it. */
+  managed?: { state: ManagedState; scopeId: string; organizationUuid: string };
 }): Promise<AwsTestBed> {
   // Setup builds kumoss/aws in the background: the first bed of a fresh machine waits for it.
   await waitForTool('provider-aws');
@@ -983,7 +984,12 @@ export async function createAwsTestBed(opts: {
     ...(opts.managed
       ? {
           managedState: opts.managed.state,
-          stateProjectId: stateProjectId(repoUrl, iacPath, opts.managed.scopeId),
+          stateProjectId: stateProjectId(
+            opts.managed.organizationUuid,
+            repoUrl,
+            iacPath,
+            opts.managed.scopeId,
+          ),
         }
       : {}),
   });

@@ -120,7 +120,11 @@ export { flattenText as historyText } from './secret-scan';
  * The AWS-shaped demo root (kumoss/aws into the run's moto), applied with terraform and pushed to
  * the run's git host; `managed` applies it with Kumoss-managed state instead of a local backend.
  */
-export function demoAwsBed(managed?: { state: ManagedState; scopeId: string }): Promise<AwsTestBed> {
+export function demoAwsBed(managed?: {
+  state: ManagedState;
+  scopeId: string;
+  organizationUuid: string;
+}): Promise<AwsTestBed> {
   const s = stack();
   return createAwsTestBed({
     spec: DEMO_ROOT,
