@@ -13,7 +13,7 @@ import { ErrorTypes } from '../shared/errors';
 import type { Db } from '../shared/db';
 import { RegistryError } from '../shared/db/runners';
 import type { SessionSettings } from '../shared/contracts';
-import { legacyStateProjectId, type SessionDefaults } from '../shared/db/sessions';
+import type { SessionDefaults } from '../shared/db/sessions';
 import {
   claimRemediation,
   failDetectionRun,
@@ -99,7 +99,7 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
           ...deps.engines[stack.engine],
           workdir: iacDir,
           scopeId: stack.scope_id,
-          stateProjectId: legacyStateProjectId(stack.repository_url, stack.iac_path, stack.scope_id),
+          stateProjectId: stack.state_project_id,
         });
         const planFile = join(work, 'plan.tfplan');
         const jsonFile = join(work, 'plan.json');

@@ -122,6 +122,8 @@ export interface Stack {
   created_by: string | null;
   /** The session its auto-remediation opened last (another opens once this one is no longer ACTIVE). */
   remediation_session_id: string | null;
+  /** The managed state its detections read, and the state of the sessions it opens. */
+  state_project_id: string;
 }
 
 /** The Temporal Schedule of a stack, and the workflow id of its runs. */

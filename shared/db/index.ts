@@ -204,6 +204,8 @@ export interface StacksTable {
   created_by: string | null;
   /** The session auto-remediation opened last; another opens only once it is no longer ACTIVE. */
   remediation_session_id: string | null;
+  /** The state project id it was created with; null for stacks registered before (legacy id). */
+  state_project_id: string | null;
   created_at: Generated<Date>;
   updated_at: Generated<Date>;
 }

@@ -65,6 +65,8 @@ export async function insertSession(
     'session_id' | 'organization_uuid' | 'repository_url' | 'cloud' | 'scope_id' | 'iac_path'
   > & {
     created_by: string;
+    /** The state to work on when it is not the organization's own id (a stack's legacy state). */
+    state_project_id?: string;
   },
   defaults: SessionDefaults,
 ): Promise<SessionSettings> {
@@ -75,7 +77,8 @@ export async function insertSession(
     cloud: s.cloud,
     scope_id: s.scope_id,
     iac_path: s.iac_path,
-    state_project_id: stateProjectId(s.organization_uuid, s.repository_url, s.iac_path, s.scope_id),
+    state_project_id:
+      s.state_project_id ?? stateProjectId(s.organization_uuid, s.repository_url, s.iac_path, s.scope_id),
     branch: sessionBranch(s.session_id),
     max_drift_reports: defaults.max_drift_reports,
     drift_group_operations: defaults.drift_group_operations,

@@ -16,7 +16,7 @@ import {
 } from '../stack-contracts';
 import type { SessionSettings } from '../contracts';
 import { RegistryError } from './runners';
-import { insertSession, type SessionDefaults } from './sessions';
+import { insertSession, legacyStateProjectId, stateProjectId, type SessionDefaults } from './sessions';
 import type { Db, StacksTable } from './index';
 
 const isUniqueViolation = (err: unknown): boolean => (err as { code?: string }).code === '23505';
@@ -36,7 +36,15 @@ function toStack(row: Omit<StacksTable, 'created_at' | 'updated_at'>): Stack {
     auto_remediate: row.auto_remediate as Stack['auto_remediate'],
     created_by: row.created_by,
     remediation_session_id: row.remediation_session_id,
+    state_project_id: stackStateProjectId(row),
   };
+}
+
+/** A stack's state project id: the one stored at creation, or the legacy id for older stacks. */
+export function stackStateProjectId(
+  row: Pick<StacksTable, 'state_project_id' | 'repository_url' | 'iac_path' | 'scope_id'>,
+): string {
+  return row.state_project_id ?? legacyStateProjectId(row.repository_url, row.iac_path, row.scope_id);
 }
 
 const STACK_COLUMNS = [
@@ -53,6 +61,7 @@ const STACK_COLUMNS = [
   'auto_remediate',
   'created_by',
   'remediation_session_id',
+  'state_project_id',
 ] as const;
 
 export async function createStack(
@@ -75,6 +84,12 @@ export async function createStack(
     auto_remediate: spec.auto_remediate ?? 'off',
     created_by,
     remediation_session_id: null,
+    state_project_id: stateProjectId(
+      organization_uuid,
+      spec.repository_url,
+      spec.iac_path ?? '',
+      spec.scope_id,
+    ),
   };
   try {
     await db.insertInto('stacks').values(row).execute();
@@ -408,6 +423,7 @@ export async function claimRemediation(
         cloud: stack.cloud as SessionSettings['cloud'],
         scope_id: stack.scope_id,
         iac_path: stack.iac_path,
+        state_project_id: stackStateProjectId(stack),
       },
       input.defaults,
     );
