@@ -4,7 +4,7 @@
 // Every activity is idempotent: a retried cycle finds its commit by trailer instead of committing
 // twice, a retried push of a pushed commit is a no-op, an artifact is overwritten in place.
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname, join, normalize, relative } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { deriveDrift, groupDriftOperations, type DriftOperation } from '../shared/drift';
@@ -23,6 +23,7 @@ import { diffHistory } from './diff-history';
 import { EngineError } from './engine';
 import type { GitClient } from './git';
 import { blockAddress } from './hcl-edit';
+import { confinedEditTarget, ModelEditRefused } from './model-edits';
 import { modulePrefixes, TerraformConfig } from './terraform-config';
 import { readPlanForDrift } from './plan-reader';
 import type {
@@ -236,13 +237,18 @@ export async function writeModelEdits(
   changesPrefix: string,
 ): Promise<{ uploads: Promise<unknown>[]; edited: string[] }> {
   const uploads: Promise<unknown>[] = [];
-  for (const e of edits) {
-    const target = normalize(join(ws.iacDir, e.path));
-    if (relative(ws.dir, target).startsWith('..'))
-      throw ApplicationFailure.nonRetryable(
-        `The model proposed a file outside the repository: ${e.path}`,
-        ErrorTypes.InvalidInput,
-      );
+  // Every path is checked before anything is written: one refused edit writes none of them.
+  const targets = edits.map((e) => {
+    try {
+      return confinedEditTarget(ws.dir, ws.iacDir, e.path);
+    } catch (err) {
+      if (err instanceof ModelEditRefused)
+        throw ApplicationFailure.nonRetryable(err.message, ErrorTypes.InvalidInput);
+      throw err;
+    }
+  });
+  for (const [i, e] of edits.entries()) {
+    const target = targets[i] ?? '';
     const before = originals.get(e.path);
     if (before !== undefined && /\.(tf|tfvars)$/.test(e.path)) {
       try {
@@ -258,7 +264,7 @@ export async function writeModelEdits(
       handled(artifacts.putText(`${changesPrefix}/${e.path.replace(/\.\.\//g, '_up_/')}`, e.content)),
     );
   }
-  return { uploads, edited: edits.map((e) => relative(ws.dir, normalize(join(ws.iacDir, e.path)))) };
+  return { uploads, edited: targets.map((t) => relative(ws.dir, t)) };
 }
 
 export function createDriftRoundActivities(deps: DriftRoundDeps) {
