@@ -7,7 +7,7 @@ import { createDb, migrate, type Db } from '../../shared/db';
 import { randomUUID } from 'node:crypto';
 import { insertSession } from '../../shared/db/sessions';
 import { hashToken } from '../../shared/db/users';
-import { roleTokens, startTestApi, type TestApi } from '../support/api';
+import { roleTokens, signInCookie, startTestApi, type TestApi } from '../support/api';
 import { stack, temporalHarness, type TemporalHarness } from '../support/stack';
 
 describe('admin: users of the organization', () => {
@@ -88,13 +88,7 @@ describe('admin: users of the organization', () => {
     ).toBe(400);
 
     // A browser session signed in with the token.
-    const signIn = await fetch(`${api.url}/api/v1/auth/session`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-kumoss-csrf': '1' },
-      body: JSON.stringify({ token }),
-    });
-    expect(signIn.status).toBe(201);
-    const cookie = (signIn.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
+    const cookie = await signInCookie(api, token);
     const viaCookie = () => fetch(`${api.url}/api/v1/auth/me`, { headers: { cookie } }).then((r) => r.status);
     expect(await viaCookie()).toBe(200);
 

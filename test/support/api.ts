@@ -122,6 +122,17 @@ export async function postAccepted(
 }
 
 /** A developer, a devops and an admin in a fresh organization; their tokens by role. */
+/** Signs a browser in with `token` as the web application does; the session cookie (`name=value`). */
+export async function signInCookie(api: TestApi, token: string): Promise<string> {
+  const signIn = await fetch(`${api.url}/api/v1/auth/session`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-kumoss-csrf': '1' },
+    body: JSON.stringify({ token }),
+  });
+  expect(signIn.status).toBe(201);
+  return (signIn.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
+}
+
 export async function roleTokens(db: Db, prefix: string): Promise<Record<Role, string>> {
   const org = `${prefix}-${Date.now()}`;
   const tokens = {} as Record<Role, string>;

@@ -6,7 +6,7 @@ import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ENCRYPTED_ENCODING, payloadCodecFromEnv, PayloadCodecError } from '../../shared/payload-codec';
 import type { RunnerDagState } from '../../shared/runner-contracts';
-import { roleTokens, startTestApi, type TestApi } from '../support/api';
+import { roleTokens, signInCookie, startTestApi, type TestApi } from '../support/api';
 import { awsEnvironment, provisionAws, startRunnerBed, type RunnerBed } from '../support/runner-bed';
 import { historyText, stack, temporalHarness, testActivities, type TemporalHarness } from '../support/stack';
 
@@ -85,13 +85,7 @@ describe('payload encryption codec', () => {
         .status,
     ).toBe(401);
     // The Web UI's browser with the user's Kumoss session cookie ("include cross-origin credentials").
-    const signIn = await fetch(`${api.url}/api/v1/auth/session`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-kumoss-csrf': '1' },
-      body: JSON.stringify({ token }),
-    });
-    expect(signIn.status).toBe(201);
-    const cookie = (signIn.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
+    const cookie = await signInCookie(api, token);
     const decoded = await api.call('POST', '/codec/decode', undefined, wire, {
       origin: UI,
       'x-namespace': 'default',
