@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, migrate, type Db } from '../../shared/db';
 import { randomUUID } from 'node:crypto';
-import { insertSession } from '../../shared/db/sessions';
+import { insertSession, recordEvents } from '../../shared/db/sessions';
 import { hashToken } from '../../shared/db/users';
 import { roleTokens, signInCookie, startTestApi, type TestApi } from '../support/api';
 import { stack, temporalHarness, type TemporalHarness } from '../support/stack';
@@ -145,13 +145,19 @@ describe('admin: users of the organization', () => {
       expect(text).toContain('event: close');
       expect(text).toContain('credentials revoked or changed');
     }
-    // The other user's stream stays open.
-    const reader = (theirs.body as ReadableStream<Uint8Array>).getReader();
-    const next = await Promise.race([
-      reader.read().then((r) => (r.done ? 'ended' : 'data')),
-      new Promise((r) => setTimeout(() => r('still open'), 300)),
+    // The other user's stream stays open: the session's next event still reaches it.
+    await recordEvents(db, sessionId, [
+      { source_key: 'test:after-revocation', type: 'status', data: { status: 'started' } },
     ]);
-    expect(next).not.toBe('ended');
+    const reader = (theirs.body as ReadableStream<Uint8Array>).getReader();
+    const decoder = new TextDecoder();
+    let seen = '';
+    while (!seen.includes('event: status')) {
+      const chunk = await reader.read();
+      expect(chunk.done).toBe(false);
+      seen += decoder.decode(chunk.value, { stream: true });
+    }
+    expect(seen).not.toContain('event: close');
     await reader.cancel();
   });
 
