@@ -13,6 +13,7 @@ import { EngineClient, EngineError, type EngineBinary, type EngineCall } from '.
 import type { GitClient } from './git';
 import type { EngineSlots } from './engine-slots';
 import type { ManagedState } from './managed-state';
+import type { EngineSandbox } from './sandbox';
 import { readPlanForDrift } from './plan-reader';
 import { legacyStateProjectId } from '../shared/db/sessions';
 
@@ -28,6 +29,8 @@ export interface EngineDeps {
   slots?: EngineSlots;
   /** Kumoss-managed state for roots that declare no backend (activities/managed-state.ts). */
   managedState?: ManagedState;
+  /** The engine's sandbox (activities/sandbox.ts). */
+  sandbox?: EngineSandbox;
 }
 
 export interface DriftDetectionDeps {
@@ -92,6 +95,7 @@ export function createDriftDetectionActivities(deps: DriftDetectionDeps) {
         const engine = new EngineClient({
           ...deps.engine,
           workdir: join(checkout, input.iacPath ?? '.'),
+          runDir: work,
           scopeId: input.scopeId,
           stateProjectId:
             input.stateProjectId ??

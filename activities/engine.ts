@@ -3,10 +3,12 @@
 // most once per round) and re-runs init when the engine's output asks for it (a remediation added
 // a provider or a module). The scope id reaches every call as TF_VAR_kumoss_scope_id: a root that
 // declares `variable "kumoss_scope_id"` sees it, one that does not is unaffected.
+import { dirname } from 'node:path';
 import { inSpan } from '../shared/tracing';
 import type { EngineSlots } from './engine-slots';
-import type { ManagedRoot, ManagedState } from './managed-state';
+import { gitDirOf, type ManagedRoot, type ManagedState } from './managed-state';
 import { ProcessError, runProcess, type RunResult } from './process';
+import { SANDBOX_HOME, SandboxUnavailable, type EngineSandbox } from './sandbox';
 
 export type EngineBinary = 'terraform' | 'tofu';
 
@@ -34,6 +36,16 @@ export interface EngineOptions {
   managedState?: ManagedState;
   /** The root's state project id (shared/db/sessions.ts: stateProjectId); with managedState. */
   stateProjectId?: string;
+  /**
+   * The engine's sandbox (activities/sandbox.ts); without one, or with `engine.sandbox: off`, the
+   * engine runs as the worker does.
+   */
+  sandbox?: EngineSandbox;
+  /**
+   * The run's own directory, the only one a sandboxed engine may write: the checkout and its plan
+   * files. Default: the checkout holding `workdir` (else `workdir` itself).
+   */
+  runDir?: string;
 }
 
 /** The verbs that read the state to change it or to plan against it: they hold a managed state's lease. */
@@ -134,10 +146,20 @@ export class EngineClient {
     return this.initCount;
   }
 
+  private sandboxed(): EngineSandbox | undefined {
+    const s = this.opts.sandbox;
+    return s && s.mode !== 'off' ? s : undefined;
+  }
+
+  /**
+   * The engine's environment. Sandboxed, it is all the process has: a search path, an empty private
+   * home, the run's cloud settings and the engine's own variables — nothing of the worker's.
+   */
   private env(): NodeJS.ProcessEnv {
+    const sandboxed = Boolean(this.sandboxed());
     return {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
+      PATH: sandboxed ? '/usr/local/bin:/usr/bin:/bin' : process.env.PATH,
+      HOME: sandboxed ? SANDBOX_HOME : process.env.HOME,
       ...this.opts.env,
       TF_CLI_CONFIG_FILE: this.opts.cliConfigFile,
       TF_IN_AUTOMATION: '1',
@@ -151,7 +173,7 @@ export class EngineClient {
   managed(): Promise<ManagedRoot | undefined> {
     const { managedState, stateProjectId } = this.opts;
     if (!managedState || !stateProjectId) return Promise.resolve(undefined);
-    this.managedRoot ??= managedState.forRoot(this.opts.workdir, stateProjectId, this.opts.kind);
+    this.managedRoot ??= managedState.forRoot(this.opts.workdir, stateProjectId);
     return this.managedRoot;
   }
 
@@ -163,33 +185,56 @@ export class EngineClient {
   ): Promise<RunResult> {
     const verb = args[0] ?? '';
     const managed = await this.managed();
-    if (managed) {
+    if (managed && verb !== 'fmt') {
       managed.ensureOverride();
-      if (verb === 'init')
-        return managed.withBackendConfig((file) =>
-          this.exec([...args, `-backend-config=${file}`], hooks, stdoutFile, io),
-        );
+      // The state is always the store's: a checkout initialized for another backend address (another
+      // worker's state server) or for the S3 backend of older runs is re-pointed, never migrated.
+      const call = verb === 'init' ? [...args, '-reconfigure'] : args;
       if (STATE_VERBS.has(verb))
-        return managed.hold(`${this.opts.kind} ${verb}`, hooks, () => this.exec(args, hooks, stdoutFile, io));
+        return managed.hold(`${this.opts.kind} ${verb}`, hooks, (lease) =>
+          managed.withGrant(lease, (env) =>
+            this.exec(call, { ...hooks, signal: lease.signal }, stdoutFile, { ...io, env }),
+          ),
+        );
+      return managed.withGrant(undefined, (env) => this.exec(call, hooks, stdoutFile, { ...io, env }));
     }
     return this.exec(args, hooks, stdoutFile, io);
+  }
+
+  /** The program and arguments that run the engine with `args`: inside the sandbox when it is on. */
+  private commandLine(args: string[], extraEnv: Record<string, string>): { command: string; args: string[] } {
+    const sandbox = this.sandboxed();
+    if (!sandbox) return { command: this.opts.binary, args };
+    try {
+      sandbox.assertReady();
+    } catch (err) {
+      if (err instanceof SandboxUnavailable) throw new EngineError(err.message, true, '');
+      throw err;
+    }
+    const env: Record<string, string> = {};
+    for (const [k, v] of Object.entries({ ...this.env(), ...extraEnv })) if (v !== undefined) env[k] = v;
+    const gitDir = gitDirOf(this.opts.workdir);
+    const root = this.opts.runDir ?? (gitDir ? dirname(gitDir) : this.opts.workdir);
+    return sandbox.wrap(this.opts.binary, args, { root, cwd: this.opts.workdir, env });
   }
 
   private async exec(
     args: string[],
     hooks: CallHooks,
     stdoutFile: string | undefined,
-    io: { stdin?: string; timeoutMs?: number },
+    io: { stdin?: string; timeoutMs?: number; env?: Record<string, string> },
   ): Promise<RunResult> {
     const verb = args[0] ?? '';
+    const cmd = this.commandLine(args, io.env ?? {});
     const start = () =>
       inSpan(
         `${this.opts.kind} ${verb}`,
         { 'kumoss.engine': this.opts.kind, 'kumoss.engine.verb': verb },
         (span) =>
-          runProcess(this.opts.binary, args, {
+          runProcess(cmd.command, cmd.args, {
             cwd: this.opts.workdir,
-            env: this.env(),
+            // bubblewrap itself gets the search path only; the engine's environment is set inside.
+            env: this.sandboxed() ? { PATH: process.env.PATH } : { ...this.env(), ...io.env },
             timeoutMs: io.timeoutMs ?? this.opts.timeoutMs ?? 30 * 60 * 1000,
             signal: hooks.signal,
             stdoutFile,

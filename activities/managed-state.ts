@@ -1,32 +1,31 @@
 // Kumoss-managed state (issue 16; seed 001: the state project id is used "when Kumoss manages
 // state"). A root module that declares no backend would keep its state in the checkout, which is a
-// worker's scratch copy: lost with it, and never seen by the next worker. Such a root gets an S3
-// backend on the configured object store instead, under `<prefix>/<state project id>/terraform.tfstate`,
-// so every worker's plan and apply read and write one state, and a lease per state project id in the
-// metadata store (shared/db/state-locks.ts) lets one engine call at a time touch it — the S3 backend
-// of the pinned engines locks only through DynamoDB, which an S3-compatible store does not have.
+// worker's scratch copy: lost with it, and never seen by the next worker. Such a root gets Kumoss's
+// state instead: the object `<prefix>/<state project id>/terraform.tfstate` of the configured
+// store, served to the engine by the worker's state server (activities/state-server.ts) over
+// Terraform's `http` backend, so every worker's plan and apply read and write one state — and a
+// lease per state project id in the metadata store (shared/db/state-locks.ts) lets one engine call
+// at a time change it.
 //
 // How: an override file (never committed: the checkout's .git/info/exclude names it, and the
-// configuration readers skip it) adds `backend "s3" {}`; init gets the bucket, key, endpoint and
-// the store's credentials as a `-backend-config` file written outside the checkout (mode 0600) and
-// removed after init. The engine keeps that configuration in the checkout's `.terraform/` as it
-// does for any backend; it never reaches an argument list, a log or an artifact.
+// configuration readers skip it) adds `backend "http" {}`; every engine process gets the address
+// and a grant valid for that process only in its environment (`TF_HTTP_*`), which Terraform keeps
+// neither in `.terraform/` nor in a saved plan. The store's keys never leave the worker process.
 import { randomUUID } from 'node:crypto';
-import {
-  appendFileSync,
-  existsSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
-import { hostname, tmpdir } from 'node:os';
+import { appendFileSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Db } from '../shared/db';
-import { releaseStateLock, renewStateLock, tryAcquireStateLock } from '../shared/db/state-locks';
-import { blockLabels, hclString, parseHcl, topBlocks } from './hcl';
+import {
+  currentStateLockHolder,
+  releaseStateLock,
+  renewStateLock,
+  tryAcquireStateLock,
+} from '../shared/db/state-locks';
+import { createS3Client } from '../shared/object-store';
+import { StateServer } from './state-server';
+import { blockLabels, parseHcl, topBlocks } from './hcl';
 import { blockNodes, bodyOf } from './terraform-config';
 
 /** The override file that gives a root without a backend Kumoss's S3 backend. */
@@ -34,7 +33,7 @@ export const MANAGED_BACKEND_FILE = 'kumoss_managed_state_override.tf';
 
 const BACKEND_BLOCK = `# Written by Kumoss for this checkout only (Kumoss-managed state); never committed.
 terraform {
-  backend "s3" {}
+  backend "http" {}
 }
 `;
 
@@ -90,39 +89,8 @@ export async function declaresBackend(iacDir: string): Promise<boolean> {
   return false;
 }
 
-/** The `-backend-config` file for the engine: attribute names differ between the pinned engines. */
-export function backendConfig(kind: 'terraform' | 'tofu', cfg: ManagedStateConfig, key: string): string {
-  const common: [string, string | boolean][] = [
-    ['bucket', cfg.bucket],
-    ['key', key],
-    ['region', cfg.region],
-    ['access_key', cfg.accessKeyId],
-    ['secret_key', cfg.secretAccessKey],
-    ['skip_credentials_validation', true],
-    ['skip_metadata_api_check', true],
-    ['skip_region_validation', true],
-  ];
-  // terraform 1.5 (aws-sdk-go v1): `endpoint` and `force_path_style`; tofu 1.6 (aws-sdk-go-v2):
-  // `endpoints.s3` and `use_path_style`, and it asks STS for the account unless told not to.
-  const own: [string, string | boolean][] =
-    kind === 'terraform'
-      ? [
-          ['endpoint', cfg.endpoint],
-          ['force_path_style', true],
-        ]
-      : [
-          ['use_path_style', true],
-          ['skip_requesting_account_id', true],
-        ];
-  const lines = [...common, ...own].map(
-    ([k, v]) => `${k} = ${typeof v === 'string' ? hclString(v) : String(v)}`,
-  );
-  if (kind === 'tofu') lines.push(`endpoints = { s3 = ${hclString(cfg.endpoint)} }`);
-  return `${lines.join('\n')}\n`;
-}
-
 /** The checkout holding `dir` (the nearest directory up with a `.git` directory), if any. */
-function gitDirOf(dir: string): string | undefined {
+export function gitDirOf(dir: string): string | undefined {
   for (let d = dir; ; d = dirname(d)) {
     if (existsSync(join(d, '.git', 'info')) || existsSync(join(d, '.git', 'HEAD'))) return join(d, '.git');
     if (dirname(d) === d) return undefined;
@@ -135,10 +103,21 @@ export interface ManagedRoot {
   key: string;
   /** Puts the override file back if it is missing (a reset of the checkout removes it). */
   ensureOverride(): void;
-  /** Runs `fn` with the path of a `-backend-config` file that exists only during the call. */
-  withBackendConfig<T>(fn: (file: string) => Promise<T>): Promise<T>;
+  /**
+   * Runs `fn` with the engine's `TF_HTTP_*` environment: a grant on this state that ends when `fn`
+   * does (writes allowed only under `lease`).
+   */
+  withGrant<T>(lease: Lease | undefined, fn: (env: Record<string, string>) => Promise<T>): Promise<T>;
   /** Runs `fn` holding the state's lease. */
-  hold<T>(operation: string, hooks: LeaseHooks, fn: () => Promise<T>): Promise<T>;
+  hold<T>(operation: string, hooks: LeaseHooks, fn: (lease: Lease) => Promise<T>): Promise<T>;
+}
+
+/** A lease held by one engine call. */
+export interface Lease {
+  /** Aborted when the lease is lost (a renewal found another holder, or none succeeded in time). */
+  signal: AbortSignal;
+  /** Whether the metadata store still names this call as the holder. */
+  holds(): Promise<boolean>;
 }
 
 export interface LeaseHooks {
@@ -151,21 +130,38 @@ export class StateLockTimeout extends Error {
   override name = 'StateLockTimeout';
 }
 
+/** The lease was lost while its engine ran: the engine was stopped. */
+export class StateLeaseLost extends Error {
+  override name = 'StateLeaseLost';
+}
+
 export class ManagedState {
+  /** Serves the states to the engine (started on the first engine call that needs it). */
+  readonly server: StateServer;
+
   constructor(
     readonly cfg: ManagedStateConfig,
     private readonly db: Db,
-  ) {}
+  ) {
+    const s3 = createS3Client({
+      endpoint: cfg.endpoint,
+      bucket: cfg.bucket,
+      region: cfg.region,
+      accessKeyId: cfg.accessKeyId,
+      secretAccessKey: cfg.secretAccessKey,
+    });
+    this.server = new StateServer({
+      s3,
+      bucket: cfg.bucket,
+      key: (id) => managedStateKey(cfg.prefix, id),
+    });
+  }
 
   /**
    * The managed root for `iacDir`, or undefined when the root declares its own backend (its state
    * is the root's business and the engine's own lock guards it).
    */
-  async forRoot(
-    iacDir: string,
-    stateProjectId: string,
-    kind: 'terraform' | 'tofu',
-  ): Promise<ManagedRoot | undefined> {
+  async forRoot(iacDir: string, stateProjectId: string): Promise<ManagedRoot | undefined> {
     if (await declaresBackend(iacDir)) return undefined;
     const key = managedStateKey(this.cfg.prefix, stateProjectId);
     const gitDir = gitDirOf(iacDir);
@@ -185,14 +181,12 @@ export class ManagedState {
       stateProjectId,
       key,
       ensureOverride,
-      withBackendConfig: async (fn) => {
-        const dir = mkdtempSync(join(tmpdir(), 'kumoss-state-'));
-        const file = join(dir, 'backend.tfbackend');
+      withGrant: async (lease, fn) => {
+        const grant = await this.server.grant(stateProjectId, lease);
         try {
-          writeFileSync(file, backendConfig(kind, this.cfg, key), { mode: 0o600 });
-          return await fn(file);
+          return await fn(grant.env);
         } finally {
-          rmSync(dir, { recursive: true, force: true });
+          grant.revoke();
         }
       },
       hold: (operation, hooks, fn) => this.hold(stateProjectId, operation, hooks, fn),
@@ -207,7 +201,7 @@ export class ManagedState {
     stateProjectId: string,
     operation: string,
     hooks: LeaseHooks,
-    fn: () => Promise<T>,
+    fn: (lease: Lease) => Promise<T>,
   ): Promise<T> {
     const ttl = this.cfg.lockTtlMs ?? 30_000;
     const wait = this.cfg.lockWaitMs ?? 10 * 60_000;
@@ -226,17 +220,46 @@ export class ManagedState {
       hooks.heartbeat?.(`waiting for the state lock held by ${attempt.operation}`);
       await sleep(poll, undefined, hooks.signal ? { signal: hooks.signal } : {});
     }
+    // Renewed every third of its life. A renewal that finds another holder, or no renewal that
+    // succeeds for half its life (the store unreachable), aborts the call: its engine process group
+    // is stopped (SIGTERM, SIGKILL 5 s later) before the lease can expire and be taken by another.
+    const lost = new AbortController();
+    let renewed = Date.now();
+    const loseLease = (why: string) => {
+      if (!lost.signal.aborted)
+        lost.abort(new StateLeaseLost(`The state lease of ${operation} was lost: ${why}`));
+    };
     const renew = setInterval(
       () => {
-        renewStateLock(this.db, stateProjectId, holder, ttl).catch(() => undefined);
+        renewStateLock(this.db, stateProjectId, holder, ttl).then(
+          (held) => {
+            if (held) renewed = Date.now();
+            else loseLease('another holder took it');
+          },
+          (err: Error) => {
+            if (Date.now() - renewed > ttl / 2)
+              loseLease(`no renewal for ${Date.now() - renewed} ms (${err.message})`);
+          },
+        );
       },
       Math.max(50, Math.floor(ttl / 3)),
     );
     renew.unref();
+    const onCancel = () => lost.abort(hooks.signal?.reason);
+    hooks.signal?.addEventListener('abort', onCancel, { once: true });
     try {
-      return await fn();
+      return await fn({
+        signal: lost.signal,
+        holds: async () =>
+          !lost.signal.aborted &&
+          (await currentStateLockHolder(this.db, stateProjectId).catch(() => undefined)) === holder,
+      });
+    } catch (err) {
+      if (lost.signal.reason instanceof StateLeaseLost) throw lost.signal.reason;
+      throw err;
     } finally {
       clearInterval(renew);
+      hooks.signal?.removeEventListener('abort', onCancel);
       await releaseStateLock(this.db, stateProjectId, holder).catch(() => undefined);
     }
   }

@@ -98,6 +98,7 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
         const engine = new EngineClient({
           ...deps.engines[stack.engine],
           workdir: iacDir,
+          runDir: work,
           scopeId: stack.scope_id,
           stateProjectId: stack.state_project_id,
         });

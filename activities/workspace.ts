@@ -151,6 +151,7 @@ export class RoundWorkspaces {
       engine: new EngineClient({
         ...deps,
         workdir: iacDir,
+        runDir: scratch,
         scopeId: ref.scopeId,
         stateProjectId:
           ref.stateProjectId ?? legacyStateProjectId(ref.repositoryUrl, ref.iacPath, ref.scopeId),

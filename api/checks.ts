@@ -8,6 +8,7 @@ import type { Db } from '../shared/db';
 import { ping } from '../shared/db';
 import type { ComponentCheck } from './routes/health';
 import { requestJson } from '../shared/http-json';
+import { sandboxOfIdentity } from '../shared/worker-identity';
 
 export function temporalCheck(connection: Connection, namespace: string): ComponentCheck {
   return {
@@ -33,9 +34,17 @@ export function workerCheck(connection: Connection, namespace: string, taskQueue
         taskQueue: { name: taskQueue },
         taskQueueType: 1, // TASK_QUEUE_TYPE_WORKFLOW
       });
-      const pollers = r.pollers?.length ?? 0;
-      if (pollers === 0) throw new Error(`no worker polls task queue ${taskQueue} yet`);
-      return `${pollers} poller(s) on task queue ${taskQueue}`;
+      const pollers = r.pollers ?? [];
+      if (pollers.length === 0) throw new Error(`no worker polls task queue ${taskQueue} yet`);
+      // Each worker names its engine sandbox's state in its identity (shared/worker-identity.ts).
+      const sandboxes = pollers.map((p) => sandboxOfIdentity(p.identity ?? '') ?? 'unknown');
+      const unavailable = pollers.filter((_, i) => sandboxes[i] === 'unavailable');
+      if (unavailable.length)
+        throw new Error(
+          `worker ${unavailable.map((p) => p.identity?.split(' ')[0]).join(', ')} cannot run the engine sandbox (bubblewrap): its engine calls are refused`,
+        );
+      const states = [...new Set(sandboxes)].sort().join(', ');
+      return `${pollers.length} poller(s) on task queue ${taskQueue}; engine sandbox: ${states}`;
     },
   };
 }

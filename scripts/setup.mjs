@@ -419,6 +419,13 @@ const ensureChromium = () =>
   );
 
 /**
+ * bubblewrap, the engine's sandbox (activities/sandbox.ts): every terraform/tofu process runs in
+ * it. Without it the worker refuses engine calls unless engine.sandbox is off.
+ */
+const ensureBubblewrap = () =>
+  ensureDebianPackage('bubblewrap', 'bubblewrap', 'the engine sandbox', () => shellOk('command -v bwrap'));
+
+/**
  * PostgreSQL's server binaries for the cluster test tier (a real Temporal cluster persists to it,
  * Kumoss's metadata beside it).
  */
@@ -469,7 +476,15 @@ if (background) {
         GO_TOOLS.filter((t) => !t.background).map((tool) => () => ensureGoTool(tool)),
         2,
       ),
-      pool([...PY_TOOLS.map((tool) => () => ensurePyTool(tool)), ensureChromium, ensurePostgres], 1),
+      pool(
+        [
+          ...PY_TOOLS.map((tool) => () => ensurePyTool(tool)),
+          ensureBubblewrap,
+          ensureChromium,
+          ensurePostgres,
+        ],
+        1,
+      ),
     ]);
     ensureProviderMirror();
   });

@@ -31,6 +31,18 @@ export const configSchema = z.object({
      * them; a call waits for a free one). 0 = as many as the machine has cores.
      */
     max_concurrent: z.number().int().min(0).max(256).default(0),
+    /**
+     * Every terraform/tofu process runs under bubblewrap (activities/sandbox.ts): its run's
+     * directory, the engine binaries and provider mirror read-only, a private /tmp and /proc, a
+     * clean environment. Where bubblewrap cannot run, engine calls are refused. `off` runs
+     * repositories' code with the worker's own reach (README: threat model).
+     */
+    sandbox: z.enum(['bubblewrap', 'off']).default('bubblewrap'),
+    /**
+     * Directories a sandboxed engine may also read and write (a local backend's state directory
+     * kept on the worker): every repository's code reaches them.
+     */
+    sandbox_writable: z.array(z.string().startsWith('/', 'must be an absolute path')).default([]),
   }),
   api: z.object({
     host: z.string().min(1).default('127.0.0.1'),
@@ -185,6 +197,7 @@ export const ENV_OVERRIDES: Record<string, string> = {
   KUMOSS_ENGINE: 'engine.binary',
   KUMOSS_ENGINE_AWS_ENDPOINT_URL: 'engine.aws_endpoint_url',
   KUMOSS_ENGINE_MAX_CONCURRENT: 'engine.max_concurrent',
+  KUMOSS_ENGINE_SANDBOX: 'engine.sandbox',
   KUMOSS_API_HOST: 'api.host',
   KUMOSS_API_PORT: 'api.port',
   S3_ENDPOINT: 'storage.endpoint',
@@ -283,6 +296,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): KumossConfig {
     const value = env[name];
     if (value !== undefined && value !== '') setPath(merged, path, coerce(value));
   }
+  // A path list, as PATH is written.
+  if (env.KUMOSS_ENGINE_SANDBOX_WRITABLE)
+    setPath(merged, 'engine.sandbox_writable', env.KUMOSS_ENGINE_SANDBOX_WRITABLE.split(':').filter(Boolean));
   const parsed = configSchema.safeParse(merged);
   if (!parsed.success) {
     const problems = parsed.error.issues

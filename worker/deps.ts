@@ -24,7 +24,8 @@ import {
   promptsDir,
   type KumossConfig,
 } from '../shared/config';
-import { cliConfigPath, toolPath } from '../shared/tools.mjs';
+import { cliConfigPath, providerMirrorDir, toolPath } from '../shared/tools.mjs';
+import { EngineSandbox } from '../activities/sandbox';
 
 /** Environment variables that carry cloud credentials and settings to the engine's providers. */
 const CLOUD_ENV = /^(AWS_|GOOGLE_|CLOUDSDK_|ARM_|AZURE_|OCI_|KUBECONFIG$|KUBE_)/;
@@ -66,13 +67,27 @@ export function managedState(config: KumossConfig, db: Db): ManagedState | undef
   );
 }
 
+/**
+ * The engine's sandbox: the engine binaries, the CLI config and the provider mirror read-only, the
+ * configured writable directories; each call adds its own run directory.
+ */
+export function engineSandbox(config: KumossConfig): EngineSandbox {
+  return new EngineSandbox({
+    mode: config.engine.sandbox,
+    readOnly: [toolPath('terraform'), toolPath('tofu'), cliConfigPath(), providerMirrorDir()],
+    readWrite: config.engine.sandbox_writable,
+  });
+}
+
 export function engineDeps(
   config: KumossConfig,
   kind: 'terraform' | 'tofu',
   slots?: EngineSlots,
   managed?: ManagedState,
+  sandbox: EngineSandbox = engineSandbox(config),
 ): EngineDeps {
   return {
+    sandbox,
     ...(slots ? { slots } : {}),
     ...(managed ? { managedState: managed } : {}),
     kind,
@@ -135,7 +150,7 @@ export function gitHostTokens(
 export function buildActivities(
   config: KumossConfig,
   db: Db,
-): { activities: Activities; artifacts: ArtifactStore } {
+): { activities: Activities; artifacts: ArtifactStore; sandbox: EngineSandbox } {
   const artifacts = new ArtifactStore(
     createS3Client(config.storage),
     config.storage.bucket,
@@ -150,9 +165,10 @@ export function buildActivities(
   // One set of engine slots for the process: terraform and tofu calls share them.
   const slots = new EngineSlots(config.engine.max_concurrent);
   const managed = managedState(config, db);
+  const sandbox = engineSandbox(config);
   const engines = {
-    terraform: engineDeps(config, 'terraform', slots, managed),
-    tofu: engineDeps(config, 'tofu', slots, managed),
+    terraform: engineDeps(config, 'terraform', slots, managed, sandbox),
+    tofu: engineDeps(config, 'tofu', slots, managed, sandbox),
   };
   const activities = createActivities({
     engine: engines[config.engine.binary],
@@ -203,5 +219,5 @@ export function buildActivities(
     db,
     runners: runnerDeps(config, db),
   });
-  return { activities, artifacts };
+  return { activities, artifacts, sandbox };
 }

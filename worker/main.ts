@@ -8,7 +8,7 @@ import { ensureSearchAttributes } from '../shared/temporal-setup';
 import { startTracing } from '../shared/tracing';
 import { buildActivities } from './deps';
 import { installRuntime } from './runtime';
-import { createWorker } from './worker';
+import { createWorker, workerIdentity } from './worker';
 
 quietKnownWarnings();
 const config = loadConfig();
@@ -21,9 +21,24 @@ const added = await ensureSearchAttributes(connection, temporal.namespace);
 if (added.length) log.info({ namespace: temporal.namespace, added }, 'search attributes registered');
 const db = createDb(databaseUrl(config));
 await migrate(db);
-const { activities, artifacts } = buildActivities(config, db);
+const { activities, artifacts, sandbox } = buildActivities(config, db);
 await artifacts.ensureBucket();
+// The engine sandbox's state, said once at start-up and carried in the worker's identity, which
+// the API's /health reads from the task queue's pollers.
+const sandboxState = sandbox.describe();
+const sandboxCheck = sandbox.check();
+if (!sandboxCheck.ok)
+  log.error(
+    { sandbox: sandboxState, reason: sandboxCheck.reason },
+    'the engine sandbox cannot run on this worker: every engine call is refused (install bubblewrap, or set engine.sandbox: off)',
+  );
+else if (sandboxState === 'off')
+  log.warn(
+    { sandbox: sandboxState },
+    "engine.sandbox is off: repositories' code runs with this worker's files, environment and credentials in reach",
+  );
 const worker = await createWorker({
+  identity: workerIdentity(sandboxState),
   connection,
   namespace: temporal.namespace,
   taskQueue: config.temporal.task_queue,
@@ -37,6 +52,7 @@ log.info(
     temporal: temporal.describe,
     metrics: config.observability.worker_metrics_address || null,
     tracing: Boolean(tracing),
+    sandbox: sandboxState,
   },
   'worker started',
 );

@@ -1,5 +1,7 @@
 // Builds a worker from its parts; main.ts wires the real clients, tests wire theirs.
+import { hostname } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { SANDBOX_IDENTITY_KEY } from '../shared/worker-identity';
 import type { NativeConnection } from '@temporalio/worker';
 import { Worker, type WorkerOptions } from '@temporalio/worker';
 import { OpenTelemetryPlugin } from '@temporalio/interceptors-opentelemetry';
@@ -25,6 +27,14 @@ export interface CreateWorkerOptions {
    * (a prebuilt bundle without them is refused).
    */
   tracing?: Tracing;
+}
+
+/**
+ * The worker's identity as the task queue's pollers show it: `pid@host` (the SDK's default) and
+ * the engine sandbox's state, which the API's /health reports (shared/worker-identity.ts).
+ */
+export function workerIdentity(sandbox: string): string {
+  return `${process.pid}@${hostname()} ${SANDBOX_IDENTITY_KEY}=${sandbox}`;
 }
 
 export async function createWorker(opts: CreateWorkerOptions): Promise<Worker> {

@@ -74,3 +74,14 @@ export async function releaseStateLock(db: Db, stateProjectId: string, holder: s
     .where('holder', '=', holder)
     .execute();
 }
+
+/** Who holds the lease of `stateProjectId` now (expired leases count as none). */
+export async function currentStateLockHolder(db: Db, stateProjectId: string): Promise<string | undefined> {
+  const row = await db
+    .selectFrom('state_locks')
+    .select('holder')
+    .where('state_project_id', '=', stateProjectId)
+    .where('expires_at', '>', sql<Date>`now()`)
+    .executeTakeFirst();
+  return row?.holder;
+}

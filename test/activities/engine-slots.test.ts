@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { EngineClient } from '../../activities/engine';
 import { EngineSlots } from '../../activities/engine-slots';
+import { testSandbox } from '../support/test-stack';
 import { engineDeps } from '../support/stack';
 
 /** A task that stays running until its gate opens. */
@@ -80,7 +81,15 @@ describe('engine slots', () => {
     const engines = [1, 2].map((n) => {
       const root = mkdtempSync(join(dir, `root-${n}-`));
       writeFileSync(join(root, 'main.tf'), `output "n" {\n  value = ${n}\n}\n`);
-      return new EngineClient({ ...engineDeps(), binary: wrapper, slots, workdir: root, scopeId: 'slots' });
+      // The wrapper writes its log beside itself: the sandbox lets it.
+      return new EngineClient({
+        ...engineDeps(),
+        sandbox: testSandbox([dir]),
+        binary: wrapper,
+        slots,
+        workdir: root,
+        scopeId: 'slots',
+      });
     });
     await Promise.all(engines.map((e) => e.init({ heartbeat: (d) => heartbeats.push(d) })));
     expect(readFileSync(log, 'utf8').trim().split('\n')).toEqual(['start', 'end', 'start', 'end']);

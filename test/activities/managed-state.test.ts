@@ -2,9 +2,10 @@
 // object store under its state project id — shared by every worker's checkout, never in the
 // checkout, never committed — and one engine call at a time holds its lease. Real terraform and
 // tofu, the stack's s3rver, git host and metadata store.
+import { testCloudDir } from '../support/test-cloud';
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { GetObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
@@ -13,8 +14,11 @@ import {
   declaresBackend,
   MANAGED_BACKEND_FILE,
   managedStateKey,
+  StateLeaseLost,
   StateLockTimeout,
 } from '../../activities/managed-state';
+import { SECRET_MARKER } from '../support/secret-scan';
+import { unzipSync } from 'fflate';
 import { readConfigFiles, RoundWorkspaces, type RoundRef } from '../../activities/workspace';
 import { createDb } from '../../shared/db';
 import { legacyStateProjectId, stateProjectId } from '../../shared/db/sessions';
@@ -170,6 +174,118 @@ describe.each(ENGINES)('Kumoss-managed state (%s)', (engine) => {
     expect(keys).not.toContain(managedStateKey('state', idB));
   });
 
+  it("keeps the store's keys out of every plan, checkout and .terraform/, and a grant dies with its engine process", async () => {
+    const secret = `${SECRET_MARKER}-store-${randomUUID()}`;
+    // s3rver checks the key id but not the signature: the secret key can be unique and searched for.
+    const keyed = stackManagedState(s, db, { lockPollMs: 50, secretAccessKey: secret });
+    const ws = await worker('keys', keyed).get({ ...ref('r-keys'), sessionId: `${sessionId}-keys` });
+    const planFile = join(ws.scratch, 'keys.tfplan');
+    await ws.engine.plan({ out: planFile });
+    await ws.engine.applyPlan(planFile);
+    // Every file the engine left: the plan (each entry of its zip) and the whole checkout.
+    const texts: [string, string][] = Object.entries(unzipSync(readFileSync(planFile))).map(
+      ([name, bytes]) => [`plan ${name}`, Buffer.from(bytes).toString('latin1')],
+    );
+    const walk = (dir: string): void => {
+      for (const e of readdirSync(dir, { withFileTypes: true })) {
+        const path = join(dir, e.name);
+        if (e.isDirectory() && e.name !== '.git') walk(path);
+        else if (e.isFile() && statSync(path).size < 50 * 1024 * 1024)
+          texts.push([path, readFileSync(path, 'latin1')]);
+      }
+    };
+    walk(ws.dir);
+    expect(texts.some(([where]) => where.endsWith(join('.terraform', 'terraform.tfstate')))).toBe(true);
+    for (const [where, text] of texts) {
+      expect(text.includes(secret), where).toBe(false);
+      expect(text.includes('TF_HTTP_PASSWORD'), where).toBe(false);
+    }
+    // No grant outlives its engine process; a revoked grant's password is refused.
+    expect(keyed.server.activeGrants).toBe(0);
+    const grant = await keyed.server.grant(projectId);
+    const get = (env: Record<string, string>, address = env.TF_HTTP_ADDRESS ?? '') =>
+      fetch(address, {
+        headers: {
+          authorization: `Basic ${Buffer.from(`${env.TF_HTTP_USERNAME}:${env.TF_HTTP_PASSWORD}`).toString('base64')}`,
+        },
+      });
+    expect((await get(grant.env)).status).toBe(200);
+    // A grant is for its own state only.
+    const other = (await get(grant.env, grant.env.TF_HTTP_ADDRESS?.replace(projectId, 'another-state')))
+      .status;
+    expect(other).toBe(401);
+    grant.revoke();
+    expect((await get(grant.env)).status).toBe(401);
+    // Reading is not writing: a grant taken without the lease cannot change the state.
+    const reader = await keyed.server.grant(projectId);
+    const post = await fetch(reader.env.TF_HTTP_ADDRESS ?? '', {
+      method: 'POST',
+      body: '{}',
+      headers: {
+        authorization: `Basic ${Buffer.from(`${reader.env.TF_HTTP_USERNAME}:${reader.env.TF_HTTP_PASSWORD}`).toString('base64')}`,
+      },
+    });
+    expect(post.status).toBe(409);
+    reader.revoke();
+  });
+
+  it('a lease lost under a running apply stops that apply, and its state write is refused', async () => {
+    const sleepUrl = seedRepository(`team/lease-${engine}-${Date.now()}`, {
+      'main.tf': `${TIME_ROOT}
+resource "time_sleep" "long" {
+  create_duration = "120s"
+}
+`,
+    });
+    const shortLease = stackManagedState(s, db, { lockPollMs: 50, lockTtlMs: 3000 });
+    const ws = await worker('lease', shortLease).get({
+      ...ref('r-lease'),
+      repositoryUrl: sleepUrl,
+      sessionId: `${sessionId}-lease`,
+    });
+    const leaseId = legacyStateProjectId(sleepUrl, '', 'scope-managed');
+    await ws.engine.ensureInit();
+    const started = Date.now();
+    const applying = ws.engine.apply({}, {}).catch((err: unknown) => err);
+    // Once the apply holds the lease, another holder takes it (as after an expiry on a stalled worker).
+    for (;;) {
+      const row = await db
+        .selectFrom('state_locks')
+        .select('holder')
+        .where('state_project_id', '=', leaseId)
+        .executeTakeFirst();
+      if (row) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await db
+      .updateTable('state_locks')
+      .set({ holder: 'thief' })
+      .where('state_project_id', '=', leaseId)
+      .execute();
+    const err = await applying;
+    expect(err).toBeInstanceOf(StateLeaseLost);
+    expect((err as Error).message).toMatch(
+      /^The state lease of (terraform|tofu) apply was lost: another holder took it/,
+    );
+    // Stopped long before time_sleep's two minutes.
+    expect(Date.now() - started).toBeLessThan(60_000);
+    // Nothing the stopped apply tried to write reached the state; the new holder keeps its lease.
+    const listed = await s3.send(new ListObjectsV2Command({ Bucket: s.bucket, Prefix: `state/${leaseId}/` }));
+    if (listed.KeyCount) {
+      const object = await s3.send(
+        new GetObjectCommand({ Bucket: s.bucket, Key: managedStateKey('state', leaseId) }),
+      );
+      expect(await object.Body!.transformToString()).not.toContain('time_sleep');
+    }
+    const row = await db
+      .selectFrom('state_locks')
+      .select('holder')
+      .where('state_project_id', '=', leaseId)
+      .executeTakeFirstOrThrow();
+    expect(row.holder).toBe('thief');
+    await releaseStateLock(db, leaseId, 'thief');
+  });
+
   it('runs one state call at a time: a plan waits while another holds the lease, then runs', async () => {
     expect(
       await tryAcquireStateLock(db, projectId, 'test-holder', 'an apply on another worker', 60_000),
@@ -223,7 +339,8 @@ describe.each(ENGINES)('Kumoss-managed state (%s)', (engine) => {
   });
 
   it('leaves a root that declares its own backend alone', async () => {
-    const stateFile = join(mkdtempSync(join(root, 'own-')), 'own.tfstate');
+    // Its own backend's state stands where the sandboxed engine may write (the test's "remote" store).
+    const stateFile = join(mkdtempSync(join(testCloudDir(), 'own-')), 'own.tfstate');
     const ownUrl = seedRepository(`team/own-backend-${engine}-${Date.now()}`, {
       'main.tf': TIME_ROOT.replace(
         'terraform {\n',

@@ -14,6 +14,7 @@ import type { SessionRound } from '../../shared/contracts';
 import { createDb, type Db } from '../../shared/db';
 import { createUser } from '../../shared/db/users';
 import { freePort } from '../../scripts/embedded/ports';
+import { testCloudDir } from '../support/test-cloud';
 import { createDriftTestBed, type DriftTestBed } from '../support/drift-test-bed';
 import { engineDeps, untilActivityRunning } from '../support/stack';
 
@@ -62,6 +63,8 @@ describe('npm start supervises its processes', () => {
       env: {
         ...process.env,
         KUMOSS_DATA_DIR: dataDir,
+        // The drift bed's local_file targets and local state stand for the cloud (test/support/test-cloud.ts).
+        KUMOSS_ENGINE_SANDBOX_WRITABLE: testCloudDir(),
         TEMPORAL_ADDRESS: `127.0.0.1:${ports.temporal}`,
         KUMOSS_TEMPORAL_UI_URL: `http://127.0.0.1:${ports.ui}`,
         KUMOSS_API_PORT: String(ports.api),

@@ -5,7 +5,6 @@
 // changed the way a person in the console changes them: through the AWS APIs. Each drift case
 // says what Kumoss should do about it: fix the code, or leave it to a person with a reason.
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import {
   AuthorizeSecurityGroupEgressCommand,
@@ -28,6 +27,7 @@ import {
   S3Client,
 } from '@aws-sdk/client-s3';
 import { EngineClient } from '../../activities/engine';
+import { testCloudDir } from './test-cloud';
 import { MANAGED_BACKEND_FILE, type ManagedState } from '../../activities/managed-state';
 import { stateProjectId } from '../../shared/db/sessions';
 import type { EngineDeps } from '../../activities/drift-detection';
@@ -957,7 +957,7 @@ export async function createAwsTestBed(opts: {
 }): Promise<AwsTestBed> {
   // Setup builds kumoss/aws in the background: the first bed of a fresh machine waits for it.
   await waitForTool('provider-aws');
-  const dir = mkdtempSync(join(tmpdir(), 'kumoss-awsbed-'));
+  const dir = mkdtempSync(join(testCloudDir(), 'awsbed-'));
   const suffix = Math.random().toString(36).slice(2, 8);
   const repo = join(dir, 'repo');
   const iacPath = `envs/${opts.spec.name}`;

@@ -5,8 +5,8 @@
 // (scripts/embedded/object-api.ts) managed through the `kumoss/rest` provider; files through
 // hashicorp/local; time_static proves the third pinned provider installs from the mirror.
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { testCloudDir } from './test-cloud';
 import { EngineClient, type EngineBinary } from '../../activities/engine';
 import type { GitClient } from '../../activities/git';
 import { startObjectApi, type ObjectApi } from '../../scripts/embedded/object-api';
@@ -131,7 +131,7 @@ export async function createDriftTestBed(opts: {
   scopeId?: string;
   withTime?: boolean;
 }): Promise<DriftTestBed> {
-  const dir = mkdtempSync(join(tmpdir(), 'kumoss-bed-'));
+  const dir = mkdtempSync(join(testCloudDir(), 'bed-'));
   const sourceDir = join(dir, 'src');
   const filesDir = join(dir, 'files');
   const stateDir = join(dir, 'state');

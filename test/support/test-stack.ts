@@ -19,7 +19,9 @@ import { OfflineModel } from '../../activities/model/offline';
 import type { ModelProvider } from '../../activities/model/port';
 import { PromptCatalogue } from '../../activities/prompt-catalogue';
 import { RoundWorkspaces } from '../../activities/workspace';
-import { cliConfigPath, toolPath } from '../../shared/tools.mjs';
+import { cliConfigPath, providerMirrorDir, toolPath } from '../../shared/tools.mjs';
+import { EngineSandbox } from '../../activities/sandbox';
+import { testCloudDir } from './test-cloud';
 import { projectRoot } from '../../shared/config';
 import { createDb, migrate, type Db } from '../../shared/db';
 import { artifactIndex } from '../../shared/db/artifacts';
@@ -192,8 +194,21 @@ export function awsEngineEnv(awsEndpoint: string): NodeJS.ProcessEnv {
   };
 }
 
+/** The engine sandbox of the tests' workers: the worker's own, plus the test cloud and `writable`. */
+export function testSandbox(writable: string[] = []): EngineSandbox {
+  return new EngineSandbox({
+    mode: 'bubblewrap',
+    readOnly: [toolPath('terraform'), toolPath('tofu'), cliConfigPath(), providerMirrorDir()],
+    readWrite: [testCloudDir(), ...writable],
+  });
+}
+
+const sharedSandbox = { current: undefined as EngineSandbox | undefined };
+
 export function stackEngineDeps(kind: EngineKind = 'terraform', awsEndpoint?: string): EngineDeps {
+  sharedSandbox.current ??= testSandbox();
   return {
+    sandbox: sharedSandbox.current,
     kind,
     binary: toolPath(kind),
     cliConfigFile: cliConfigPath(),
@@ -215,6 +230,8 @@ export interface TestActivityOptions {
   workDir?: string;
   /** The engine binary to run instead of the real one's path (a fault-injecting wrapper around it). */
   engineBinary?: string;
+  /** The engine sandbox (default: testSandbox()). */
+  sandbox?: EngineSandbox;
   /** Artifact store (default: the stack's object store). */
   artifacts?: ArtifactStore;
   /** Called after every engine process (benchmarks). */
@@ -267,6 +284,7 @@ export function stackActivities(stack: TestStack, o: TestActivityOptions = {}) {
     managedState,
     ...(slots ? { slots } : {}),
     ...(o.engineBinary ? { binary: o.engineBinary } : {}),
+    ...(o.sandbox ? { sandbox: o.sandbox } : {}),
     ...(o.onEngineCall ? { onCall: o.onEngineCall } : {}),
   });
   const engines = { terraform: deps('terraform'), tofu: deps('tofu') };

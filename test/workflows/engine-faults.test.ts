@@ -4,7 +4,7 @@
 // error in the root — ends the round `failed` after one attempt: drift-round-failure.test.ts.)
 import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DriftRoundResult } from '../../shared/contracts';
 import { driftReportSchema } from '../../shared/drift-report';
@@ -12,6 +12,7 @@ import { driftRoundWorkflowId } from '../../shared/ids';
 import { toolPath } from '../../shared/tools.mjs';
 import { driftRound } from '../../workflows';
 import type { DriftTestBed } from '../support/drift-test-bed';
+import { testSandbox } from '../support/test-stack';
 import {
   artifactStore,
   newTestBed,
@@ -55,7 +56,10 @@ describe('drift rounds under engine faults', () => {
 
   beforeAll(async () => {
     engine = faultyEngine(mkdtempSync(join(tmpdir(), 'kumoss-faults-')));
-    faulty = await temporalHarness('engine-faults', testActivities({ engineBinary: engine.path }));
+    faulty = await temporalHarness(
+      'engine-faults',
+      testActivities({ engineBinary: engine.path, sandbox: testSandbox([dirname(engine.path)]) }),
+    );
     steady = await temporalHarness('engine-steady', testActivities());
   });
   afterAll(async () => {

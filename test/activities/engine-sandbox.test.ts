@@ -1,0 +1,178 @@
+// The engine's sandbox (activities/sandbox.ts), tried from inside a root: a repository's code that
+// reads the worker's environment, other checkouts, the data directory and the tool cache, and that
+// writes outside its checkout. Real terraform under real bubblewrap.
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EngineClient, EngineError } from '../../activities/engine';
+import { EngineSandbox } from '../../activities/sandbox';
+import { toolsDir } from '../../shared/tools.mjs';
+import { engineDeps } from '../support/stack';
+
+/** A secret the test process (standing for the worker) holds in its environment. */
+const WORKER_SECRET = `worker-secret-${Math.random().toString(36).slice(2)}`;
+
+interface PlanJson {
+  planned_values?: { outputs?: Record<string, { value?: unknown }> };
+}
+
+describe('the engine sandbox (bubblewrap): a root reaches its own run directory and nothing else', () => {
+  const base = mkdtempSync(join(tmpdir(), 'kumoss-sandbox-'));
+  // What a worker holds beside a run: another session's checkout and Kumoss's data directory.
+  const otherCheckout = join(base, 'work', 'other-session', 'repo');
+  const dataDir = join(base, 'kumoss-data');
+  const previous = process.env.KUMOSS_TEST_WORKER_SECRET;
+
+  beforeAll(() => {
+    process.env.KUMOSS_TEST_WORKER_SECRET = WORKER_SECRET;
+    mkdirSync(otherCheckout, { recursive: true });
+    writeFileSync(join(otherCheckout, 'main.tf'), "# another organization's root\n");
+    mkdirSync(join(dataDir, 'run'), { recursive: true });
+    writeFileSync(join(dataDir, 'run', 'secrets.env'), `GIT_TOKEN=${WORKER_SECRET}\n`);
+  });
+  afterAll(() => {
+    if (previous === undefined) delete process.env.KUMOSS_TEST_WORKER_SECRET;
+    else process.env.KUMOSS_TEST_WORKER_SECRET = previous;
+  });
+
+  /** A run directory holding a checkout with `files` as its root, and an engine client on it. */
+  const run = (files: Record<string, string>, opts: { sandbox?: EngineSandbox } = {}) => {
+    const runDir = join(base, 'work', `session-${Math.random().toString(36).slice(2, 8)}`);
+    const root = join(runDir, 'repo');
+    mkdirSync(join(root, '.git'), { recursive: true });
+    for (const [name, text] of Object.entries(files)) writeFileSync(join(root, name), text);
+    const engine = new EngineClient({
+      ...engineDeps(),
+      // The run's cloud credentials, as the worker passes them.
+      env: { AWS_ACCESS_KEY_ID: 'run-key', AWS_SECRET_ACCESS_KEY: 'run-secret' },
+      ...(opts.sandbox ? { sandbox: opts.sandbox } : {}),
+      workdir: root,
+      runDir,
+      scopeId: 'sandbox-test',
+    });
+    return { engine, runDir, root };
+  };
+
+  let ownRun = '';
+  const outputs = async (files: Record<string, string>) => {
+    const { engine, runDir } = run(files);
+    ownRun = runDir;
+    const plan = join(runDir, 'probe.tfplan');
+    await engine.plan({ out: plan });
+    await engine.showJson(plan, join(runDir, 'probe.json'));
+    const json = JSON.parse(readFileSync(join(runDir, 'probe.json'), 'utf8')) as PlanJson;
+    return Object.fromEntries(
+      Object.entries(json.planned_values?.outputs ?? {}).map(([k, v]) => [k, v.value]),
+    );
+  };
+
+  it("`/proc/self/environ` holds the run's own variables and nothing of the worker's", async () => {
+    const out = await outputs({
+      'main.tf': 'output "environ" { value = filebase64("/proc/self/environ") }\n',
+    });
+    const environ = Buffer.from(String(out.environ), 'base64').toString('utf8');
+    const names = environ
+      .split('\0')
+      .filter(Boolean)
+      .map((kv) => kv.split('=')[0] ?? '')
+      .sort();
+    expect(environ).not.toContain(WORKER_SECRET);
+    expect(environ).toContain('AWS_SECRET_ACCESS_KEY=run-secret');
+    expect(names.filter((n) => !/^(TF_|AWS_|CHECKPOINT_DISABLE$|PATH$|HOME$|PWD$)/.test(n))).toEqual([]);
+    expect(environ).toContain('HOME=/home');
+  });
+
+  it('file() and fileset() of another checkout, the data directory, the home and the tool cache find nothing', async () => {
+    for (const [what, path] of [
+      ["another session's checkout", join(otherCheckout, 'main.tf')],
+      ['the data directory', join(dataDir, 'run', 'secrets.env')],
+    ] as const) {
+      const { engine, runDir } = run({
+        'main.tf': `output "stolen" { value = file(${JSON.stringify(path)}) }\n`,
+      });
+      const err = await engine.plan({ out: join(runDir, 'p.tfplan') }).catch((e: unknown) => e);
+      expect(err, what).toBeInstanceOf(EngineError);
+      expect((err as EngineError).output, what).toMatch(/no file exists|Invalid function argument/i);
+      expect((err as EngineError).output, what).not.toContain(WORKER_SECRET);
+    }
+    const out = await outputs({
+      'main.tf': [
+        `output "others" { value = fileset(${JSON.stringify(join(base, 'work'))}, "*/repo/*") }`,
+        `output "data" { value = fileset(${JSON.stringify(dataDir)}, "**") }`,
+        `output "tools" { value = fileset(${JSON.stringify(toolsDir())}, "*/*") }`,
+        'output "home" { value = fileset(pathexpand("~"), "**") }',
+        'output "own" { value = fileset(path.module, "*.tf") }',
+        '',
+      ].join('\n'),
+    });
+    // Its own checkout only: the other session's is not there.
+    const others = out.others as string[];
+    expect(others.length).toBeGreaterThan(0);
+    expect(
+      others.filter((p) => !p.includes(`${basename(ownRun)}/repo/`)),
+      others.join(', '),
+    ).toEqual([]);
+    expect(out.data).toEqual([]);
+    // Of the tool cache, only the engine binaries: no Temporal, moto or Gitea build.
+    const tools = out.tools as string[];
+    expect(tools).toEqual(expect.arrayContaining([expect.stringMatching(/terraform-[^/]+\/terraform$/)]));
+    expect(tools.filter((p) => !/(terraform|tofu)-[^/]+\/(terraform|tofu)$/.test(p))).toEqual([]);
+    expect(out.home).toEqual([]);
+    expect(out.own).toEqual(['main.tf']);
+  });
+
+  it('local-exec and hashicorp/local write inside the checkout, and cannot write outside it', async () => {
+    const outside = join(dataDir, 'pwned-by-local-exec');
+    const viaProvider = join(dataDir, 'pwned-by-local-file');
+    const writes = (target: string, fileTarget: string) => ({
+      'main.tf': `terraform {
+  required_providers {
+    local = {
+      source  = "hashicorp/local"
+      version = "1.4.0"
+    }
+  }
+}
+resource "terraform_data" "probe" {
+  provisioner "local-exec" {
+    command = "echo written > ${target}"
+  }
+}
+resource "local_file" "probe" {
+  filename = "${fileTarget}"
+  content  = "written"
+}
+`,
+    });
+    const inside = run(writes('inside.txt', '${path.module}/inside-file.txt'));
+    await inside.engine.init();
+    await inside.engine.apply();
+    expect(readFileSync(join(inside.root, 'inside.txt'), 'utf8')).toBe('written\n');
+    expect(readFileSync(join(inside.root, 'inside-file.txt'), 'utf8')).toBe('written');
+
+    const escape = run(writes(outside, viaProvider));
+    await escape.engine.init();
+    const err = await escape.engine.apply().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(EngineError);
+    expect(existsSync(outside)).toBe(false);
+    expect(existsSync(viaProvider)).toBe(false);
+  });
+
+  it('where bubblewrap cannot run, no engine process starts and the failure says why', async () => {
+    const broken = new EngineSandbox({
+      mode: 'bubblewrap',
+      bwrap: join(base, 'no-bwrap-here'),
+      readOnly: [],
+    });
+    expect(broken.describe()).toBe('unavailable');
+    const { engine } = run({ 'main.tf': 'output "x" { value = 1 }\n' }, { sandbox: broken });
+    const err = await engine.init().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(EngineError);
+    expect(err).toMatchObject({ permanent: true });
+    expect((err as Error).message).toMatch(
+      /engine sandbox cannot run on this worker.*bubblewrap.*engine\.sandbox: off/s,
+    );
+    expect(engine.calls).toEqual([]);
+  });
+});
