@@ -10,7 +10,8 @@
 // hub), every open stream checks its own credential again and ends at once if it no longer holds.
 import { Router, type Response } from 'express';
 import { eventsAfter, type SessionEventRow } from '../../shared/db/sessions';
-import { authenticate, requireRole, stillAuthenticated, USERS_CHANGED } from '../auth';
+import { authenticate, currentUser, requireRole, stillAuthenticated, USERS_CHANGED } from '../auth';
+import { mayFetchArtifact } from '../artifact-access';
 import { ownSession } from '../session-operations';
 import type { EventsHub } from '../events-hub';
 import type { SessionDetailDeps } from './sessions';
@@ -66,6 +67,7 @@ export function createEventsRouter(deps: EventsDeps): Router {
     async (req, res) => {
       const row = await ownSession(deps, req, req.params.id as string);
       const sessionId = row.session_id;
+      const { role } = currentUser(req);
       let cursor = parseEventId(req.get('last-event-id') ?? req.query.last_event_id);
       res.writeHead(200, {
         'content-type': 'text/event-stream; charset=utf-8',
@@ -105,7 +107,12 @@ export function createEventsRouter(deps: EventsDeps): Router {
       const send = async (e: SessionEventRow): Promise<void> => {
         const data: Record<string, unknown> = { ...e.data };
         const key = data.key;
-        if (typeof key === 'string' && (e.type === 'artifact' || e.type === 'report')) {
+        // A raw plan's URL only for devops and admin (api/artifact-access.ts); the event itself says it exists.
+        if (
+          typeof key === 'string' &&
+          (e.type === 'artifact' || e.type === 'report') &&
+          mayFetchArtifact(key, role)
+        ) {
           data.url = (await deps.artifacts.presignReused(key, deps.presignTtlSeconds)).url;
         }
         write(res, e.seq, e.type, data);

@@ -11,6 +11,8 @@ import { sessionArtifacts } from '../../shared/db/artifacts';
 import { sessionRounds } from '../../shared/db/sessions';
 import type { SessionDetail } from '../../shared/contracts';
 import { authenticate, currentUser, requireRole } from '../auth';
+import { mayFetchArtifact } from '../artifact-access';
+import type { Role } from '../../shared/db/users';
 import {
   acceptedBody,
   newRoundId,
@@ -31,8 +33,13 @@ interface CachedDetail {
   body: Omit<SessionDetail, 'artifacts_expire_in_seconds'>;
 }
 
-function served(d: CachedDetail): SessionDetail {
-  return { ...d.body, artifacts_expire_in_seconds: Math.floor((d.expiresAt - Date.now()) / 1000) };
+/** The detail as `role` may see it: raw plans and plan JSON only for devops and admin. */
+function served(d: CachedDetail, role: Role): SessionDetail {
+  return {
+    ...d.body,
+    artifacts: d.body.artifacts.filter((a) => mayFetchArtifact(a.key, role)),
+    artifacts_expire_in_seconds: Math.floor((d.expiresAt - Date.now()) / 1000),
+  };
 }
 
 /**
@@ -138,7 +145,7 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
       hit.organization_uuid === user.organization_uuid &&
       hit.expiresAt - Date.now() > reuseMargin(deps.presignTtlSeconds)
     ) {
-      res.json(served(hit));
+      res.json(served(hit, user.role));
       return;
     }
     const generation = details.generation(id);
@@ -199,7 +206,7 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
       },
     };
     if (deps.hub?.connected) details.set(id, detail, generation);
-    res.json(served(detail));
+    res.json(served(detail, user.role));
   });
 
   router.post(

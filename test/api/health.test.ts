@@ -1,6 +1,7 @@
 // GET /health over a real socket, with the real component checks against the run's stack.
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
+import { workerIdentity } from '../../worker/worker';
 import { Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { databaseCheck, gitHostCheck, storageCheck, temporalCheck, workerCheck } from '../../api/checks';
@@ -110,12 +111,28 @@ describe('API health', () => {
     await expect(workerCheck(connection, s.namespace, idle).check()).rejects.toThrow(
       `no worker polls task queue ${idle} yet`,
     );
-    const h = await temporalHarness('health');
+    const h = await temporalHarness('health', undefined, { identity: workerIdentity('bubblewrap') });
     try {
       const check = workerCheck(connection, s.namespace, h.taskQueue);
       await expect
         .poll(() => check.check().catch((e: Error) => e.message), { timeout: 30_000 })
-        .toBe(`1 poller(s) on task queue ${h.taskQueue}`);
+        .toBe(`1 poller(s) on task queue ${h.taskQueue}; engine sandbox: bubblewrap`);
+    } finally {
+      await h.close();
+    }
+  });
+
+  it('says so when a worker cannot run the engine sandbox (its identity names it)', async () => {
+    const s = stack();
+    const identity = workerIdentity('unavailable');
+    const h = await temporalHarness('health-nosandbox', undefined, { identity });
+    try {
+      const check = workerCheck(connection, s.namespace, h.taskQueue);
+      await expect
+        .poll(() => check.check().catch((e: Error) => e.message), { timeout: 30_000 })
+        .toBe(
+          `worker ${identity.split(' ')[0]} cannot run the engine sandbox (bubblewrap): its engine calls are refused`,
+        );
     } finally {
       await h.close();
     }

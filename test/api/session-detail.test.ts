@@ -9,6 +9,7 @@ import { recordSession } from '../../shared/db/sessions';
 import { findUserByToken } from '../../shared/db/users';
 import { roundArtifactKey, sessionBranch } from '../../shared/ids';
 import { roleTokens, startTestApi, type TestApi } from '../support/api';
+import { subscribe } from '../support/sse';
 import { artifactStore, stack, temporalHarness, type TemporalHarness } from '../support/stack';
 
 describe('session detail between changes', () => {
@@ -80,5 +81,76 @@ describe('session detail between changes', () => {
     );
     expect(await read()).toMatchObject({ locked: false, lock_reason: null });
     expect((await api.call('GET', `/api/v1/sessions/${sessionId}`, other.developer)).status).toBe(404);
+  });
+
+  it('gives raw plans and plan JSON to devops and admin only; a developer gets the rendered artifacts', async () => {
+    const devops = await findUserByToken(db, tokens.devops);
+    if (!devops) throw new Error('no user');
+    const sessionId = `s-raw-${randomUUID().slice(0, 8)}`;
+    await db
+      .insertInto('sessions')
+      .values({
+        session_id: sessionId,
+        organization_uuid: devops.organization_uuid,
+        created_by: devops.user_uuid,
+        repository_url: 'https://git.example.com/a/b.git',
+        cloud: 'aws',
+        scope_id: 's',
+        iac_path: '',
+        state_project_id: 'sp',
+        branch: sessionBranch(sessionId),
+        in_flight: null,
+      })
+      .execute();
+    const names = [
+      'iteration-1/plan.tfplan',
+      'iteration-1/plan.json',
+      'iteration-1/plan.txt',
+      'drift-report.json',
+    ];
+    const keys = names.map((n) => roundArtifactKey(sessionId, 'r-1', n));
+    for (const key of keys) await artifactStore().putText(key, 'artifact');
+    await recordSession(db, {
+      sessionId,
+      rounds: [{ round_id: 'r-1', kind: 'full', status: 'report', text: 'Reconcile.' }],
+      events: keys.map((key, i) => ({
+        source_key: `artifact-${i}`,
+        round_id: 'r-1',
+        type: 'artifact',
+        data: { key },
+      })),
+    });
+    const listed = async (token: string) =>
+      (
+        ((await api.call('GET', `/api/v1/sessions/${sessionId}`, token)).body.artifacts ?? []) as {
+          key: string;
+        }[]
+      )
+        .map((a) => a.key)
+        .sort();
+    const rendered = [keys[3], keys[2]].sort();
+    await expect.poll(() => listed(tokens.devops)).toEqual([...keys].sort());
+    // Served from the cache the devops read filled: still filtered for the developer.
+    expect(await listed(tokens.developer)).toEqual(rendered);
+    expect(await listed(tokens.admin)).toEqual([...keys].sort());
+
+    // The event stream names every artifact; only devops and admin get a raw plan's URL.
+    const urls = async (token: string) => {
+      const events = await subscribe(`${api.url}/api/v1/events/subscribe/${sessionId}`, token, {
+        stop: (e) => e.event === 'artifact' && e.data.key === keys[3],
+      });
+      return Object.fromEntries(
+        events
+          .filter((e) => e.event === 'artifact')
+          .map((e) => [String(e.data.key), typeof e.data.url === 'string']),
+      );
+    };
+    expect(await urls(tokens.developer)).toEqual({
+      [keys[0] ?? '']: false,
+      [keys[1] ?? '']: false,
+      [keys[2] ?? '']: true,
+      [keys[3] ?? '']: true,
+    });
+    expect(Object.values(await urls(tokens.devops))).toEqual([true, true, true, true]);
   });
 });

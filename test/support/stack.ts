@@ -77,7 +77,7 @@ export interface TemporalHarness {
 export async function temporalHarness(
   name: string,
   activities: Activities = testActivities(),
-  opts: { dataConverter?: { payloadCodecs: PayloadCodec[] }; tracing?: Tracing } = {},
+  opts: { dataConverter?: { payloadCodecs: PayloadCodec[] }; tracing?: Tracing; identity?: string } = {},
 ): Promise<TemporalHarness> {
   const s = stack();
   const taskQueue = `test-${name}-${randomUUID().slice(0, 8)}`;
@@ -96,6 +96,7 @@ export async function temporalHarness(
     namespace: s.namespace,
     taskQueue,
     activities,
+    ...(opts.identity ? { identity: opts.identity } : {}),
     ...(opts.tracing ? { tracing: opts.tracing } : { workflowBundlePath: s.workflowBundlePath }),
   });
   const running = worker.run();
