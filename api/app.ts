@@ -126,10 +126,12 @@ export function createApp(deps: AppDeps): Express {
   });
   if (deps.sessions?.hub) cacheTokens(deps.sessions.db, deps.sessions.hub);
   if (deps.sessions) {
+    // Every route that starts work asks the authorization sidecar (api/authz.ts).
+    const sessions = { ...deps.sessions, ...(deps.authz ? { authz: deps.authz } : {}) };
     // Every Temporal call a request makes must finish within TEMPORAL_CALL_DEADLINE_MS: with
     // Temporal unreachable the request gets its 503 then, not after the client's own long retries.
     // (Event subscriptions poll for hours and set their own per-call deadlines.)
-    const client = deps.sessions.client;
+    const client = sessions.client;
     app.use((req, _res, next) => {
       if (req.path.startsWith('/api/v1/events/')) return next();
       void client.withDeadline(Date.now() + TEMPORAL_CALL_DEADLINE_MS, () => {
@@ -139,31 +141,27 @@ export function createApp(deps: AppDeps): Express {
     });
     app.use(
       createAuthSessionRouter({
-        db: deps.sessions.db,
+        db: sessions.db,
         ...(deps.temporalUiUrl ? { temporalUiUrl: deps.temporalUiUrl } : {}),
       }),
     );
-    app.use(createDriftRouter(deps.sessions));
-    app.use(createSessionsRouter(deps.sessions));
+    app.use(createDriftRouter(sessions));
+    app.use(createSessionsRouter(sessions));
     app.use(
       createEventsRouter({
-        ...deps.sessions,
-        ...deps.sessions.events,
+        ...sessions,
+        ...sessions.events,
         ...(metrics ? { streams: metrics.streams } : {}),
       }),
     );
-    app.use(createAdminRouter(deps.sessions));
-    app.use(createWorkflowsRouter(deps.sessions));
-    app.use(createRunnerGroupsRouter(deps.sessions));
-    app.use(createStacksRouter(deps.sessions));
-    app.use(createRunnerSchedulesRouter(deps.sessions));
-    app.use(createPullRequestRouter(deps.sessions));
-    app.use(
-      createAuthorizeRouter({ db: deps.sessions.db, authz: deps.authz ?? { enabled: false, url: '' } }),
-    );
-    app.use(
-      createMappingRouter({ db: deps.sessions.db, mapping: deps.mapping ?? { enabled: false, url: '' } }),
-    );
+    app.use(createAdminRouter(sessions));
+    app.use(createWorkflowsRouter(sessions));
+    app.use(createRunnerGroupsRouter(sessions));
+    app.use(createStacksRouter(sessions));
+    app.use(createRunnerSchedulesRouter(sessions));
+    app.use(createPullRequestRouter(sessions));
+    app.use(createAuthorizeRouter({ db: sessions.db, authz: deps.authz ?? { enabled: false, url: '' } }));
+    app.use(createMappingRouter({ db: sessions.db, mapping: deps.mapping ?? { enabled: false, url: '' } }));
   }
   if (deps.webDist && existsSync(join(deps.webDist, 'index.html')))
     serveWeb(app, deps.webDist, deps.artifactOrigin);

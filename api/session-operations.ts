@@ -3,6 +3,7 @@
 // operation (one in flight, a finished session) is answered at once: the route still says 202, as
 // the seed's contract has it, with `accepted: false` and the reason; the refusal is logged with the
 // seed's exact line and written to the session's event log, and nothing else changes.
+import type { AuthzConfig } from './authz';
 import { randomUUID } from 'node:crypto';
 import type { Request } from 'express';
 import { WithStartWorkflowOperation, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
@@ -35,6 +36,8 @@ export interface SessionRouteDeps {
   };
   /** This process's LISTEN connection (api/events-hub.ts): streams wake, cached details drop. */
   hub?: EventsHub;
+  /** services.authz: asked by every route that starts work (api/authz.ts). */
+  authz?: AuthzConfig;
 }
 
 const log = logger.child({ component: 'api' });

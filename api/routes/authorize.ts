@@ -1,14 +1,15 @@
 // POST /api/v1/auth/authorize: the preflight before a session's first request. With
 // services.authz.enabled false (the shipped default) it answers authorized without contacting
 // anything. Enabled, it asks the authz sidecar with the cloud, the repository URL as the project
-// and the IaC path as the environment — never the scope id.
+// and the IaC path as the environment — never the scope id (api/authz.ts; the routes that start
+// work ask the same question).
 import { Router } from 'express';
 import { z } from 'zod';
 import { CLOUDS } from '../../shared/drift-exceptions';
 import { iacPathSchema, repositoryUrlSchema } from '../../shared/contracts';
 import type { Db } from '../../shared/db';
 import { authenticate, requireRole } from '../auth';
-import { askSidecar } from '../sidecar';
+import { askAuthz, type AuthzConfig } from '../authz';
 import { parseBody } from '../validation';
 
 export const authorizeRequestSchema = z
@@ -21,11 +22,9 @@ export const authorizeRequestSchema = z
   })
   .strict();
 
-const sidecarAnswer = z.object({ authorized: z.boolean(), reason: z.string().optional() });
-
 export interface AuthzDeps {
   db: Db;
-  authz: { enabled: boolean; url: string };
+  authz: AuthzConfig;
 }
 
 export function createAuthorizeRouter(deps: AuthzDeps): Router {
@@ -40,14 +39,10 @@ export function createAuthorizeRouter(deps: AuthzDeps): Router {
       });
       return;
     }
-    const query = { cloud: body.cloud, project: body.repository_url, environment: body.iac_path ?? '' };
-    const answer = await askSidecar({
-      baseUrl: deps.authz.url,
-      path: '/authorize',
-      body: query,
-      schema: sidecarAnswer,
-      code: 'authz_unavailable',
-      name: 'authorization',
+    const answer = await askAuthz(deps.authz, {
+      cloud: body.cloud,
+      repository_url: body.repository_url,
+      iac_path: body.iac_path ?? '',
     });
     res.status(answer.authorized ? 200 : 403).json({
       authorized: answer.authorized,

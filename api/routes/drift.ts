@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { Router, type Request, type Response } from 'express';
 import { firstRequestSchema, followUpRequestSchema, type SessionOperation } from '../../shared/contracts';
 import { authenticate, currentUser, requireRole } from '../auth';
+import { requireAuthorized } from '../authz';
 import { HttpError } from '../errors';
 import {
   acceptedBody,
@@ -32,12 +33,14 @@ export function createDriftRouter(deps: SessionRouteDeps): Router {
     if (followUp) {
       const r = parseBody(followUpRequestSchema, body);
       const row = await ownSession(deps, req, r.session_id);
+      await requireAuthorized(deps.authz, row);
       session_id = r.session_id;
       outcome = await submitOperation(deps, row, { ...op, text: r.text });
     } else {
       const r = parseBody(firstRequestSchema, body);
       session_id = `s-${randomUUID()}`;
       const iac_path = r.iac_path ?? '';
+      await requireAuthorized(deps.authz, { cloud: r.cloud, repository_url: r.repository_url, iac_path });
       await openSession(
         deps,
         {

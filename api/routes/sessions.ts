@@ -12,6 +12,7 @@ import { sessionRounds } from '../../shared/db/sessions';
 import type { SessionDetail } from '../../shared/contracts';
 import { authenticate, currentUser, requireRole } from '../auth';
 import { mayFetchArtifact } from '../artifact-access';
+import { requireAuthorized } from '../authz';
 import type { Role } from '../../shared/db/users';
 import {
   acceptedBody,
@@ -215,6 +216,7 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
     requireRole('devops'),
     async (req, res) => {
       const row = await ownSession(deps, req, req.params.id as string);
+      await requireAuthorized(deps.authz, row);
       const round_id = newRoundId();
       const outcome = await submitOperation(deps, row, {
         round_id,

@@ -2,6 +2,7 @@
 // them, developers read them), each with its Temporal Schedule — pause and resume with a note,
 // run now, backfill a missed window — its detection runs, the drift inbox, and the signed
 // webhooks that announce what the runs find.
+import { requireAuthorized } from '../authz';
 import { randomUUID } from 'node:crypto';
 import { Router } from 'express';
 import {
@@ -51,6 +52,11 @@ export function createStacksRouter(deps: StacksDeps): Router {
 
   router.post('/api/v1/stacks', auth, requireRole('devops'), async (req, res) => {
     const spec = parseBody(stackSpecSchema, req.body);
+    await requireAuthorized(deps.authz, {
+      cloud: spec.cloud,
+      repository_url: spec.repository_url,
+      iac_path: spec.iac_path ?? '',
+    });
     const stack = await createStack(deps.db, org(req), spec, currentUser(req).user_uuid).catch(registryError);
     try {
       await schedules.create(stack);
@@ -111,6 +117,7 @@ export function createStacksRouter(deps: StacksDeps): Router {
 
   router.post('/api/v1/stacks/:id/trigger', auth, requireRole('devops'), async (req, res) => {
     const stack = await own(req);
+    await requireAuthorized(deps.authz, stack);
     await schedules.trigger(stack.stack_uuid).catch(unavailable);
     res.status(202).json(await withSchedule(stack));
   });
@@ -118,6 +125,7 @@ export function createStacksRouter(deps: StacksDeps): Router {
   router.post('/api/v1/stacks/:id/backfill', auth, requireRole('devops'), async (req, res) => {
     const stack = await own(req);
     const b = parseBody(backfillSchema, req.body);
+    await requireAuthorized(deps.authz, stack);
     await schedules.backfill(stack.stack_uuid, new Date(b.start), new Date(b.end)).catch(unavailable);
     res.status(202).json(await withSchedule(stack));
   });
@@ -175,6 +183,7 @@ export function createStacksRouter(deps: StacksDeps): Router {
         );
     }
     const stack = await getStack(deps.db, items[0]!.stack_uuid, user.organization_uuid).catch(registryError);
+    await requireAuthorized(deps.authz, stack);
     const { text, targets } = remediationRequest(stack.name, items);
     const session_id = `s-${randomUUID()}`;
     const round_id = newRoundId();

@@ -5,7 +5,9 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, migrate, type Db } from '../../shared/db';
 import { createUser } from '../../shared/db/users';
-import { startTestApi, type TestApi } from '../support/api';
+import { roleTokens, startTestApi, type TestApi } from '../support/api';
+import { findUserByToken } from '../../shared/db/users';
+import { sessionBranch } from '../../shared/ids';
 import { stack, temporalHarness, type TemporalHarness } from '../support/stack';
 
 describe('POST /api/v1/auth/authorize', () => {
@@ -92,6 +94,75 @@ describe('POST /api/v1/auth/authorize', () => {
         (await api.call('POST', '/api/v1/auth/authorize', token, { ...request, cloud: 'mars' })).status,
       ).toBe(400);
       expect((await api.call('POST', '/api/v1/auth/authorize', undefined, request)).status).toBe(401);
+    } finally {
+      api.close();
+    }
+  });
+
+  it('is asked by every route that starts work: a refused repository gets 403 and nothing starts', async () => {
+    const tokens = await roleTokens(db, 'authz-work');
+    const devops = await findUserByToken(db, tokens.devops);
+    if (!devops) throw new Error('no user');
+    const api = await startTestApi(h, db, undefined, { enabled: true, url: sidecarUrl });
+    const prod = { ...request, iac_path: 'envs/prod' };
+    const refused = (r: { status: number; body: Record<string, unknown> }) => {
+      expect(r.status).toBe(403);
+      expect(r.body.error).toEqual({
+        code: 'not_authorized',
+        message:
+          'The authorization service refused work on https://git.example.com/team/infra.git (envs/prod): prod is closed',
+      });
+    };
+    try {
+      seen.length = 0;
+      refused(await api.call('POST', '/api/v1/drift/full', tokens.devops, { ...prod, text: 'Reconcile.' }));
+      refused(await api.call('POST', '/api/v1/generate', tokens.devops, { ...prod, text: 'Add a tag.' }));
+      refused(
+        await api.call('POST', '/api/v1/stacks', tokens.devops, {
+          name: `refused-${Date.now()}`,
+          ...prod,
+          schedule: { interval_minutes: 60 },
+        }),
+      );
+      // A session opened before the sidecar said no: its follow-ups and its apply are refused too.
+      const sessionId = `s-authz-${Date.now()}`;
+      await db
+        .insertInto('sessions')
+        .values({
+          session_id: sessionId,
+          organization_uuid: devops.organization_uuid,
+          created_by: devops.user_uuid,
+          repository_url: prod.repository_url,
+          cloud: 'gcp',
+          scope_id: prod.scope_id,
+          iac_path: prod.iac_path,
+          state_project_id: 'sp',
+          branch: sessionBranch(sessionId),
+          in_flight: null,
+        })
+        .execute();
+      refused(await api.call('POST', `/api/v1/sessions/${sessionId}/apply`, tokens.devops));
+      refused(
+        await api.call('POST', '/api/v1/drift/partial', tokens.devops, {
+          session_id: sessionId,
+          text: 'Again.',
+        }),
+      );
+      // Nothing was created; the sidecar was asked each time, never with the scope id.
+      const sessions = await db
+        .selectFrom('sessions')
+        .select('session_id')
+        .where('organization_uuid', '=', devops.organization_uuid)
+        .execute();
+      expect(sessions.map((r) => r.session_id)).toEqual([sessionId]);
+      const stacks = await db
+        .selectFrom('stacks')
+        .select('stack_uuid')
+        .where('organization_uuid', '=', devops.organization_uuid)
+        .execute();
+      expect(stacks).toEqual([]);
+      expect(seen).toHaveLength(5);
+      expect(JSON.stringify(seen)).not.toContain(prod.scope_id);
     } finally {
       api.close();
     }
