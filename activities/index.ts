@@ -9,6 +9,7 @@ import { createPullRequestActivities, type PullRequestDeps } from './pull-reques
 import { createSessionStoreActivities } from './session-store';
 import { createStackDetectionActivities, type StackDetectionDeps } from './stack-detection';
 import { createWebhookActivities } from './webhooks';
+import type { TargetPolicy } from '../shared/network-targets';
 import { createRunnerActivities, type RunnerDeps } from './runners';
 
 export type ActivityDeps = DriftDetectionDeps &
@@ -20,6 +21,8 @@ export type ActivityDeps = DriftDetectionDeps &
     runners?: RunnerDeps;
     /** The compliance policies (`<dir>/<cloud>/*.rego`; default: the project's policies/). */
     policiesDir?: string;
+    /** Private targets webhooks may reach (shared/network-targets.ts); absent: loopback only. */
+    targets?: TargetPolicy;
   };
 
 export function createActivities(deps: ActivityDeps) {

@@ -3,7 +3,7 @@ import { Client } from '@temporalio/client';
 import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
 import { ArtifactStore, createS3Client } from '../shared/object-store';
 import { join } from 'node:path';
-import { databaseUrl, gitTrustBundle, loadConfig, projectRoot } from '../shared/config';
+import { databaseUrl, gitTrustBundle, loadConfig, projectRoot, targetPolicy } from '../shared/config';
 import { createDb, migrate } from '../shared/db';
 import { logger, quietKnownWarnings } from '../shared/logger';
 import { dataConverter, payloadCodecFromEnv } from '../shared/payload-codec';
@@ -60,6 +60,7 @@ const app = createApp({
       ...(tracing ? { interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] } } : {}),
     }),
     taskQueue: config.temporal.task_queue,
+    targets: targetPolicy(config),
     orchestration: {
       max_drift_reports: config.orchestration.max_drift_reports,
       drift_group_operations: config.orchestration.drift_group_operations,

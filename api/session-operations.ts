@@ -4,6 +4,7 @@
 // the seed's contract has it, with `accepted: false` and the reason; the refusal is logged with the
 // seed's exact line and written to the session's event log, and nothing else changes.
 import type { AuthzConfig } from './authz';
+import type { TargetPolicy } from '../shared/network-targets';
 import { randomUUID } from 'node:crypto';
 import type { Request } from 'express';
 import { WithStartWorkflowOperation, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
@@ -38,6 +39,8 @@ export interface SessionRouteDeps {
   hub?: EventsHub;
   /** services.authz: asked by every route that starts work (api/authz.ts). */
   authz?: AuthzConfig;
+  /** Which private targets repository URLs and webhooks may name (api/targets.ts); absent: no check. */
+  targets?: TargetPolicy;
 }
 
 const log = logger.child({ component: 'api' });

@@ -1,5 +1,6 @@
 // Configuration: one YAML file plus environment overrides, validated with zod at start-up.
 // Node-only (reads files); workflows receive the values they need in their input instead.
+import type { TargetPolicy } from './network-targets';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -168,6 +169,17 @@ export const configSchema = z.object({
       aws: { endpoint_url: '', embedded_emulator_port: 0 },
       gcp: { endpoint_url: '' },
     }),
+  /** What Kumoss may connect to on a user's word (shared/network-targets.ts). */
+  security: z
+    .object({
+      /**
+       * Private, loopback or link-local targets (repository URLs, webhook endpoints) that are
+       * allowed: origins (`https://10.0.0.5:8443`) or hosts. The git host and Gitea of this
+       * configuration are always allowed.
+       */
+      private_targets_allowed: z.array(z.string().min(1)).default([]),
+    })
+    .default({ private_targets_allowed: [] }),
   /** Traces, metrics and request logs (README "Running in production"). */
   observability: z
     .object({
@@ -360,4 +372,15 @@ export function databaseUrl(config: KumossConfig): string {
 export function isLoopback(addressOrUrl: string): boolean {
   const host = addressOrUrl.includes('://') ? new URL(addressOrUrl).hostname : addressOrUrl.split(':')[0];
   return host === '127.0.0.1' || host === 'localhost' || host === '[::1]' || host === '::1';
+}
+
+/** The targets policy of this configuration: its own git host and Gitea, and what it names. */
+export function targetPolicy(config: KumossConfig): TargetPolicy {
+  return {
+    allowed: [
+      `https://${config.git_host.host}:${config.git_host.port}`,
+      ...(config.services.gitea.url ? [new URL(config.services.gitea.url).origin] : []),
+      ...config.security.private_targets_allowed,
+    ],
+  };
 }

@@ -20,6 +20,7 @@ import {
   dataDir,
   gitTrustBundle,
   isLoopback,
+  targetPolicy,
   policiesDir,
   promptsDir,
   type KumossConfig,
@@ -217,6 +218,7 @@ export function buildActivities(
         }
       : {}),
     db,
+    targets: targetPolicy(config),
     runners: runnerDeps(config, db),
   });
   return { activities, artifacts, sandbox };

@@ -7,6 +7,7 @@ import { Router, type Request, type Response } from 'express';
 import { firstRequestSchema, followUpRequestSchema, type SessionOperation } from '../../shared/contracts';
 import { authenticate, currentUser, requireRole } from '../auth';
 import { requireAuthorized } from '../authz';
+import { requireAllowedTarget } from '../targets';
 import { HttpError } from '../errors';
 import {
   acceptedBody,
@@ -40,6 +41,7 @@ export function createDriftRouter(deps: SessionRouteDeps): Router {
       const r = parseBody(firstRequestSchema, body);
       session_id = `s-${randomUUID()}`;
       const iac_path = r.iac_path ?? '';
+      await requireAllowedTarget(deps.targets, 'repository_url', r.repository_url);
       await requireAuthorized(deps.authz, { cloud: r.cloud, repository_url: r.repository_url, iac_path });
       await openSession(
         deps,

@@ -1,4 +1,5 @@
 // The real API on a real socket for a test file, wired to its worker's task queue.
+import type { TargetPolicy } from '../../shared/network-targets';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp, type AppDeps } from '../../api/app';
@@ -33,9 +34,11 @@ export async function startTestApi(
   extra: Pick<AppDeps, 'requestLog' | 'metrics'> & {
     /** Session settings new sessions take (the configuration's `orchestration.*`). */
     orchestration?: { max_repair_cycles?: number };
+    /** Private targets allowed (default: loopback, where the test's git hosts and receivers are). */
+    targets?: TargetPolicy;
   } = {},
 ): Promise<TestApi> {
-  const { orchestration, ...appExtra } = extra;
+  const { orchestration, targets, ...appExtra } = extra;
   // Every test API listens for the store's notifications, as the API process does.
   const hub = startEventsHub(stack().databaseUrl);
   const app = createApp({
@@ -50,6 +53,7 @@ export async function startTestApi(
       db,
       client: h.client,
       taskQueue: h.taskQueue,
+      targets: targets ?? { allowed: ['127.0.0.1'] },
       orchestration: { max_drift_reports: 3, drift_group_operations: 8, ...orchestration },
       artifacts: artifactStore(),
       presignTtlSeconds: 60,
