@@ -29,11 +29,13 @@ async function main(argv: string[]): Promise<number> {
     await migrate(db);
     const exists = await db
       .selectFrom('users')
-      .select('user_uuid')
-      .where('name', '=', name)
+      .innerJoin('organizations', 'organizations.organization_uuid', 'users.organization_uuid')
+      .select('users.user_uuid')
+      .where('organizations.name', '=', values.org ?? 'default')
+      .where('users.name', '=', name)
       .executeTakeFirst();
     if (exists) {
-      console.error(`a user named ${name} already exists`);
+      console.error(`a user named ${name} already exists in organization ${values.org ?? 'default'}`);
       return 1;
     }
     const { user, token } = await createUser(db, { name, role, organization: values.org ?? 'default' });

@@ -97,9 +97,15 @@ export function createAdminRouter(deps: SessionRouteDeps): Router {
     const taken = await deps.db
       .selectFrom('users')
       .select('user_uuid')
+      .where('organization_uuid', '=', me.organization_uuid)
       .where('name', '=', body.name)
       .executeTakeFirst();
-    if (taken) throw new HttpError(409, 'name_taken', `A user named ${body.name} already exists.`);
+    if (taken)
+      throw new HttpError(
+        409,
+        'name_taken',
+        `A user named ${body.name} already exists in your organization.`,
+      );
     const { user, token } = await createUserInOrganization(deps.db, {
       name: body.name,
       role: body.role,
@@ -107,7 +113,11 @@ export function createAdminRouter(deps: SessionRouteDeps): Router {
     }).catch((err: unknown) => {
       // Two admins creating the same name at once: the unique index decides.
       if ((err as { code?: string }).code === '23505')
-        throw new HttpError(409, 'name_taken', `A user named ${body.name} already exists.`);
+        throw new HttpError(
+          409,
+          'name_taken',
+          `A user named ${body.name} already exists in your organization.`,
+        );
       throw err;
     });
     // The token is in this response only; the store keeps its hash.

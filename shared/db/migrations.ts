@@ -372,4 +372,15 @@ export const migrations: Migration[] = [
       await sql`alter table stacks add column state_project_id text`.execute(db);
     },
   },
+  {
+    // User names are unique per organization (issue 26): a global unique name told an admin which
+    // names other organizations use (a 409 on someone else's user).
+    id: '0017_user_names_per_organization',
+    async up(db) {
+      await sql`alter table users drop constraint if exists users_name_key`.execute(db);
+      await sql`alter table users add constraint users_organization_name_key unique (organization_uuid, name)`.execute(
+        db,
+      );
+    },
+  },
 ];

@@ -72,6 +72,27 @@ describe('admin: users of the organization', () => {
     expect(await count()).toBe(before);
   });
 
+  it("takes user names per organization: another organization's names are neither refused nor revealed", async () => {
+    const name = `shared-name-${Date.now()}`;
+    expect(
+      (await api.call('POST', '/api/v1/admin/users', tokens.admin, { name, role: 'developer' })).status,
+    ).toBe(201);
+    // The same name in another organization is that organization's own user.
+    const there = await api.call('POST', '/api/v1/admin/users', other.admin, { name, role: 'devops' });
+    expect(there.status).toBe(201);
+    const me = await api.call('GET', '/api/v1/auth/me', there.body.token as string);
+    expect(me.body.user).toMatchObject({ name, role: 'devops' });
+    // Within one organization a name is still one user.
+    const again = await api.call('POST', '/api/v1/admin/users', other.admin, { name, role: 'developer' });
+    expect(again.status).toBe(409);
+    expect(again.body.error).toEqual({
+      code: 'name_taken',
+      message: `A user named ${name} already exists in your organization.`,
+    });
+    const rows = await db.selectFrom('users').select('organization_uuid').where('name', '=', name).execute();
+    expect(new Set(rows.map((r) => r.organization_uuid)).size).toBe(2);
+  });
+
   it('changes a role, revokes a token with its browser sessions, and issues a new one', async () => {
     const name = `rotating-${Date.now()}`;
     const created = await api.call('POST', '/api/v1/admin/users', tokens.admin, { name, role: 'developer' });
