@@ -7,7 +7,7 @@ import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EngineClient, EngineError } from '../../activities/engine';
 import { EngineSandbox } from '../../activities/sandbox';
-import { toolsDir } from '../../shared/tools.mjs';
+import { cliConfigPath, toolsDir } from '../../shared/tools.mjs';
 import { engineDeps } from '../support/stack';
 
 /** A secret the test process (standing for the worker) holds in its environment. */
@@ -151,12 +151,30 @@ resource "local_file" "probe" {
     expect(readFileSync(join(inside.root, 'inside.txt'), 'utf8')).toBe('written\n');
     expect(readFileSync(join(inside.root, 'inside-file.txt'), 'utf8')).toBe('written');
 
+    // Outside the checkout, a path the sandbox does not have: the directory does not exist there
+    // (or, once local_file created it in the sandbox's private /tmp, the write lands there and is
+    // gone with the process). Whichever resource runs first, nothing reaches the worker's disk.
     const escape = run(writes(outside, viaProvider));
     await escape.engine.init();
-    const err = await escape.engine.apply().catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(EngineError);
+    await escape.engine.apply().catch((e: unknown) => e);
     expect(existsSync(outside)).toBe(false);
     expect(existsSync(viaProvider)).toBe(false);
+
+    // A path the sandbox has read-only (the engine's CLI config): the write fails, the file is unchanged.
+    const before = readFileSync(cliConfigPath(), 'utf8');
+    const readOnly = run({
+      'main.tf': `resource "terraform_data" "probe" {
+  provisioner "local-exec" {
+    command = "echo pwned >> ${cliConfigPath()}"
+  }
+}
+`,
+    });
+    await readOnly.engine.init();
+    const err = await readOnly.engine.apply().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(EngineError);
+    expect((err as EngineError).output).toMatch(/Read-only file system/);
+    expect(readFileSync(cliConfigPath(), 'utf8')).toBe(before);
   });
 
   it('where bubblewrap cannot run, no engine process starts and the failure says why', async () => {

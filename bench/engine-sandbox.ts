@@ -1,0 +1,93 @@
+// What the engine sandbox (bubblewrap, activities/sandbox.ts) adds to an engine call, measured side
+// by side in one run: the same root, the same calls, alternately with and without the sandbox.
+// `version` shows the bare cost of entering the sandbox; `plan -out` of a small root with a provider
+// shows it on a call a round makes (a round makes 6–10 of them).
+// Prints `BENCH_ENGINE_SANDBOX {json}`. BENCH_SANDBOX_CALLS sets the calls per mode (default 15).
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { EngineClient } from '../activities/engine';
+import { EngineSandbox } from '../activities/sandbox';
+import { runProcess } from '../activities/process';
+import { cliConfigPath, providerMirrorDir, toolPath } from '../shared/tools.mjs';
+
+const CALLS = Number(process.env.BENCH_SANDBOX_CALLS ?? 15);
+const sandbox = new EngineSandbox({
+  mode: 'bubblewrap',
+  readOnly: [toolPath('terraform'), toolPath('tofu'), cliConfigPath(), providerMirrorDir()],
+});
+if (!sandbox.check().ok) throw new Error(`bubblewrap cannot run here: ${JSON.stringify(sandbox.check())}`);
+
+const base = mkdtempSync(join(tmpdir(), 'kumoss-bench-sandbox-'));
+const root = join(base, 'repo');
+mkdirSync(root);
+writeFileSync(
+  join(root, 'main.tf'),
+  `terraform {
+  required_providers {
+    time = {
+      source  = "hashicorp/time"
+      version = "0.14.2"
+    }
+  }
+}
+resource "time_static" "a" {}
+${Array.from({ length: 20 }, (_, i) => `output "o${i}" { value = "${i}" }`).join('\n')}
+`,
+);
+const engine = (sandboxed: boolean) =>
+  new EngineClient({
+    kind: 'terraform',
+    binary: toolPath('terraform'),
+    cliConfigFile: cliConfigPath(),
+    workdir: root,
+    runDir: base,
+    scopeId: 'bench',
+    ...(sandboxed ? { sandbox } : {}),
+  });
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)] ?? 0;
+};
+
+try {
+  await engine(true).init();
+  const times = {
+    sandbox: { version: [] as number[], plan: [] as number[] },
+    plain: { version: [] as number[], plan: [] as number[] },
+  };
+  for (let i = 0; i < CALLS; i++) {
+    for (const mode of ['sandbox', 'plain'] as const) {
+      const wrapped =
+        mode === 'sandbox'
+          ? sandbox.wrap(toolPath('terraform'), ['version'], {
+              root: base,
+              cwd: root,
+              env: { HOME: '/home' },
+            })
+          : { command: toolPath('terraform'), args: ['version'] };
+      let t = Date.now();
+      await runProcess(wrapped.command, wrapped.args, { cwd: root });
+      times[mode].version.push(Date.now() - t);
+      const e = engine(mode === 'sandbox');
+      t = Date.now();
+      await e.plan({ out: join(base, `${mode}-${i}.tfplan`) });
+      times[mode].plan.push(Date.now() - t);
+    }
+  }
+  const figures = {
+    sandbox_version_ms: median(times.sandbox.version),
+    plain_version_ms: median(times.plain.version),
+    sandbox_plan_ms: median(times.sandbox.plan),
+    plain_plan_ms: median(times.plain.plan),
+    sandbox_plan_overhead_ms: median(times.sandbox.plan) - median(times.plain.plan),
+    sandbox_plan_ratio: Number((median(times.sandbox.plan) / median(times.plain.plan)).toFixed(3)),
+  };
+  console.log(
+    `engine sandbox, ${CALLS} calls each, medians: terraform version ${figures.sandbox_version_ms} ms sandboxed vs ${figures.plain_version_ms} ms plain; ` +
+      `plan -out ${figures.sandbox_plan_ms} ms vs ${figures.plain_plan_ms} ms (+${figures.sandbox_plan_overhead_ms} ms, ×${figures.sandbox_plan_ratio})`,
+  );
+  console.log(`BENCH_ENGINE_SANDBOX ${JSON.stringify(figures)}`);
+} finally {
+  rmSync(base, { recursive: true, force: true });
+}
