@@ -14,6 +14,7 @@ import type { GitClient } from './git';
 import type { EngineSlots } from './engine-slots';
 import type { ManagedState } from './managed-state';
 import type { EngineSandbox } from './sandbox';
+import type { CloudCredentials } from './cloud-credentials';
 import { readPlanForDrift } from './plan-reader';
 import { legacyStateProjectId } from '../shared/db/sessions';
 
@@ -31,6 +32,8 @@ export interface EngineDeps {
   managedState?: ManagedState;
   /** The engine's sandbox (activities/sandbox.ts). */
   sandbox?: EngineSandbox;
+  /** Runs' own cloud credentials from their organization's cloud connection. */
+  cloudCredentials?: CloudCredentials;
 }
 
 export interface DriftDetectionDeps {

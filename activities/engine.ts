@@ -6,6 +6,7 @@
 import { dirname } from 'node:path';
 import { inSpan } from '../shared/tracing';
 import type { EngineSlots } from './engine-slots';
+import type { RunCredentials } from './cloud-credentials';
 import { gitDirOf, type ManagedRoot, type ManagedState } from './managed-state';
 import { ProcessError, runProcess, type RunResult } from './process';
 import { SANDBOX_HOME, SandboxUnavailable, type EngineSandbox } from './sandbox';
@@ -41,6 +42,11 @@ export interface EngineOptions {
    * engine runs as the worker does.
    */
   sandbox?: EngineSandbox;
+  /**
+   * The run's own cloud credentials (activities/cloud-credentials.ts): when it answers some, they
+   * replace the worker's credential variables of `env`.
+   */
+  runCredentials?: () => Promise<RunCredentials | undefined>;
   /**
    * The run's own directory, the only one a sandboxed engine may write: the checkout and its plan
    * files. Default: the checkout holding `workdir` (else `workdir` itself).
@@ -155,18 +161,44 @@ export class EngineClient {
    * The engine's environment. Sandboxed, it is all the process has: a search path, an empty private
    * home, the run's cloud settings and the engine's own variables — nothing of the worker's.
    */
-  private env(): NodeJS.ProcessEnv {
+  private async env(extra: Record<string, string> = {}): Promise<Record<string, string>> {
     const sandboxed = Boolean(this.sandboxed());
-    return {
+    const run = await this.runCredentials();
+    const cloud: Record<string, string> = {};
+    for (const [k, v] of Object.entries(this.opts.env ?? {}))
+      if (v !== undefined && !run?.drop.test(k)) cloud[k] = v;
+    const env: NodeJS.ProcessEnv = {
       PATH: sandboxed ? '/usr/local/bin:/usr/bin:/bin' : process.env.PATH,
       HOME: sandboxed ? SANDBOX_HOME : process.env.HOME,
-      ...this.opts.env,
+      ...cloud,
+      ...run?.env,
+      ...extra,
       TF_CLI_CONFIG_FILE: this.opts.cliConfigFile,
       TF_IN_AUTOMATION: '1',
       TF_INPUT: '0',
       CHECKPOINT_DISABLE: '1',
       TF_VAR_kumoss_scope_id: this.opts.scopeId,
     };
+    const out: Record<string, string> = {};
+    for (const [k, v] of Object.entries(env)) if (v !== undefined) out[k] = v;
+    return out;
+  }
+
+  private credentials?: Promise<RunCredentials | undefined>;
+  private credentialsExpireAt = 0;
+
+  /** The run's own cloud credentials (activities/cloud-credentials.ts), renewed before they expire. */
+  private async runCredentials(): Promise<RunCredentials | undefined> {
+    if (!this.opts.runCredentials) return undefined;
+    if (!this.credentials || this.credentialsExpireAt - Date.now() < 5 * 60_000) {
+      this.credentials = this.opts.runCredentials();
+      void this.credentials.then(
+        (c) => (this.credentialsExpireAt = c?.expiresAt ?? Number.POSITIVE_INFINITY),
+        () => (this.credentials = undefined),
+      );
+      this.credentialsExpireAt = Number.POSITIVE_INFINITY;
+    }
+    return this.credentials;
   }
 
   /** This root's managed state, when Kumoss manages it (decided once per client). */
@@ -202,7 +234,7 @@ export class EngineClient {
   }
 
   /** The program and arguments that run the engine with `args`: inside the sandbox when it is on. */
-  private commandLine(args: string[], extraEnv: Record<string, string>): { command: string; args: string[] } {
+  private commandLine(args: string[], env: Record<string, string>): { command: string; args: string[] } {
     const sandbox = this.sandboxed();
     if (!sandbox) return { command: this.opts.binary, args };
     try {
@@ -211,8 +243,6 @@ export class EngineClient {
       if (err instanceof SandboxUnavailable) throw new EngineError(err.message, true, '');
       throw err;
     }
-    const env: Record<string, string> = {};
-    for (const [k, v] of Object.entries({ ...this.env(), ...extraEnv })) if (v !== undefined) env[k] = v;
     const gitDir = gitDirOf(this.opts.workdir);
     const root = this.opts.runDir ?? (gitDir ? dirname(gitDir) : this.opts.workdir);
     return sandbox.wrap(this.opts.binary, args, { root, cwd: this.opts.workdir, env });
@@ -225,7 +255,8 @@ export class EngineClient {
     io: { stdin?: string; timeoutMs?: number; env?: Record<string, string> },
   ): Promise<RunResult> {
     const verb = args[0] ?? '';
-    const cmd = this.commandLine(args, io.env ?? {});
+    const env = await this.env(io.env);
+    const cmd = this.commandLine(args, env);
     const start = () =>
       inSpan(
         `${this.opts.kind} ${verb}`,
@@ -234,7 +265,7 @@ export class EngineClient {
           runProcess(cmd.command, cmd.args, {
             cwd: this.opts.workdir,
             // bubblewrap itself gets the search path only; the engine's environment is set inside.
-            env: this.sandboxed() ? { PATH: process.env.PATH } : { ...this.env(), ...io.env },
+            env: this.sandboxed() ? { PATH: process.env.PATH } : env,
             timeoutMs: io.timeoutMs ?? this.opts.timeoutMs ?? 30 * 60 * 1000,
             signal: hooks.signal,
             stdoutFile,

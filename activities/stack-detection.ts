@@ -100,6 +100,16 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
           workdir: iacDir,
           runDir: work,
           scopeId: stack.scope_id,
+          ...(deps.engines[stack.engine].cloudCredentials
+            ? {
+                runCredentials: () =>
+                  deps.engines[stack.engine].cloudCredentials!.forRun({
+                    organization_uuid: stack.organization_uuid,
+                    cloud: stack.cloud,
+                    run: `stack-${run_id}`,
+                  }),
+              }
+            : {}),
           stateProjectId: stack.state_project_id,
         });
         const planFile = join(work, 'plan.tfplan');

@@ -143,6 +143,7 @@ export class RoundWorkspaces {
     if (!existsSync(iacDir))
       throw new Error(`IaC path ${ref.iacPath} does not exist in ${ref.repositoryUrl}`);
     const deps = this.engines[ref.engine ?? this.defaultEngine];
+    const credentials = deps.cloudCredentials;
     const ws: Workspace = {
       dir,
       iacDir,
@@ -152,6 +153,21 @@ export class RoundWorkspaces {
         ...deps,
         workdir: iacDir,
         runDir: scratch,
+        // The session's organization's own cloud credentials, when it has a role for this cloud.
+        ...(credentials
+          ? {
+              runCredentials: async () => {
+                const org = await credentials.sessionOrganization(ref.sessionId);
+                return org
+                  ? credentials.forRun({
+                      organization_uuid: org,
+                      cloud: ref.cloud,
+                      run: `${ref.sessionId}-${ref.roundId}`,
+                    })
+                  : undefined;
+              },
+            }
+          : {}),
         scopeId: ref.scopeId,
         stateProjectId:
           ref.stateProjectId ?? legacyStateProjectId(ref.repositoryUrl, ref.iacPath, ref.scopeId),

@@ -37,11 +37,23 @@ export const cloudConnectionSchema = z
       .string()
       .regex(/^\d{12}$/, 'account_id must be 12 digits')
       .optional(),
+    /**
+     * AWS only: the role every engine run of the organization on this cloud assumes with the
+     * worker's own identity (STS AssumeRole, a session named after the run, as long as the run):
+     * the run's only cloud credentials.
+     */
+    role_arn: z
+      .string()
+      .regex(/^arn:aws[a-z-]*:iam::\d{12}:role\/[\w+=,.@/-]{1,512}$/, 'role_arn must be an IAM role ARN')
+      .optional(),
   })
   .strict()
   .superRefine((c, ctx) => {
     if (c.provider === 'gcp' && !c.project_id) {
       ctx.addIssue({ code: 'custom', path: ['project_id'], message: 'project_id is required for gcp' });
+    }
+    if (c.provider === 'gcp' && c.role_arn) {
+      ctx.addIssue({ code: 'custom', path: ['role_arn'], message: 'role_arn applies to aws only' });
     }
     if (c.provider === 'aws' && c.project_id) {
       ctx.addIssue({ code: 'custom', path: ['project_id'], message: 'project_id applies to gcp only' });

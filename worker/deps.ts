@@ -27,6 +27,8 @@ import {
 } from '../shared/config';
 import { cliConfigPath, providerMirrorDir, toolPath } from '../shared/tools.mjs';
 import { EngineSandbox } from '../activities/sandbox';
+import { CloudCredentials } from '../activities/cloud-credentials';
+import { STSClient } from '@aws-sdk/client-sts';
 
 /** Environment variables that carry cloud credentials and settings to the engine's providers. */
 const CLOUD_ENV = /^(AWS_|GOOGLE_|CLOUDSDK_|ARM_|AZURE_|OCI_|KUBECONFIG$|KUBE_)/;
@@ -80,15 +82,37 @@ export function engineSandbox(config: KumossConfig): EngineSandbox {
   });
 }
 
+/**
+ * Runs' own cloud credentials: the worker assumes its organization's role with its own identity,
+ * through STS at the engine's AWS endpoint (the embedded moto under `npm start`).
+ */
+export function cloudCredentials(config: KumossConfig, db: Db): CloudCredentials {
+  const endpoint = config.engine.aws_endpoint_url;
+  return new CloudCredentials({
+    db,
+    durationSeconds: config.engine.timeout_seconds,
+    sts: () =>
+      new STSClient({
+        region: config.storage.region,
+        ...(endpoint ? { endpoint } : {}),
+        ...(endpoint && isLoopback(endpoint) && !process.env.AWS_ACCESS_KEY_ID
+          ? { credentials: { accessKeyId: 'kumoss-emulator', secretAccessKey: 'kumoss-emulator' } }
+          : {}),
+      }),
+  });
+}
+
 export function engineDeps(
   config: KumossConfig,
   kind: 'terraform' | 'tofu',
   slots?: EngineSlots,
   managed?: ManagedState,
   sandbox: EngineSandbox = engineSandbox(config),
+  credentials?: CloudCredentials,
 ): EngineDeps {
   return {
     sandbox,
+    ...(credentials ? { cloudCredentials: credentials } : {}),
     ...(slots ? { slots } : {}),
     ...(managed ? { managedState: managed } : {}),
     kind,
@@ -167,9 +191,10 @@ export function buildActivities(
   const slots = new EngineSlots(config.engine.max_concurrent);
   const managed = managedState(config, db);
   const sandbox = engineSandbox(config);
+  const credentials = cloudCredentials(config, db);
   const engines = {
-    terraform: engineDeps(config, 'terraform', slots, managed, sandbox),
-    tofu: engineDeps(config, 'tofu', slots, managed, sandbox),
+    terraform: engineDeps(config, 'terraform', slots, managed, sandbox, credentials),
+    tofu: engineDeps(config, 'tofu', slots, managed, sandbox, credentials),
   };
   const activities = createActivities({
     engine: engines[config.engine.binary],

@@ -125,6 +125,8 @@ export interface CloudConnectionsTable {
   region: string;
   project_id: string | null;
   account_id: string | null;
+  /** AWS: the role the engine's runs assume (activities/cloud-credentials.ts); null: none. */
+  role_arn: string | null;
   created_at: Generated<Date>;
 }
 

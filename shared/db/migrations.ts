@@ -383,4 +383,11 @@ export const migrations: Migration[] = [
       );
     },
   },
+  {
+    // Cloud connections carry the role an organization's engine runs assume (issue 26 item 2).
+    id: '0018_cloud_connection_role',
+    async up(db) {
+      await sql`alter table cloud_connections add column role_arn text`.execute(db);
+    },
+  },
 ];

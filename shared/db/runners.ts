@@ -50,6 +50,7 @@ export async function createCloudConnection(
     region: spec.region,
     project_id: spec.project_id ?? null,
     account_id: spec.account_id ?? null,
+    role_arn: spec.role_arn ?? null,
   };
   try {
     await db.insertInto('cloud_connections').values(row).execute();
@@ -76,9 +77,39 @@ export async function getCloudConnection(
       'region',
       'project_id',
       'account_id',
+      'role_arn',
     ])
     .where('cloud_connection_uuid', '=', cloud_connection_uuid)
     .where('organization_uuid', '=', organization_uuid)
+    .executeTakeFirst();
+}
+
+/**
+ * The connection whose role an organization's engine runs on `provider` assume: the oldest of its
+ * connections for that cloud that names a role.
+ */
+export async function engineCloudConnection(
+  db: Db,
+  organization_uuid: string,
+  provider: string,
+): Promise<CloudConnection | undefined> {
+  return db
+    .selectFrom('cloud_connections')
+    .select([
+      'cloud_connection_uuid',
+      'organization_uuid',
+      'name',
+      'provider',
+      'region',
+      'project_id',
+      'account_id',
+      'role_arn',
+    ])
+    .where('organization_uuid', '=', organization_uuid)
+    .where('provider', '=', provider as 'aws' | 'gcp')
+    .where('role_arn', 'is not', null)
+    .orderBy('created_at')
+    .orderBy('cloud_connection_uuid')
     .executeTakeFirst();
 }
 
@@ -93,6 +124,7 @@ export async function listCloudConnections(db: Db, organization_uuid: string): P
       'region',
       'project_id',
       'account_id',
+      'role_arn',
     ])
     .where('organization_uuid', '=', organization_uuid)
     .orderBy('name')

@@ -24,7 +24,7 @@ import { createDb } from '../../shared/db';
 import { legacyStateProjectId, stateProjectId } from '../../shared/db/sessions';
 import { releaseStateLock, tryAcquireStateLock } from '../../shared/db/state-locks';
 import { createS3Client } from '../../shared/object-store';
-import { ENGINES, engineDeps, gitClient, stack } from '../support/stack';
+import { ENGINES, engineDeps, gitClient, seedRepository as seedRepo, stack } from '../support/stack';
 import { stackManagedState } from '../support/test-stack';
 
 const TIME_ROOT = `terraform {
@@ -42,18 +42,7 @@ resource "time_static" "created" {}
 const root = mkdtempSync(join(tmpdir(), 'kumoss-managed-state-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
-function seedRepository(name: string, files: Record<string, string>): string {
-  const git = gitClient();
-  const src = mkdtempSync(join(root, 'src-'));
-  const run = (...args: string[]) => execFileSync('git', args, { cwd: src, env: git.env(), stdio: 'pipe' });
-  run('init', '--quiet', '--initial-branch=main');
-  for (const [f, text] of Object.entries(files)) writeFileSync(join(src, f), text);
-  run('add', '--all');
-  run('commit', '--quiet', '-m', 'initial');
-  const url = `${stack().gitHostUrl}/${name}.git`;
-  run('push', '--quiet', url, 'main');
-  return url;
-}
+const seedRepository = (name: string, files: Record<string, string>) => seedRepo(root, name, files);
 
 describe('declaresBackend', () => {
   const dirWith = (files: Record<string, string>) => {

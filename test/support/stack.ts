@@ -1,6 +1,7 @@
 // What a test file needs from the run's stack: clients, a worker on its own task queue.
 import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
 import type { Tracing } from '../../shared/tracing';
+import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { cpSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -196,4 +197,18 @@ export function promptsWithAwsRules(rules: string[]): string {
     ['guidance: Replica counts are tuned by the on-call team.', 'rules:', ...rules, ''].join('\n'),
   );
   return dir;
+}
+
+/** A repository on the stack's git host holding `files` on `main` (a working copy under `root`). */
+export function seedRepository(root: string, name: string, files: Record<string, string>): string {
+  const git = gitClient();
+  const src = mkdtempSync(join(root, 'src-'));
+  const run = (...args: string[]) => execFileSync('git', args, { cwd: src, env: git.env(), stdio: 'pipe' });
+  run('init', '--quiet', '--initial-branch=main');
+  for (const [f, text] of Object.entries(files)) writeFileSync(join(src, f), text);
+  run('add', '--all');
+  run('commit', '--quiet', '-m', 'initial');
+  const url = `${stack().gitHostUrl}/${name}.git`;
+  run('push', '--quiet', url, 'main');
+  return url;
 }

@@ -21,6 +21,8 @@ import { PromptCatalogue } from '../../activities/prompt-catalogue';
 import { RoundWorkspaces } from '../../activities/workspace';
 import { cliConfigPath, providerMirrorDir, toolPath } from '../../shared/tools.mjs';
 import { EngineSandbox } from '../../activities/sandbox';
+import { CloudCredentials } from '../../activities/cloud-credentials';
+import { STSClient } from '@aws-sdk/client-sts';
 import { testCloudDir } from './test-cloud';
 import { projectRoot } from '../../shared/config';
 import { createDb, migrate, type Db } from '../../shared/db';
@@ -279,9 +281,20 @@ export function stackActivities(stack: TestStack, o: TestActivityOptions = {}) {
     );
   const slots = o.engineSlots !== undefined ? new EngineSlots(o.engineSlots) : undefined;
   const managedState = stackManagedState(stack, db);
+  const credentials = new CloudCredentials({
+    db,
+    durationSeconds: 900,
+    sts: () =>
+      new STSClient({
+        region: 'us-east-1',
+        endpoint: stack.awsEndpoint,
+        credentials: { accessKeyId: 'kumoss-emulator', secretAccessKey: 'kumoss-emulator' },
+      }),
+  });
   const deps = (k: EngineKind): EngineDeps => ({
     ...stackEngineDeps(k, stack.awsEndpoint),
     managedState,
+    cloudCredentials: credentials,
     ...(slots ? { slots } : {}),
     ...(o.engineBinary ? { binary: o.engineBinary } : {}),
     ...(o.sandbox ? { sandbox: o.sandbox } : {}),
