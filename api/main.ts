@@ -66,6 +66,7 @@ const app = createApp({
       drift_group_operations: config.orchestration.drift_group_operations,
       activity_heartbeat_seconds: config.orchestration.activity_heartbeat_seconds,
       max_repair_cycles: config.orchestration.max_repair_cycles,
+      apply_requires_approval: config.orchestration.apply_requires_approval,
     },
     artifacts,
     presignTtlSeconds: config.storage.presign_ttl_seconds,

@@ -198,9 +198,18 @@ export function openApiDocument(): Record<string, unknown> {
       },
       '/api/v1/sessions/{id}/apply': {
         post: {
-          summary: 'Apply the pinned plan (devops)',
+          summary:
+            'Apply the pinned plan (devops); with orchestration.apply_requires_approval, 409 approval_required until a second person approved it',
           parameters: [sessionId],
-          responses: { ...accepted, ...errors(401, 403, 404) },
+          responses: { ...accepted, ...errors(401, 403, 404, 409) },
+        },
+      },
+      '/api/v1/sessions/{id}/approve': {
+        post: {
+          summary:
+            'Approve the pinned plan, by its SHA-256 (devops; not the person who pinned it): the second pair of eyes apply may require',
+          parameters: [sessionId],
+          responses: { '200': { description: 'the recorded approval' }, ...errors(401, 403, 404, 409) },
         },
       },
       '/api/v1/events/subscribe/{id}': {

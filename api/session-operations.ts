@@ -34,6 +34,8 @@ export interface SessionRouteDeps {
     drift_group_operations: number;
     activity_heartbeat_seconds?: number;
     max_repair_cycles?: number;
+    /** Four eyes: apply needs a second person's approval of the pinned plan. */
+    apply_requires_approval?: boolean;
   };
   /** This process's LISTEN connection (api/events-hub.ts): streams wake, cached details drop. */
   hub?: EventsHub;

@@ -95,6 +95,8 @@ export const configSchema = z.object({
     activity_heartbeat_seconds: z.number().int().min(5).max(3600).default(60),
     /** Times a generate round's model may repair a change that does not validate. */
     max_repair_cycles: z.number().int().min(0).max(10).default(2),
+    /** Four eyes: apply needs a second devops or admin's recorded approval of the pinned plan. */
+    apply_requires_approval: z.boolean().default(false),
   }),
   prompts: z.object({
     /** The prompt catalogue: targeting policies, drift-exception rules, resource prompts. */
@@ -228,6 +230,7 @@ export const ENV_OVERRIDES: Record<string, string> = {
   KUMOSS_SESSION_EVENTS_POLL_MS: 'orchestration.session_events_poll_ms',
   KUMOSS_ACTIVITY_HEARTBEAT_SECONDS: 'orchestration.activity_heartbeat_seconds',
   KUMOSS_MAX_REPAIR_CYCLES: 'orchestration.max_repair_cycles',
+  KUMOSS_APPLY_REQUIRES_APPROVAL: 'orchestration.apply_requires_approval',
   KUMOSS_PROMPTS_DIR: 'prompts.dir',
   KUMOSS_POLICIES_DIR: 'compliance.policies_dir',
   KUMOSS_MODEL_PROVIDER: 'model.provider',

@@ -417,6 +417,13 @@ export const sessionDetailSchema = z.object({
   compliance_override: z
     .object({ round_id: z.string(), reason: z.string(), by: z.string().nullable(), at: z.string() })
     .nullable(),
+  /**
+   * A second devops or admin's approval of the pinned plan (orchestration.apply_requires_approval):
+   * null when there is none for the plan pinned now.
+   */
+  plan_approval: z
+    .object({ sha256: z.string(), by: z.string(), name: z.string(), at: z.string() })
+    .nullable(),
   branch: z.string(),
   in_flight: z.object({ round_id: z.string(), kind: z.string() }).nullable(),
   rounds: z.array(sessionRoundDetailSchema),

@@ -8,7 +8,8 @@ import { z } from 'zod';
 import { parseBody } from '../validation';
 import { reuseMargin, type ArtifactStore } from '../../shared/object-store';
 import { sessionArtifacts } from '../../shared/db/artifacts';
-import { sessionRounds } from '../../shared/db/sessions';
+import { notifySessionChanged, sessionRounds } from '../../shared/db/sessions';
+import { HttpError } from '../errors';
 import type { SessionDetail } from '../../shared/contracts';
 import { authenticate, currentUser, requireRole } from '../auth';
 import { mayFetchArtifact } from '../artifact-access';
@@ -199,6 +200,11 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
         pinned_plan: row.pinned_plan ?? null,
         /** An admin's override of the pinned plan's compliance findings, with the reason. */
         compliance_override: row.compliance_override ?? null,
+        // Only an approval of the plan pinned now counts.
+        plan_approval:
+          row.plan_approval && row.pinned_plan && row.plan_approval.sha256 === row.pinned_plan.sha256
+            ? row.plan_approval
+            : null,
         branch: row.branch,
         in_flight: row.in_flight,
         rounds,
@@ -217,6 +223,18 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
     async (req, res) => {
       const row = await ownSession(deps, req, req.params.id as string);
       await requireAuthorized(deps.authz, row);
+      // Four eyes: a pinned plan is applied only once a second person approved that very plan. (No
+      // pinned plan: the seed's contract — accepted, then the round fails with its message.)
+      if (
+        deps.orchestration.apply_requires_approval &&
+        row.pinned_plan &&
+        row.plan_approval?.sha256 !== row.pinned_plan.sha256
+      )
+        throw new HttpError(
+          409,
+          'approval_required',
+          'Applying needs a second devops or admin to approve the pinned plan first (POST /api/v1/sessions/{id}/approve).',
+        );
       const round_id = newRoundId();
       const outcome = await submitOperation(deps, row, {
         round_id,
@@ -227,6 +245,45 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
         .status(202)
         .location(`/api/v1/sessions/${row.session_id}`)
         .json(acceptedBody(row.session_id, round_id, outcome));
+    },
+  );
+
+  // A second person approves the pinned plan (its hash): devops or admin, not who pinned it.
+  router.post(
+    '/api/v1/sessions/:id/approve',
+    authenticate(deps.db),
+    requireRole('devops'),
+    async (req, res) => {
+      const row = await ownSession(deps, req, req.params.id as string);
+      const user = currentUser(req);
+      const pinned = row.pinned_plan;
+      if (!pinned) throw new HttpError(409, 'no_pinned_plan', 'No plan is pinned for this session.');
+      const lock = await deps.db
+        .selectFrom('session_locks')
+        .select(['locked_by', 'kind'])
+        .where('session_id', '=', row.session_id)
+        .executeTakeFirst();
+      const pinnedBy = lock?.kind === 'plan' ? lock.locked_by : row.created_by;
+      if (pinnedBy === user.user_uuid)
+        throw new HttpError(
+          403,
+          'own_plan',
+          'You pinned this plan (you started its generate round); another devops or admin approves it.',
+        );
+      const approval = {
+        sha256: pinned.sha256,
+        by: user.user_uuid,
+        name: user.name,
+        at: new Date().toISOString(),
+      };
+      await deps.db
+        .updateTable('sessions')
+        .set({ plan_approval: JSON.stringify(approval) } as never)
+        .where('session_id', '=', row.session_id)
+        .execute();
+      await notifySessionChanged(deps.db, row.session_id);
+      deps.hub?.changed(row.session_id);
+      res.json({ session_id: row.session_id, plan_approval: approval });
     },
   );
   return router;

@@ -40,6 +40,8 @@ export interface SessionsTable {
   pinned_plan: Generated<PinnedPlan | null>;
   /** An admin's override of a pinned plan's deny-level compliance findings, with the reason. */
   compliance_override: Generated<{ round_id: string; reason: string; by: string | null; at: string } | null>;
+  /** A second person's approval of the pinned plan (its sha256); stale once another plan is pinned. */
+  plan_approval: Generated<{ sha256: string; by: string; name: string; at: string } | null>;
   created_at: Generated<Date>;
   updated_at: Generated<Date>;
 }

@@ -390,4 +390,11 @@ export const migrations: Migration[] = [
       await sql`alter table cloud_connections add column role_arn text`.execute(db);
     },
   },
+  {
+    // Four eyes (issue 26 item 8): a second person's approval of the pinned plan, by its hash.
+    id: '0019_plan_approval',
+    async up(db) {
+      await sql`alter table sessions add column plan_approval jsonb`.execute(db);
+    },
+  },
 ];

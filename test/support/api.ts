@@ -33,7 +33,7 @@ export async function startTestApi(
   webDist?: string,
   extra: Pick<AppDeps, 'requestLog' | 'metrics'> & {
     /** Session settings new sessions take (the configuration's `orchestration.*`). */
-    orchestration?: { max_repair_cycles?: number };
+    orchestration?: { max_repair_cycles?: number; apply_requires_approval?: boolean };
     /** Private targets allowed (default: loopback, where the test's git hosts and receivers are). */
     targets?: TargetPolicy;
   } = {},

@@ -518,7 +518,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Apply the pinned plan (devops) */
+        /** Apply the pinned plan (devops); with orchestration.apply_requires_approval, 409 approval_required until a second person approved it */
         post: {
             parameters: {
                 query?: never;
@@ -560,6 +560,87 @@ export interface paths {
                 };
                 /** @description Error */
                 404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Error */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/sessions/{id}/approve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Approve the pinned plan, by its SHA-256 (devops; not the person who pinned it): the second pair of eyes apply may require */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description the recorded approval */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Error */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Error */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Error */
+                409: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -3885,6 +3966,12 @@ export interface components {
                 by: string | null;
                 at: string;
             } | null;
+            plan_approval: {
+                sha256: string;
+                by: string;
+                name: string;
+                at: string;
+            } | null;
             branch: string;
             in_flight: {
                 round_id: string;
@@ -4038,6 +4125,7 @@ export interface components {
             region: string;
             project_id?: string;
             account_id?: string;
+            role_arn?: string;
         };
         RunnerGroup: {
             name: string;
