@@ -110,7 +110,7 @@ describe('apply with orchestration.apply_requires_approval', () => {
     expect(ok.body.plan_approval).toMatchObject({ sha256: 'a'.repeat(64) });
     expect(
       (await api.call('GET', `/api/v1/sessions/${sessionId}`, tokens.developer)).body.plan_approval,
-    ).toMatchObject({ sha256: 'a'.repeat(64), name: expect.stringMatching(/^devops-two-/) });
+    ).toMatchObject({ sha256: 'a'.repeat(64), name: expect.stringMatching(/^devops-two-/) as unknown });
 
     // A new plan pinned since: the approval was for the other one.
     await db
