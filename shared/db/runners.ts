@@ -37,6 +37,18 @@ export class RegistryError extends Error {
 
 const isUniqueViolation = (err: unknown): boolean => (err as { code?: string }).code === '23505';
 
+/** Every column of a cloud connection but its creation time. */
+const CONNECTION_COLUMNS = [
+  'cloud_connection_uuid',
+  'organization_uuid',
+  'name',
+  'provider',
+  'region',
+  'project_id',
+  'account_id',
+  'role_arn',
+] as const;
+
 export async function createCloudConnection(
   db: Db,
   organization_uuid: string,
@@ -69,16 +81,7 @@ export async function getCloudConnection(
 ): Promise<CloudConnection | undefined> {
   return db
     .selectFrom('cloud_connections')
-    .select([
-      'cloud_connection_uuid',
-      'organization_uuid',
-      'name',
-      'provider',
-      'region',
-      'project_id',
-      'account_id',
-      'role_arn',
-    ])
+    .select(CONNECTION_COLUMNS)
     .where('cloud_connection_uuid', '=', cloud_connection_uuid)
     .where('organization_uuid', '=', organization_uuid)
     .executeTakeFirst();
@@ -95,16 +98,7 @@ export async function engineCloudConnection(
 ): Promise<CloudConnection | undefined> {
   return db
     .selectFrom('cloud_connections')
-    .select([
-      'cloud_connection_uuid',
-      'organization_uuid',
-      'name',
-      'provider',
-      'region',
-      'project_id',
-      'account_id',
-      'role_arn',
-    ])
+    .select(CONNECTION_COLUMNS)
     .where('organization_uuid', '=', organization_uuid)
     .where('provider', '=', provider as 'aws' | 'gcp')
     .where('role_arn', 'is not', null)
@@ -116,16 +110,7 @@ export async function engineCloudConnection(
 export async function listCloudConnections(db: Db, organization_uuid: string): Promise<CloudConnection[]> {
   return db
     .selectFrom('cloud_connections')
-    .select([
-      'cloud_connection_uuid',
-      'organization_uuid',
-      'name',
-      'provider',
-      'region',
-      'project_id',
-      'account_id',
-      'role_arn',
-    ])
+    .select(CONNECTION_COLUMNS)
     .where('organization_uuid', '=', organization_uuid)
     .orderBy('name')
     .execute();

@@ -5,9 +5,8 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, migrate, type Db } from '../../shared/db';
 import { createUser } from '../../shared/db/users';
-import { roleTokens, startTestApi, type TestApi } from '../support/api';
+import { insertSessionRow, roleTokens, startTestApi, type TestApi } from '../support/api';
 import { findUserByToken } from '../../shared/db/users';
-import { sessionBranch } from '../../shared/ids';
 import { stack, temporalHarness, type TemporalHarness } from '../support/stack';
 
 describe('POST /api/v1/auth/authorize', () => {
@@ -125,22 +124,12 @@ describe('POST /api/v1/auth/authorize', () => {
         }),
       );
       // A session opened before the sidecar said no: its follow-ups and its apply are refused too.
-      const sessionId = `s-authz-${Date.now()}`;
-      await db
-        .insertInto('sessions')
-        .values({
-          session_id: sessionId,
-          organization_uuid: devops.organization_uuid,
-          created_by: devops.user_uuid,
-          repository_url: prod.repository_url,
-          cloud: 'gcp',
-          scope_id: prod.scope_id,
-          iac_path: prod.iac_path,
-          state_project_id: 'sp',
-          branch: sessionBranch(sessionId),
-          in_flight: null,
-        })
-        .execute();
+      const { sessionId } = await insertSessionRow(db, tokens.devops, {
+        repository_url: prod.repository_url,
+        cloud: 'gcp',
+        scope_id: prod.scope_id,
+        iac_path: prod.iac_path,
+      });
       refused(await api.call('POST', `/api/v1/sessions/${sessionId}/apply`, tokens.devops));
       refused(
         await api.call('POST', '/api/v1/drift/partial', tokens.devops, {

@@ -5,9 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { PinnedPlan } from '../../shared/contracts';
 import { createDb, migrate, type Db } from '../../shared/db';
 import { createUserInOrganization, findUserByToken, type Role } from '../../shared/db/users';
-import { sessionBranch } from '../../shared/ids';
 import { notifySessionChanged } from '../../shared/db/sessions';
-import { roleTokens, startTestApi, type TestApi } from '../support/api';
+import { insertSessionRow, roleTokens, startTestApi, type TestApi } from '../support/api';
 import { stack, temporalHarness, type TemporalHarness } from '../support/stack';
 
 describe('apply with orchestration.apply_requires_approval', () => {
@@ -48,8 +47,6 @@ describe('apply with orchestration.apply_requires_approval', () => {
 
   /** A session whose generate round (started by the first devops user) pinned a plan. */
   async function pinned(sha256: string): Promise<string> {
-    const devops = await findUserByToken(db, tokens.devops);
-    if (!devops) throw new Error('no user');
     const sessionId = `s-eyes-${randomUUID().slice(0, 8)}`;
     const plan: PinnedPlan = {
       round_id: 'r-gen',
@@ -60,22 +57,10 @@ describe('apply with orchestration.apply_requires_approval', () => {
       state_lineage: 'l',
       impact: { create: 0, update: 1, replace: 0, destroy: 0, destroyed: [], replaced: [] },
     };
-    await db
-      .insertInto('sessions')
-      .values({
-        session_id: sessionId,
-        organization_uuid: devops.organization_uuid,
-        created_by: devops.user_uuid,
-        repository_url: 'https://git.example.com/a/b.git',
-        cloud: 'aws',
-        scope_id: 's',
-        iac_path: '',
-        state_project_id: 'sp',
-        branch: sessionBranch(sessionId),
-        in_flight: null,
-        pinned_plan: JSON.stringify(plan),
-      } as never)
-      .execute();
+    const { user: devops } = await insertSessionRow(db, tokens.devops, {
+      session_id: sessionId,
+      pinned_plan: JSON.stringify(plan) as never,
+    });
     await db
       .insertInto('session_locks')
       .values({
@@ -141,24 +126,7 @@ describe('apply with orchestration.apply_requires_approval', () => {
   });
 
   it('leaves the seed contract alone: apply without a pinned plan is accepted (the round then fails with its message)', async () => {
-    const devops = await findUserByToken(db, tokens.devops);
-    if (!devops) throw new Error('no user');
-    const sessionId = `s-eyes-${randomUUID().slice(0, 8)}`;
-    await db
-      .insertInto('sessions')
-      .values({
-        session_id: sessionId,
-        organization_uuid: devops.organization_uuid,
-        created_by: devops.user_uuid,
-        repository_url: 'https://git.example.com/a/b.git',
-        cloud: 'aws',
-        scope_id: 's',
-        iac_path: '',
-        state_project_id: 'sp',
-        branch: sessionBranch(sessionId),
-        in_flight: null,
-      })
-      .execute();
+    const { sessionId } = await insertSessionRow(db, tokens.devops);
     expect((await api.call('POST', `/api/v1/sessions/${sessionId}/approve`, tokens.admin)).status).toBe(409);
     expect((await api.call('POST', `/api/v1/sessions/${sessionId}/apply`, tokens.devops)).status).toBe(202);
   });

@@ -6,9 +6,8 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, migrate, type Db } from '../../shared/db';
 import { recordSession } from '../../shared/db/sessions';
-import { findUserByToken } from '../../shared/db/users';
-import { roundArtifactKey, sessionBranch } from '../../shared/ids';
-import { roleTokens, startTestApi, type TestApi } from '../support/api';
+import { roundArtifactKey } from '../../shared/ids';
+import { insertSessionRow, roleTokens, startTestApi, type TestApi } from '../support/api';
 import { subscribe } from '../support/sse';
 import { artifactStore, stack, temporalHarness, type TemporalHarness } from '../support/stack';
 
@@ -34,24 +33,9 @@ describe('session detail between changes', () => {
   });
 
   it('shows each change in the next read: a round, a lock, an artifact, a pull request', async () => {
-    const devops = await findUserByToken(db, tokens.devops);
-    if (!devops) throw new Error('no user');
-    const sessionId = `s-detail-${randomUUID().slice(0, 8)}`;
-    await db
-      .insertInto('sessions')
-      .values({
-        session_id: sessionId,
-        organization_uuid: devops.organization_uuid,
-        created_by: devops.user_uuid,
-        repository_url: 'https://git.example.com/a/b.git',
-        cloud: 'aws',
-        scope_id: 's',
-        iac_path: '',
-        state_project_id: 'sp',
-        branch: sessionBranch(sessionId),
-        in_flight: null,
-      })
-      .execute();
+    const { sessionId } = await insertSessionRow(db, tokens.devops, {
+      session_id: `s-detail-${randomUUID().slice(0, 8)}`,
+    });
     const read = async () => (await api.call('GET', `/api/v1/sessions/${sessionId}`, tokens.developer)).body;
     expect((await read()).rounds).toEqual([]);
     expect(await read()).toMatchObject({ rounds: [], locked: false, artifacts: [], pull_request: null });
@@ -84,24 +68,9 @@ describe('session detail between changes', () => {
   });
 
   it('gives raw plans and plan JSON to devops and admin only; a developer gets the rendered artifacts', async () => {
-    const devops = await findUserByToken(db, tokens.devops);
-    if (!devops) throw new Error('no user');
-    const sessionId = `s-raw-${randomUUID().slice(0, 8)}`;
-    await db
-      .insertInto('sessions')
-      .values({
-        session_id: sessionId,
-        organization_uuid: devops.organization_uuid,
-        created_by: devops.user_uuid,
-        repository_url: 'https://git.example.com/a/b.git',
-        cloud: 'aws',
-        scope_id: 's',
-        iac_path: '',
-        state_project_id: 'sp',
-        branch: sessionBranch(sessionId),
-        in_flight: null,
-      })
-      .execute();
+    const { sessionId } = await insertSessionRow(db, tokens.devops, {
+      session_id: `s-raw-${randomUUID().slice(0, 8)}`,
+    });
     const names = [
       'iteration-1/plan.tfplan',
       'iteration-1/plan.json',

@@ -7,7 +7,11 @@ import { startEventsHub } from '../../api/events-hub';
 import type { CodecRouteDeps } from '../../api/routes/codec';
 import type { SessionRound } from '../../shared/contracts';
 import type { Db } from '../../shared/db';
-import { createUser, ROLES, type Role } from '../../shared/db/users';
+import { createUser, findUserByToken, ROLES, type Role } from '../../shared/db/users';
+import type { SessionsTable } from '../../shared/db';
+import { sessionBranch } from '../../shared/ids';
+import { randomUUID } from 'node:crypto';
+import type { Insertable } from 'kysely';
 import { expect } from 'vitest';
 import { artifactStore, stack, type TemporalHarness } from './stack';
 
@@ -160,4 +164,35 @@ export async function waitForWorkflow(
     await new Promise((res) => setTimeout(res, 100));
   }
   throw new Error(`workflow ${id} still running`);
+}
+
+/**
+ * A session row of the user of `token` with no workflow behind it, for routes that read or guard
+ * the store (detail, approval, apply's preconditions); `fields` override the defaults.
+ */
+export async function insertSessionRow(
+  db: Db,
+  token: string,
+  fields: Partial<Insertable<SessionsTable>> = {},
+): Promise<{ sessionId: string; user: NonNullable<Awaited<ReturnType<typeof findUserByToken>>> }> {
+  const user = await findUserByToken(db, token);
+  if (!user) throw new Error('no user for that token');
+  const sessionId = fields.session_id ?? `s-row-${randomUUID().slice(0, 8)}`;
+  await db
+    .insertInto('sessions')
+    .values({
+      session_id: sessionId,
+      organization_uuid: user.organization_uuid,
+      created_by: user.user_uuid,
+      repository_url: 'https://git.example.com/a/b.git',
+      cloud: 'aws',
+      scope_id: 's',
+      iac_path: '',
+      state_project_id: 'sp',
+      branch: sessionBranch(sessionId),
+      in_flight: null,
+      ...fields,
+    })
+    .execute();
+  return { sessionId, user };
 }
