@@ -312,6 +312,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): KumossConfig {
     if (value !== undefined && value !== '') setPath(merged, path, coerce(value));
   }
   // A path list, as PATH is written.
+  if (env.KUMOSS_PRIVATE_TARGETS_ALLOWED)
+    setPath(
+      merged,
+      'security.private_targets_allowed',
+      env.KUMOSS_PRIVATE_TARGETS_ALLOWED.split(/[\s,]+/).filter(Boolean),
+    );
   if (env.KUMOSS_ENGINE_SANDBOX_WRITABLE)
     setPath(merged, 'engine.sandbox_writable', env.KUMOSS_ENGINE_SANDBOX_WRITABLE.split(':').filter(Boolean));
   const parsed = configSchema.safeParse(merged);

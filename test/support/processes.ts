@@ -51,6 +51,8 @@ export async function apiProcess(queue: string, env: NodeJS.ProcessEnv = {}): Pr
       KUMOSS_TASK_QUEUE: queue,
       S3_ENDPOINT: s.s3Endpoint,
       S3_BUCKET: s.bucket,
+      // The run's git host is this API's git host (its repositories are on loopback, allowed as such).
+      KUMOSS_GIT_HOST_PORT: new URL(s.gitHostUrl).port,
       KUMOSS_API_HOST: '127.0.0.1',
       KUMOSS_API_PORT: String(port),
       KUMOSS_LOG_LEVEL: 'warn',
