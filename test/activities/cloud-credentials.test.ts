@@ -16,6 +16,7 @@ import { createUser } from '../../shared/db/users';
 import { sessionBranch } from '../../shared/ids';
 import { engineDeps, gitClient, seedRepository, stack } from '../support/stack';
 import { awsEngineEnv } from '../support/test-stack';
+import { insertSessionRow } from '../support/api';
 
 const root = mkdtempSync(join(tmpdir(), 'kumoss-cloud-credentials-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -50,7 +51,11 @@ describe("a run's own cloud credentials", () => {
   /** An organization (with a role for aws, or none) and a session of it on the probe root. */
   const organization = async (role?: string) => {
     const name = `creds-${randomUUID().slice(0, 8)}`;
-    const { user } = await createUser(db, { name: `devops-${name}`, role: 'devops', organization: name });
+    const { user, token } = await createUser(db, {
+      name: `devops-${name}`,
+      role: 'devops',
+      organization: name,
+    });
     if (role)
       await createCloudConnection(db, user.organization_uuid, {
         name: 'engine',
@@ -58,22 +63,11 @@ describe("a run's own cloud credentials", () => {
         region: 'eu-west-1',
         role_arn: `arn:aws:iam::123456789012:role/${role}`,
       });
-    const sessionId = `s-creds-${randomUUID().slice(0, 8)}`;
-    await db
-      .insertInto('sessions')
-      .values({
-        session_id: sessionId,
-        organization_uuid: user.organization_uuid,
-        created_by: user.user_uuid,
-        repository_url: url,
-        cloud: 'aws',
-        scope_id: 'acct',
-        iac_path: '',
-        state_project_id: `sp-${sessionId}`,
-        branch: sessionBranch(sessionId),
-        in_flight: null,
-      })
-      .execute();
+    const { sessionId } = await insertSessionRow(db, token, {
+      session_id: `s-creds-${randomUUID().slice(0, 8)}`,
+      repository_url: url,
+      scope_id: 'acct',
+    });
     return sessionId;
   };
 
