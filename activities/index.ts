@@ -21,7 +21,7 @@ export type ActivityDeps = DriftDetectionDeps &
     runners?: RunnerDeps;
     /** The compliance policies (`<dir>/<cloud>/*.rego`; default: the project's policies/). */
     policiesDir?: string;
-    /** Private targets webhooks may reach (shared/network-targets.ts); absent: loopback only. */
+    /** Private targets webhooks may reach (shared/network-targets.ts); absent: none. */
     targets?: TargetPolicy;
   };
 

@@ -21,7 +21,7 @@ export interface WebhookDeliveryInput {
 }
 
 export function createWebhookActivities(deps: { db: Db; timeoutMs?: number; targets?: TargetPolicy }) {
-  const policy = deps.targets ?? { allowed: ['127.0.0.1', '::1', 'localhost'] };
+  const policy = deps.targets ?? { allowed: [] };
   return {
     async deliverWebhook(input: WebhookDeliveryInput): Promise<{ endpoints: number; delivered: number }> {
       const endpoints = await subscribedEndpoints(deps.db, input.organization_uuid, input.event);

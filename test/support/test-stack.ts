@@ -304,6 +304,8 @@ export function stackActivities(stack: TestStack, o: TestActivityOptions = {}) {
   const activities = createActivities({
     engine: engines[kind],
     engines,
+    // The tests' webhook receivers listen on loopback, as a deployment's allowed targets would be named.
+    targets: { allowed: ['127.0.0.1'] },
     git,
     artifacts,
     model: o.model ?? new OfflineModel(),
