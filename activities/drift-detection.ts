@@ -10,6 +10,7 @@ import { driftedAddresses } from '../shared/drift';
 import { ErrorTypes } from '../shared/errors';
 import type { ArtifactStore } from '../shared/object-store';
 import { EngineClient, EngineError, type EngineBinary, type EngineCall } from './engine';
+import type { GitAccess } from './git-access';
 import type { GitClient } from './git';
 import type { EngineSlots } from './engine-slots';
 import type { ManagedState } from './managed-state';
@@ -39,6 +40,8 @@ export interface EngineDeps {
 export interface DriftDetectionDeps {
   engine: EngineDeps;
   git: GitClient;
+  /** An operator's run: the operator's token for the repository's host (absent: `git` as given). */
+  gitAccess?: GitAccess;
   artifacts: ArtifactStore;
 }
 
@@ -87,14 +90,17 @@ export function createDriftDetectionActivities(deps: DriftDetectionDeps) {
       try {
         const checkout = join(work, 'repo');
         const branch = input.branch ?? 'main';
-        const remote = await deps.git.remoteBranches(input.repositoryUrl);
+        const git = deps.gitAccess
+          ? await deps.gitAccess.forRepository(input.repositoryUrl, undefined)
+          : deps.git;
+        const remote = await git.remoteBranches(input.repositoryUrl);
         if (!remote.has(branch)) {
           throw ApplicationFailure.nonRetryable(
             `branch ${branch} not found in ${input.repositoryUrl}`,
             ErrorTypes.RepositoryNotFound,
           );
         }
-        await deps.git.checkout({ url: input.repositoryUrl, dir: checkout, branch });
+        await git.checkout({ url: input.repositoryUrl, dir: checkout, branch });
         const engine = new EngineClient({
           ...deps.engine,
           workdir: join(checkout, input.iacPath ?? '.'),

@@ -439,7 +439,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       if (found) {
         // This cycle already committed (a retry after a crash): report that commit, do not redo it.
         const previous = await getJson<GenerateOutput>(artifacts, resultKey);
-        await git.push(ws.dir, ref.branch);
+        await ws.git.push(ws.dir, ref.branch);
         return { ...previous, changed: true, commit: found };
       }
       const all = await operations;
@@ -491,7 +491,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       // A retry after a failed push finds the commit and answers `changed` from it either way.
       const [, adopted] = await Promise.all([
         saveDiff(),
-        git.pushCycle(ws.dir, ref.branch, marker),
+        ws.git.pushCycle(ws.dir, ref.branch, marker),
         artifacts.putJson(resultKey, { ...done, unremediable: remediation.unremediable }),
       ]);
       if (adopted) {
@@ -533,7 +533,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
         // A retry after this cycle's change was found invalid and reverted: validating the reverted
         // tree would call the cycle valid. The answer was recorded before the revert.
         const recorded = await getJson<Result>(artifacts, resultKey);
-        await git.push(ws.dir, ref.branch);
+        await ws.git.push(ws.dir, ref.branch);
         return {
           valid: false,
           reinitialized: false,
@@ -566,7 +566,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
           result.validation_failure = err.message;
           await artifacts.putJson(resultKey, result);
           await git.run(['revert', '--no-edit', cycleCommit || 'HEAD'], ws.dir);
-          await git.push(ws.dir, ref.branch);
+          await ws.git.push(ws.dir, ref.branch);
           const head = (await git.run(['rev-parse', 'HEAD'], ws.dir)).trim();
           return { valid: false, reinitialized: false, reason: err.message, head };
         }

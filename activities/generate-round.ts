@@ -154,7 +154,7 @@ export function createGenerateRoundActivities(deps: GenerateRoundDeps) {
         if (found) {
           // This cycle already committed (a retry after a crash): report that commit.
           const previous = await getJson<GenerateChangeOutput>(artifacts, resultKey);
-          await git.push(ws.dir, ref.branch);
+          await ws.git.push(ws.dir, ref.branch);
           return { ...previous, changed: true, commit: found };
         }
         const [files, resources, state] = await Promise.all([
@@ -201,7 +201,7 @@ export function createGenerateRoundActivities(deps: GenerateRoundDeps) {
         const commit = await git.commitAll(ws.dir, message, edited);
         const done = { ...result, changed: commit.created, commit: commit.sha };
         const [adopted] = await Promise.all([
-          git.pushCycle(ws.dir, ref.branch, marker),
+          ws.git.pushCycle(ws.dir, ref.branch, marker),
           artifacts.putJson(resultKey, done),
         ]);
         // An earlier attempt's push of this cycle landed after all: its commit is the cycle's.
@@ -276,7 +276,7 @@ export function createGenerateRoundActivities(deps: GenerateRoundDeps) {
           ws.dir,
           `Revert round ${ref.roundId}: its change did not validate\n\nKumoss-Generate-Revert: ${ref.sessionId}/${ref.roundId}`,
         );
-        await git.push(ws.dir, ref.branch);
+        await ws.git.push(ws.dir, ref.branch);
       }
       return { head: await git.head(ws.dir) };
     },

@@ -55,6 +55,11 @@ const REMOTE_VERBS = new Set(['clone', 'fetch', 'push', 'pull', 'ls-remote']);
 export class GitClient {
   constructor(private readonly opts: GitOptions = {}) {}
 
+  /** This client's settings with these tokens instead of its own (none: no credential at all). */
+  withHostTokens(hostTokens: Record<string, string>): GitClient {
+    return new GitClient({ ...this.opts, hostTokens });
+  }
+
   env(): Record<string, string> {
     const author = this.opts.author ?? { name: 'Kumoss', email: 'kumoss@localhost' };
     const env: Record<string, string> = {

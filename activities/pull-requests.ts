@@ -12,6 +12,7 @@ import type { PullRequestProvider, PullRequestRecord } from '../shared/contracts
 import type { Db } from '../shared/db';
 import { notifySessionChanged, sessionRounds } from '../shared/db/sessions';
 import { ErrorTypes } from '../shared/errors';
+import type { GitAccess } from './git-access';
 import type { GitClient } from './git';
 import type { GiteaPullRequests } from './gitea';
 import type { GitLabMergeRequests } from './gitlab';
@@ -20,6 +21,8 @@ import type { GitHubPullRequests } from './github';
 import type { ModelProvider, PullRequestFacts, PullRequestText } from './model/port';
 
 export interface MergeInput {
+  /** The session whose branch merges: its organization's credential (absent in older histories). */
+  sessionId?: string;
   repositoryUrl: string;
   head: string;
   base?: string;
@@ -28,6 +31,8 @@ export interface MergeInput {
 
 export interface PullRequestDeps {
   git: GitClient;
+  /** Each session's credential for its repository (absent: `git` as given). */
+  gitAccess?: GitAccess;
   db: Db;
   model: ModelProvider;
   github?: GitHubPullRequests;
@@ -80,6 +85,9 @@ async function recorded(db: Db, sessionId: string): Promise<PullRequestRecord | 
 
 export function createPullRequestActivities(deps: PullRequestDeps) {
   const { git, db } = deps;
+  /** Git for a session's repository, with its organization's credential for it. */
+  const remote = async (sessionId: string | undefined, repositoryUrl: string): Promise<GitClient> =>
+    deps.gitAccess && sessionId ? deps.gitAccess.forSession(sessionId, repositoryUrl) : git;
   const provider = (repositoryUrl: string): PullRequestProvider => {
     const url = new URL(repositoryUrl);
     if ((deps.githubHosts ?? []).includes(url.hostname)) return 'github';
@@ -95,10 +103,12 @@ export function createPullRequestActivities(deps: PullRequestDeps) {
   };
 
   /** The base of a pull request: the repository's default branch (the remote's HEAD). */
-  async function defaultBranch(repositoryUrl: string): Promise<string> {
+  async function defaultBranch(sessionId: string, repositoryUrl: string): Promise<string> {
     const p = provider(repositoryUrl);
     if (p !== 'git_host') return forge(p, 'read the default branch').defaultBranch(repositoryUrl);
-    const out = await git.run(['ls-remote', '--symref', repositoryUrl, 'HEAD']);
+    const out = await (
+      await remote(sessionId, repositoryUrl)
+    ).run(['ls-remote', '--symref', repositoryUrl, 'HEAD']);
     const m = /^ref: refs\/heads\/(\S+)\s+HEAD/m.exec(out);
     if (!m?.[1]) {
       throw ApplicationFailure.nonRetryable(
@@ -115,7 +125,7 @@ export function createPullRequestActivities(deps: PullRequestDeps) {
       input: PullRequestTarget,
     ): Promise<{ facts: PullRequestFacts; existing: PullRequestRecord | null }> {
       const existing = (await recorded(db, input.sessionId)) ?? null;
-      const base = existing?.base ?? (await defaultBranch(input.repositoryUrl));
+      const base = existing?.base ?? (await defaultBranch(input.sessionId, input.repositoryUrl));
       const rounds = await sessionRounds(db, input.sessionId);
       return {
         existing,
@@ -168,7 +178,9 @@ export function createPullRequestActivities(deps: PullRequestDeps) {
         ({ number, url } = opened);
         if (opened.state === 'merged') status = 'merged';
       } else {
-        const branches = await git.remoteBranches(input.repositoryUrl);
+        const branches = await (
+          await remote(input.sessionId, input.repositoryUrl)
+        ).remoteBranches(input.repositoryUrl);
         if (!branches.has(input.head)) {
           throw ApplicationFailure.nonRetryable(
             `branch ${input.head} does not exist`,
@@ -242,8 +254,9 @@ export function createPullRequestActivities(deps: PullRequestDeps) {
       input: MergeInput,
     ): Promise<{ commit: string; base: string; alreadyMerged: boolean }> {
       const dir = join(mkdtempSync(join(tmpdir(), 'kumoss-merge-')), 'repo');
+      const repo = await remote(input.sessionId, input.repositoryUrl);
       try {
-        await git.run(['clone', '--quiet', '--no-tags', input.repositoryUrl, dir]);
+        await repo.run(['clone', '--quiet', '--no-tags', input.repositoryUrl, dir]);
         const base =
           input.base ??
           (await git.run(['symbolic-ref', '--short', 'refs/remotes/origin/HEAD'], dir))
@@ -268,7 +281,7 @@ export function createPullRequestActivities(deps: PullRequestDeps) {
         }
         await git.run(['merge', '--no-ff', '--quiet', '-m', input.message, `origin/${input.head}`], dir);
         // A push rejected because the base moved is retried by Temporal on a fresh clone.
-        await git.run(['push', '--quiet', 'origin', `${base}:refs/heads/${base}`], dir);
+        await repo.run(['push', '--quiet', 'origin', `${base}:refs/heads/${base}`], dir);
         return { commit: await git.head(dir), base, alreadyMerged: false };
       } finally {
         rmSync(join(dir, '..'), { recursive: true, force: true });

@@ -26,6 +26,7 @@ import type { ArtifactStore } from '../shared/object-store';
 import { remediationRequest, type DetectedDrift, type Stack } from '../shared/stack-contracts';
 import { toActivityFailure, type EngineDeps } from './drift-detection';
 import { EngineClient } from './engine';
+import type { GitAccess } from './git-access';
 import type { GitClient } from './git';
 import { readPlanForDrift } from './plan-reader';
 import type { PromptCatalogue } from './prompt-catalogue';
@@ -34,6 +35,8 @@ import { resolveIacDir } from './workspace';
 export interface StackDetectionDeps {
   db: Db;
   git: GitClient;
+  /** The stack's organization's credential for its repository (absent: `git` as given). */
+  gitAccess?: GitAccess;
   artifacts: ArtifactStore;
   catalogue: PromptCatalogue;
   /** Engine settings by engine kind (the stack names its engine). */
@@ -80,7 +83,10 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
       const h = { signal: ctx.cancellationSignal, heartbeat: (d: string) => ctx.heartbeat(d) };
       try {
         const checkout = join(work, 'repo');
-        const remote = await deps.git.remoteBranches(stack.repository_url).catch((err: Error) => {
+        const git = deps.gitAccess
+          ? await deps.gitAccess.forRepository(stack.repository_url, stack.organization_uuid)
+          : deps.git;
+        const remote = await git.remoteBranches(stack.repository_url).catch((err: Error) => {
           throw ApplicationFailure.nonRetryable(
             `Repository ${stack.repository_url} not reachable: ${err.message}`,
             ErrorTypes.RepositoryNotFound,
@@ -93,7 +99,7 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
             ErrorTypes.RepositoryNotFound,
           );
         }
-        await deps.git.checkout({ url: stack.repository_url, dir: checkout, branch });
+        await git.checkout({ url: stack.repository_url, dir: checkout, branch });
         const iacDir = resolveIacDir(checkout, stack.iac_path);
         const engine = new EngineClient({
           ...deps.engines[stack.engine],

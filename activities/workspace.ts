@@ -10,6 +10,7 @@ import { join, normalize, relative, sep } from 'node:path';
 import type { ExceptionRule } from '../shared/drift-exceptions';
 import { EngineClient } from './engine';
 import type { EngineDeps } from './drift-detection';
+import type { GitAccess } from './git-access';
 import type { GitClient } from './git';
 import { legacyStateProjectId } from '../shared/db/sessions';
 import { MANAGED_BACKEND_FILE } from './managed-state';
@@ -49,6 +50,8 @@ export interface Workspace {
   /** A directory beside the checkout for the round's own files (plans, state exports). */
   scratch: string;
   engine: EngineClient;
+  /** Git for the session's repository: remote calls carry its organization's credential only. */
+  git: GitClient;
   /** True when the round found this worker's checkout of the session and fetched into it. */
   reused: boolean;
 }
@@ -71,6 +74,8 @@ export class RoundWorkspaces {
     private readonly git: GitClient,
     private readonly engines: Record<'terraform' | 'tofu', EngineDeps>,
     private readonly defaultEngine: 'terraform' | 'tofu',
+    /** Each session's credential for its repository (absent: `git` as given, for every session). */
+    private readonly access?: GitAccess,
   ) {}
 
   /**
@@ -113,7 +118,7 @@ export class RoundWorkspaces {
         return known.ws;
       // Another worker moved the branch since this one last held it: fetch and reset, keep the
       // engine's working directory (and this round's engine client, whose init still holds).
-      await this.git.refresh({
+      await known.ws.git.refresh({
         url: ref.repositoryUrl,
         dir: known.ws.dir,
         branch: ref.branch,
@@ -125,10 +130,11 @@ export class RoundWorkspaces {
     const scratch = join(this.root, safe(ref.sessionId));
     const dir = join(scratch, 'repo');
     const target = { url: ref.repositoryUrl, dir, branch: ref.branch, base: ref.baseBranch };
+    const git = this.access ? await this.access.forSession(ref.sessionId, ref.repositoryUrl) : this.git;
     let reused = false;
     if (existsSync(join(dir, '.git'))) {
       try {
-        await this.git.refresh({ ...target, keep: KEEP });
+        await git.refresh({ ...target, keep: KEEP });
         reused = true;
       } catch {
         // Not a usable checkout of this repository (a broken clone, another URL): clone again.
@@ -137,7 +143,7 @@ export class RoundWorkspaces {
     if (!reused) {
       rmSync(dir, { recursive: true, force: true });
       mkdirSync(scratch, { recursive: true });
-      await this.git.checkout(target);
+      await git.checkout(target);
     }
     const iacDir = resolveIacDir(dir, ref.iacPath);
     if (!existsSync(iacDir))
@@ -149,6 +155,7 @@ export class RoundWorkspaces {
       iacDir,
       scratch,
       reused,
+      git,
       engine: new EngineClient({
         ...deps,
         workdir: iacDir,

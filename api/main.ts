@@ -7,6 +7,7 @@ import { databaseUrl, gitTrustBundle, loadConfig, projectRoot, targetPolicy } fr
 import { createDb, migrate } from '../shared/db';
 import { logger, quietKnownWarnings } from '../shared/logger';
 import { dataConverter, payloadCodecFromEnv } from '../shared/payload-codec';
+import { secretBoxFromEnv } from '../shared/secret-box';
 import { connectClient, temporalTarget } from '../shared/temporal-connection';
 import { ensureSearchAttributes } from '../shared/temporal-setup';
 import { startTracing } from '../shared/tracing';
@@ -27,6 +28,7 @@ const connection = await connectClient(temporal);
 const added = await ensureSearchAttributes(connection, temporal.namespace);
 if (added.length) log.info({ namespace: temporal.namespace, added }, 'search attributes registered');
 const codec = payloadCodecFromEnv();
+const secretBox = secretBoxFromEnv();
 const artifacts = new ArtifactStore(createS3Client(config.storage), config.storage.bucket);
 const app = createApp({
   checks: [
@@ -61,6 +63,7 @@ const app = createApp({
     }),
     taskQueue: config.temporal.task_queue,
     targets: targetPolicy(config),
+    ...(secretBox ? { secrets: secretBox } : {}),
     orchestration: {
       max_drift_reports: config.orchestration.max_drift_reports,
       drift_group_operations: config.orchestration.drift_group_operations,

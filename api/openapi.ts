@@ -4,6 +4,7 @@ import { driftReportSchema } from '../shared/drift-report';
 import {
   acceptedSchema,
   firstRequestSchema,
+  gitConnectionSchema,
   followUpRequestSchema,
   sessionDetailSchema,
 } from '../shared/contracts';
@@ -104,6 +105,7 @@ export function openApiDocument(): Record<string, unknown> {
         LockRequest: schema(lockRequestSchema),
         DriftReport: schema(driftReportSchema),
         CloudConnection: schema(cloudConnectionSchema),
+        GitConnection: schema(gitConnectionSchema),
         RunnerGroup: schema(runnerGroupSchema),
         // organization_uuid comes from the caller's credentials; naming another one is refused.
         DetectInput: schema(detectInputSchema.partial({ organization_uuid: true })),
@@ -298,6 +300,32 @@ export function openApiDocument(): Record<string, unknown> {
           summary: 'Issue a new token for a user, replacing the old one (admin; not your own); shown once',
           parameters: [userId],
           responses: { '201': { description: '{user_uuid, name, token}' }, ...errors(401, 403, 404, 409) },
+        },
+      },
+      '/api/v1/admin/connections/git': {
+        get: {
+          summary:
+            "The organization's git connections: the hosts its repository URLs may name (admin); credentials are never returned, only has_credential",
+          responses: { '200': { description: '{git_connections}' }, ...errors(401, 403) },
+        },
+        post: {
+          summary:
+            "Register a git host for the organization (admin), with the organization's own credential for it, stored sealed with KUMOSS_SECRETS_KEY",
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: { $ref: '#/components/schemas/GitConnection' } } },
+          },
+          responses: {
+            '201': { description: '{git_connection_uuid, origin, kind, has_credential, created_at}' },
+            ...errors(400, 401, 403, 409),
+          },
+        },
+      },
+      '/api/v1/admin/connections/git/{id}': {
+        delete: {
+          summary: "Remove one of the organization's git connections (admin)",
+          parameters: [{ name: 'id', in: 'path', required: true, schema: { type: 'string', format: 'uuid' } }],
+          responses: { '204': { description: 'Removed' }, ...errors(401, 403, 404) },
         },
       },
       '/api/v1/admin/locks': {

@@ -5,6 +5,7 @@
 // seed's exact line and written to the session's event log, and nothing else changes.
 import type { AuthzConfig } from './authz';
 import type { TargetPolicy } from '../shared/network-targets';
+import type { SecretBox } from '../shared/secret-box';
 import { randomUUID } from 'node:crypto';
 import type { Request } from 'express';
 import { WithStartWorkflowOperation, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
@@ -43,6 +44,8 @@ export interface SessionRouteDeps {
   authz?: AuthzConfig;
   /** Which private targets repository URLs and webhooks may name (api/targets.ts); absent: no check. */
   targets?: TargetPolicy;
+  /** KUMOSS_SECRETS_KEY's box: git connections' credentials are sealed with it; absent: none stored. */
+  secrets?: SecretBox;
 }
 
 const log = logger.child({ component: 'api' });

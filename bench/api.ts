@@ -18,6 +18,7 @@ import type { Activities } from '../activities';
 import { createApp } from '../api/app';
 import { createDb, migrate } from '../shared/db';
 import { createUser } from '../shared/db/users';
+import { ensureGitConnection } from '../shared/db/git-connections';
 import { quietKnownWarnings } from '../shared/logger';
 import { createDriftTestBed } from '../test/support/drift-test-bed';
 import { startStackWorker, startTestStack } from '../test/support/test-stack';
@@ -102,11 +103,14 @@ const { stack, stop } = await startTestStack();
 try {
   const db = createDb(stack.databaseUrl, { max: 8 });
   await migrate(db);
-  const { token } = await createUser(db, {
+  const { token, user } = await createUser(db, {
     name: `bench-${Date.now()}`,
     role: 'devops',
     organization: 'bench',
   });
+  // The organization may name repositories on the run's git host (a git connection).
+  await ensureGitConnection(db, user.organization_uuid, stack.gitHostUrl, 'git');
+  await ensureGitConnection(db, user.organization_uuid, 'https://git.example.com', 'git');
   const sw = await startStackWorker(stack, 'bench-api');
   const { client, git, artifacts, engine } = sw;
   // The load on the 202 route starts its sessions on a queue whose worker runs the workflows and

@@ -15,6 +15,7 @@ import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { projectRoot } from '../shared/config';
 import { createDb } from '../shared/db';
 import { createUser } from '../shared/db/users';
+import { ensureGitConnection } from '../shared/db/git-connections';
 import { quietKnownWarnings } from '../shared/logger';
 import { freePort } from '../scripts/embedded/ports';
 import { APP_CONFIG, createDriftTestBed, type DriftTestBed } from '../test/support/drift-test-bed';
@@ -89,11 +90,13 @@ let sampler: NodeJS.Timeout | undefined;
 const beds: DriftTestBed[] = [];
 try {
   const db = createDb(stack.databaseUrl, { max: 4 });
-  const { token } = await createUser(db, {
+  const { token, user } = await createUser(db, {
     name: `bench-${Date.now()}`,
     role: 'devops',
     organization: 'bench',
   });
+  // The organization may name repositories on the run's git host (a git connection).
+  await ensureGitConnection(db, user.organization_uuid, stack.gitHostUrl, 'git');
   const worker = await startStackWorker(stack, QUEUE);
   const port = await freePort();
   api = spawn(process.execPath, ['--import', 'tsx', join(projectRoot, 'api/main.ts')], {

@@ -18,6 +18,7 @@ import { ensureWebBuild } from '../scripts/web-build';
 import { loadConfig } from '../shared/config';
 import { createDb, migrate } from '../shared/db';
 import { createUser } from '../shared/db/users';
+import { ensureGitConnection } from '../shared/db/git-connections';
 import { quietKnownWarnings } from '../shared/logger';
 import { launchBrowser } from '../test/support/browser';
 import { createDriftTestBed } from '../test/support/drift-test-bed';
@@ -39,11 +40,13 @@ const { stack, stop } = await startTestStack();
 try {
   const db = createDb(stack.databaseUrl, { max: 8 });
   await migrate(db);
-  const { token } = await createUser(db, {
+  const { token, user } = await createUser(db, {
     name: `bench-web-${Date.now()}`,
     role: 'devops',
     organization: 'bench-web',
   });
+  // The organization may name repositories on the run's git host (a git connection).
+  await ensureGitConnection(db, user.organization_uuid, stack.gitHostUrl, 'git');
   const sw = await startStackWorker(stack, 'bench-web');
   const hub = startEventsHub(stack.databaseUrl);
   const app = createApp({

@@ -5,7 +5,11 @@
 // A component whose configured address is not loopback (TEMPORAL_ADDRESS, S3_ENDPOINT,
 // DATABASE_URL pointing elsewhere) is used as it is instead of being started here.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { createWriteStream, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createDb } from '../shared/db';
+import { ensureGitConnection, type GitConnectionKind } from '../shared/db/git-connections';
+import { ensureOrganization } from '../shared/db/users';
+import { newSecretsKey } from '../shared/secret-box';
 import { join } from 'node:path';
 import {
   ConfigError,
@@ -136,6 +140,24 @@ async function waitForHealth(url: string, timeoutMs: number): Promise<unknown> {
   throw new Error(`API health did not turn ok in ${timeoutMs / 1000}s: ${last}`);
 }
 
+/** The data directory's KUMOSS_SECRETS_KEY, made on first use (mode 0600). */
+function embeddedSecretsKey(data: string): string {
+  const file = join(data, 'secrets.key');
+  if (!existsSync(file)) writeFileSync(file, `${newSecretsKey()}\n`, { mode: 0o600, flag: 'wx' });
+  return readFileSync(file, 'utf8').trim();
+}
+
+/** Registers the embedded hosts as git connections of organization "default" (idempotent). */
+async function connectEmbeddedHosts(url: string, hosts: { origin: string; kind: GitConnectionKind }[]) {
+  const db = createDb(url, { max: 1 });
+  try {
+    const organization = await ensureOrganization(db, 'default');
+    for (const h of hosts) await ensureGitConnection(db, organization, h.origin, h.kind);
+  } finally {
+    await db.destroy();
+  }
+}
+
 async function main(config: KumossConfig): Promise<void> {
   const data = dataDir(config);
   const logDir = join(data, 'logs');
@@ -258,11 +280,20 @@ async function main(config: KumossConfig): Promise<void> {
     if (!config.engine.aws_endpoint_url) env.KUMOSS_ENGINE_AWS_ENDPOINT_URL = aws.endpoint;
     say(`AWS emulator (moto_server) on ${aws.endpoint} for the runner DAG and the engine's AWS provider`);
   }
+  // Credentials an organization stores with its git connections are sealed with this key: the
+  // environment's, else one kept in the data directory (readable by this user only).
+  if (!env.KUMOSS_SECRETS_KEY) env.KUMOSS_SECRETS_KEY = embeddedSecretsKey(data);
   await ensureWebBuild({ log: say });
   spawnService('worker', 'worker/main.ts', env, { logs: logDir, run: runDir });
   spawnService('api', 'api/main.ts', env, { logs: logDir, run: runDir });
   const apiUrl = `http://${config.api.host}:${config.api.port}`;
   const health = await waitForHealth(`${apiUrl}/health`, 120_000);
+  // The default organization may name repositories on the embedded hosts (the API has migrated).
+  await connectEmbeddedHosts(databaseUrl(config), [
+    { origin: gitHost.url, kind: 'git' },
+    ...(forgeUrl ? [{ origin: forgeUrl, kind: 'gitea' as const }] : []),
+  ]);
+  say(`git connections of organization "default": ${gitHost.url}${forgeUrl ? `, ${forgeUrl}` : ''}`);
   up = true;
   say('all components up:');
   for (const c of (health as { components: { name: string; detail: string }[] }).components) {

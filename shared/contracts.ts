@@ -232,6 +232,40 @@ export const repositoryUrlSchema = z
       ctx.addIssue({ code: 'custom', message: 'must name a repository' });
   });
 
+/** A git connection an admin registers (`POST /api/v1/admin/connections/git`). */
+export const gitConnectionSchema = z
+  .object({
+    /** The host's origin, `https://host[:port]`: repository URLs on it match. */
+    origin: z
+      .string()
+      .max(MAX_REPOSITORY_URL)
+      .superRefine((value, ctx) => {
+        let url: URL;
+        try {
+          url = new URL(value);
+        } catch {
+          ctx.addIssue({ code: 'custom', message: 'must be an https:// origin such as https://github.com' });
+          return;
+        }
+        if (url.protocol !== 'https:') ctx.addIssue({ code: 'custom', message: 'must use https://' });
+        if (url.username || url.password)
+          ctx.addIssue({ code: 'custom', message: 'must not carry a user name or password' });
+        if ((url.pathname !== '/' && url.pathname !== '') || url.search || url.hash)
+          ctx.addIssue({ code: 'custom', message: 'must be an origin only (scheme, host, port), no path' });
+      })
+      .transform((value) => new URL(value).origin),
+    kind: z.enum(['github', 'gitlab', 'gitea', 'git']).default('git'),
+    /** The organization's token for the host: stored sealed, never returned. */
+    credential: z
+      .string()
+      .min(1, 'must not be empty')
+      .max(4096)
+      .regex(/^[\x21-\x7e]+$/, 'must be printable ASCII without spaces')
+      .optional(),
+  })
+  .strict();
+export type GitConnectionSpec = z.infer<typeof gitConnectionSchema>;
+
 export const iacPathSchema = z
   .string()
   .max(512)

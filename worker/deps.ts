@@ -7,6 +7,7 @@ import { ManagedState } from '../activities/managed-state';
 import type { EngineDeps } from '../activities/drift-detection';
 import { EngineSlots } from '../activities/engine-slots';
 import { GitClient } from '../activities/git';
+import { GitAccess } from '../activities/git-access';
 import { readFileSync } from 'node:fs';
 import { GiteaPullRequests } from '../activities/gitea';
 import { GitLabMergeRequests } from '../activities/gitlab';
@@ -29,6 +30,7 @@ import { cliConfigPath, providerMirrorDir, toolPath } from '../shared/tools.mjs'
 import { EngineSandbox } from '../activities/sandbox';
 import { CloudCredentials } from '../activities/cloud-credentials';
 import { STSClient } from '@aws-sdk/client-sts';
+import { secretBoxFromEnv } from '../shared/secret-box';
 
 /** Environment variables that carry cloud credentials and settings to the engine's providers. */
 const CLOUD_ENV = /^(AWS_|GOOGLE_|CLOUDSDK_|ARM_|AZURE_|OCI_|KUBECONFIG$|KUBE_)/;
@@ -182,11 +184,16 @@ export function buildActivities(
     artifactIndex(db),
   );
   const giteaToken = process.env.GITEA_TOKEN;
+  const secretBox = secretBoxFromEnv();
   const giteaUrl = config.services.gitea.url;
-  const git = new GitClient({
-    caFile: gitTrustBundle(config),
-    hostTokens: gitHostTokens(config, process.env),
+  // Git's credentials are chosen per run (activities/git-access.ts): the shared client carries none.
+  const gitAccess = new GitAccess({
+    git: new GitClient({ caFile: gitTrustBundle(config) }),
+    operatorTokens: gitHostTokens(config, process.env),
+    db,
+    ...(secretBox ? { box: secretBox } : {}),
   });
+  const git = gitAccess.local;
   // One set of engine slots for the process: terraform and tofu calls share them.
   const slots = new EngineSlots(config.engine.max_concurrent);
   const managed = managedState(config, db);
@@ -210,7 +217,14 @@ export function buildActivities(
     model: createModel(config.model),
     catalogue: new PromptCatalogue(promptsDir(config)),
     policiesDir: policiesDir(config),
-    workspaces: new RoundWorkspaces(join(dataDir(config), 'work'), git, engines, config.engine.binary),
+    workspaces: new RoundWorkspaces(
+      join(dataDir(config), 'work'),
+      git,
+      engines,
+      config.engine.binary,
+      gitAccess,
+    ),
+    gitAccess,
     ...(process.env.GIT_TOKEN ? { github: githubClient(config, process.env.GIT_TOKEN) } : {}),
     githubHosts: config.services.github.hosts,
     gitlab: {

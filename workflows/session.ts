@@ -298,6 +298,7 @@ export async function session(input: SessionInput): Promise<SessionState> {
                     message,
                   })
                 : await git.mergeSessionBranch({
+                    sessionId: id,
                     repositoryUrl: state.repository_url,
                     head: state.branch,
                     message,

@@ -1,12 +1,22 @@
 // The admin panel's routes (admin role, own organization): the sessions with their status and
 // workflow, the users (create with a role — the token shown once —, change a role, revoke or reissue
-// a token), and the session locks that block merging.
+// a token), the session locks that block merging, and the organization's git connections (the
+// hosts its repository URLs may name, with its own sealed credential for each).
 import { Router, type Request } from 'express';
 import { z } from 'zod';
 import { authenticate, currentUser, requireRole, USERS_CHANGED } from '../auth';
 import { ownSession, type SessionRouteDeps } from '../session-operations';
 import { sessionWorkflowId } from '../../shared/ids';
 import { parseBody } from '../validation';
+import { gitConnectionSchema } from '../../shared/contracts';
+import {
+  createGitConnection,
+  deleteGitConnection,
+  GitConnectionConflict,
+  listGitConnections,
+} from '../../shared/db/git-connections';
+import { requireAllowedTarget } from '../targets';
+import { uuidParam } from './runner-groups';
 import { HttpError } from '../errors';
 import { notifySessionChanged } from '../../shared/db/sessions';
 import { createUserInOrganization, issueUserToken, revokeUserToken, ROLES } from '../../shared/db/users';
@@ -222,6 +232,43 @@ export function createAdminRouter(deps: SessionRouteDeps): Router {
     await notifySessionChanged(deps.db, row.session_id);
     deps.hub?.changed(row.session_id);
     res.json({ session_id: row.session_id, locked: false });
+  });
+
+  router.get('/api/v1/admin/connections/git', auth, requireRole('admin'), async (req, res) => {
+    res.json({ git_connections: await listGitConnections(deps.db, currentUser(req).organization_uuid) });
+  });
+
+  router.post('/api/v1/admin/connections/git', auth, requireRole('admin'), async (req, res) => {
+    const spec = parseBody(gitConnectionSchema, req.body);
+    if (spec.credential !== undefined && !deps.secrets)
+      throw new HttpError(
+        400,
+        'invalid_request',
+        'credential: this installation stores no credentials (KUMOSS_SECRETS_KEY is not set on the API and worker)',
+      );
+    await requireAllowedTarget(deps.targets, 'origin', spec.origin);
+    const user = currentUser(req);
+    try {
+      const created = await createGitConnection(deps.db, {
+        organization_uuid: user.organization_uuid,
+        origin: spec.origin,
+        kind: spec.kind,
+        credential: spec.credential,
+        created_by: user.user_uuid,
+        box: deps.secrets,
+      });
+      res.status(201).location(`/api/v1/admin/connections/git/${created.git_connection_uuid}`).json(created);
+    } catch (err) {
+      if (err instanceof GitConnectionConflict) throw new HttpError(409, 'conflict', err.message);
+      throw err;
+    }
+  });
+
+  router.delete('/api/v1/admin/connections/git/:id', auth, requireRole('admin'), async (req, res) => {
+    const id = uuidParam(req.params.id, 'Git connection');
+    if (!(await deleteGitConnection(deps.db, currentUser(req).organization_uuid, id)))
+      throw new HttpError(404, 'not_found', `Git connection ${id} not found.`);
+    res.status(204).end();
   });
   return router;
 }

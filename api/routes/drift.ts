@@ -7,7 +7,7 @@ import { Router, type Request, type Response } from 'express';
 import { firstRequestSchema, followUpRequestSchema, type SessionOperation } from '../../shared/contracts';
 import { authenticate, currentUser, requireRole } from '../auth';
 import { requireAuthorized } from '../authz';
-import { requireAllowedTarget } from '../targets';
+import { requireAllowedTarget, requireConnectedRepository } from '../targets';
 import { HttpError } from '../errors';
 import {
   acceptedBody,
@@ -42,6 +42,7 @@ export function createDriftRouter(deps: SessionRouteDeps): Router {
       session_id = `s-${randomUUID()}`;
       const iac_path = r.iac_path ?? '';
       await requireAllowedTarget(deps.targets, 'repository_url', r.repository_url);
+      await requireConnectedRepository(deps.db, user.organization_uuid, 'repository_url', r.repository_url);
       await requireAuthorized(deps.authz, { cloud: r.cloud, repository_url: r.repository_url, iac_path });
       await openSession(
         deps,

@@ -3,7 +3,7 @@
 // run now, backfill a missed window — its detection runs, the drift inbox, and the signed
 // webhooks that announce what the runs find.
 import { requireAuthorized } from '../authz';
-import { requireAllowedTarget } from '../targets';
+import { requireAllowedTarget, requireConnectedRepository } from '../targets';
 import { randomUUID } from 'node:crypto';
 import { Router } from 'express';
 import {
@@ -54,6 +54,7 @@ export function createStacksRouter(deps: StacksDeps): Router {
   router.post('/api/v1/stacks', auth, requireRole('devops'), async (req, res) => {
     const spec = parseBody(stackSpecSchema, req.body);
     await requireAllowedTarget(deps.targets, 'repository_url', spec.repository_url);
+    await requireConnectedRepository(deps.db, org(req), 'repository_url', spec.repository_url);
     await requireAuthorized(deps.authz, {
       cloud: spec.cloud,
       repository_url: spec.repository_url,
@@ -85,8 +86,15 @@ export function createStacksRouter(deps: StacksDeps): Router {
   router.patch('/api/v1/stacks/:id', auth, requireRole('devops'), async (req, res) => {
     const before = await own(req);
     const change = parseBody(stackUpdateSchema, req.body);
-    if (change.repository_url)
+    if (change.repository_url) {
       await requireAllowedTarget(deps.targets, 'repository_url', change.repository_url);
+      await requireConnectedRepository(
+        deps.db,
+        before.organization_uuid,
+        'repository_url',
+        change.repository_url,
+      );
+    }
     const after = await updateStack(deps.db, before.organization_uuid, before.stack_uuid, change).catch(
       registryError,
     );

@@ -132,6 +132,22 @@ export interface CloudConnectionsTable {
   created_at: Generated<Date>;
 }
 
+/**
+ * A git host an organization's sessions and stacks may name (issue 26 item 1), with the
+ * organization's own credential for it, sealed (shared/secret-box.ts), or none.
+ */
+export interface GitConnectionsTable {
+  git_connection_uuid: string;
+  organization_uuid: string;
+  /** `https://host[:port]`: a repository URL matches when its origin is this. */
+  origin: string;
+  kind: 'github' | 'gitlab' | 'gitea' | 'git';
+  /** The credential sealed with KUMOSS_SECRETS_KEY, bound to the organization and origin. */
+  credential_sealed: string | null;
+  created_by: string | null;
+  created_at: Generated<Date>;
+}
+
 export interface RunnerGroupsTable {
   runner_group_uuid: string;
   organization_uuid: string;
@@ -296,6 +312,7 @@ export interface Database {
   session_artifacts: SessionArtifactsTable;
   pull_requests: PullRequestsTable;
   cloud_connections: CloudConnectionsTable;
+  git_connections: GitConnectionsTable;
   runner_groups: RunnerGroupsTable;
   runner_executions: RunnerExecutionsTable;
   runner_environment_drift_plans: RunnerEnvironmentDriftPlansTable;

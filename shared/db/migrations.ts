@@ -1,4 +1,5 @@
 // Schema migrations, applied in order by migrate(); never edit one that has shipped, add another.
+import { randomUUID } from 'node:crypto';
 import { sql, type Kysely } from 'kysely';
 
 export interface Migration {
@@ -395,6 +396,47 @@ export const migrations: Migration[] = [
     id: '0019_plan_approval',
     async up(db) {
       await sql`alter table sessions add column plan_approval jsonb`.execute(db);
+    },
+  },
+  {
+    // Repository connections (issue 26 item 1): the git hosts an organization's sessions and stacks
+    // may name, each with the organization's own sealed credential or none. The origins existing
+    // sessions and stacks already use become connections of their organizations (no credential),
+    // so they keep working.
+    id: '0020_git_connections',
+    async up(db) {
+      await sql`create table git_connections (
+        git_connection_uuid uuid primary key,
+        organization_uuid uuid not null references organizations(organization_uuid),
+        origin text not null,
+        kind text not null check (kind in ('github', 'gitlab', 'gitea', 'git')),
+        credential_sealed text,
+        created_by uuid references users(user_uuid),
+        created_at timestamptz not null default now(),
+        unique (organization_uuid, origin)
+      )`.execute(db);
+      const used = await sql<{ organization_uuid: string; repository_url: string }>`
+        select distinct organization_uuid, repository_url from sessions
+        union select distinct organization_uuid, repository_url from stacks`.execute(db);
+      const origins = new Map<string, { organization_uuid: string; origin: string }>();
+      for (const row of used.rows) {
+        let origin: string;
+        try {
+          origin = new URL(row.repository_url).origin;
+        } catch {
+          continue;
+        }
+        if (origin === 'null') continue;
+        origins.set(`${row.organization_uuid} ${origin}`, {
+          organization_uuid: row.organization_uuid,
+          origin,
+        });
+      }
+      for (const { organization_uuid, origin } of origins.values()) {
+        await sql`insert into git_connections (git_connection_uuid, organization_uuid, origin, kind)
+          values (${randomUUID()}, ${organization_uuid}, ${origin}, 'git')
+          on conflict do nothing`.execute(db);
+      }
     },
   },
 ];

@@ -15,7 +15,7 @@ import { createCloudConnection } from '../../shared/db/runners';
 import { createUser } from '../../shared/db/users';
 import { sessionBranch } from '../../shared/ids';
 import { engineDeps, gitClient, seedRepository, stack } from '../support/stack';
-import { awsEngineEnv } from '../support/test-stack';
+import { awsEngineEnv, TEST_ENGINE_AWS_SECRET } from '../support/test-stack';
 import { insertSessionRow } from '../support/api';
 
 const root = mkdtempSync(join(tmpdir(), 'kumoss-cloud-credentials-'));
@@ -110,10 +110,11 @@ describe("a run's own cloud credentials", () => {
     for (const env of [envA, envB]) {
       expect(env.AWS_ACCESS_KEY_ID).toBeDefined();
       expect(env.AWS_ACCESS_KEY_ID).not.toBe('kumoss-emulator');
-      expect(env.AWS_SECRET_ACCESS_KEY).not.toBe('kumoss-emulator');
+      expect(env.AWS_SECRET_ACCESS_KEY).not.toBe(TEST_ENGINE_AWS_SECRET);
       expect(env.AWS_SESSION_TOKEN?.length).toBeGreaterThan(0);
       expect(env.AWS_REGION).toBe('eu-west-1');
       expect(Object.values(env)).not.toContain('kumoss-emulator');
+      expect(Object.values(env)).not.toContain(TEST_ENGINE_AWS_SECRET);
     }
     expect(envB.AWS_ACCESS_KEY_ID).not.toBe(envA.AWS_ACCESS_KEY_ID);
     expect(envB.AWS_SESSION_TOKEN).not.toBe(envA.AWS_SESSION_TOKEN);
@@ -127,7 +128,9 @@ describe("a run's own cloud credentials", () => {
     expect(who.Arn).toBe(`arn:aws:sts::123456789012:assumed-role/kumoss-a/${roleSessionName(`${a}-r-1`)}`);
 
     // An organization without a role for the cloud runs with the worker's cloud variables.
-    expect((await environ(plain)).AWS_ACCESS_KEY_ID).toBe('kumoss-emulator');
+    const worker = await environ(plain);
+    expect(worker.AWS_ACCESS_KEY_ID).toBe('kumoss-emulator');
+    expect(worker.AWS_SECRET_ACCESS_KEY).toBe(TEST_ENGINE_AWS_SECRET);
   });
 
   it('names the role session after the run, within what STS accepts', () => {

@@ -3,8 +3,7 @@
 // the CSRF header and the API's own origin; signing out revokes the session. And the session list.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, type Db } from '../../shared/db';
-import { createUser } from '../../shared/db/users';
-import { startTestApi, type TestApi } from '../support/api';
+import { startTestApi, type TestApi, testUser } from '../support/api';
 import { stack, temporalHarness, type TemporalHarness } from '../support/stack';
 
 describe('browser sessions (cookie sign-in) and the session list', () => {
@@ -17,7 +16,7 @@ describe('browser sessions (cookie sign-in) and the session list', () => {
     h = await temporalHarness('auth-session');
     db = createDb(stack().databaseUrl);
     token = (
-      await createUser(db, {
+      await testUser(db, {
         name: `devops-cookie-${Date.now()}`,
         role: 'devops',
         organization: `cookie-${Date.now()}`,

@@ -4,8 +4,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, migrate, type Db } from '../../shared/db';
-import { createUser } from '../../shared/db/users';
-import { insertSessionRow, roleTokens, startTestApi, type TestApi } from '../support/api';
+import { insertSessionRow, roleTokens, startTestApi, type TestApi, testUser } from '../support/api';
 import { findUserByToken } from '../../shared/db/users';
 import { stack, temporalHarness, type TemporalHarness } from '../support/stack';
 
@@ -22,7 +21,7 @@ describe('POST /api/v1/auth/authorize', () => {
     db = createDb(stack().databaseUrl);
     await migrate(db);
     token = (
-      await createUser(db, { name: `dev-authz-${Date.now()}`, role: 'developer', organization: 'authz' })
+      await testUser(db, { name: `dev-authz-${Date.now()}`, role: 'developer', organization: 'authz' })
     ).token;
     sidecar = createServer((req, res) => {
       let body = '';
@@ -181,7 +180,7 @@ describe('POST /api/v1/mapping', () => {
     db = createDb(stack().databaseUrl);
     await migrate(db);
     token = (
-      await createUser(db, { name: `dev-mapping-${Date.now()}`, role: 'developer', organization: 'mapping' })
+      await testUser(db, { name: `dev-mapping-${Date.now()}`, role: 'developer', organization: 'mapping' })
     ).token;
     sidecar = createServer((req, res) => {
       let body = '';

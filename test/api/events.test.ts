@@ -5,8 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, migrate, type Db } from '../../shared/db';
 import { eventsAfter, recordEvents } from '../../shared/db/sessions';
-import { createUser } from '../../shared/db/users';
-import { startTestApi, type TestApi } from '../support/api';
+import { startTestApi, type TestApi, testUser } from '../support/api';
 import { subscribe, type Received } from '../support/sse';
 import type { DriftTestBed } from '../support/drift-test-bed';
 import { newTestBed, stack, temporalHarness, type TemporalHarness } from '../support/stack';
@@ -23,7 +22,7 @@ describe('session events (SSE)', () => {
     db = createDb(stack().databaseUrl);
     await migrate(db);
     token = (
-      await createUser(db, { name: `devops-events-${Date.now()}`, role: 'devops', organization: 'events' })
+      await testUser(db, { name: `devops-events-${Date.now()}`, role: 'devops', organization: 'events' })
     ).token;
     api = await startTestApi(h, db, { pollMs: 100, maxPolls: 600 });
     bed = await newTestBed();
@@ -187,7 +186,7 @@ describe('session events (SSE)', () => {
 
   it("refuses a subscription without a token or to another organization's session", async () => {
     const other = (
-      await createUser(db, { name: `dev-other-${Date.now()}`, role: 'developer', organization: 'elsewhere' })
+      await testUser(db, { name: `dev-other-${Date.now()}`, role: 'developer', organization: 'elsewhere' })
     ).token;
     const accepted = await api.call('POST', '/api/v1/drift/full', token, {
       repository_url: bed.repoUrl,

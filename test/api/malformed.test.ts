@@ -2,8 +2,7 @@
 // error naming the problem: zero 5xx, no session created, no workflow started.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, migrate, type Db } from '../../shared/db';
-import { createUser } from '../../shared/db/users';
-import { startTestApi, type TestApi } from '../support/api';
+import { startTestApi, type TestApi, testUser } from '../support/api';
 import { stack, temporalHarness, type TemporalHarness } from '../support/stack';
 
 const GOOD = {
@@ -116,7 +115,7 @@ describe('malformed requests', () => {
     h = await temporalHarness('malformed');
     db = createDb(stack().databaseUrl);
     await migrate(db);
-    const created = await createUser(db, {
+    const created = await testUser(db, {
       name: `devops-malformed-${Date.now()}`,
       role: 'devops',
       organization: `malformed-${Date.now()}`,
@@ -208,7 +207,7 @@ describe('malformed requests', () => {
   });
 
   it('refuses a lock reason over 500 characters with a 400 naming the field, and locks nothing', async () => {
-    const admin = await createUser(db, {
+    const admin = await testUser(db, {
       name: `admin-malformed-${Date.now()}`,
       role: 'admin',
       organization: `malformed-admin-${Date.now()}`,

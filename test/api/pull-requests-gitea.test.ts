@@ -9,6 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GitClient } from '../../activities/git';
 import { GiteaPullRequests } from '../../activities/gitea';
 import { requestJson } from '../../shared/http-json';
+import { ensureGitConnection } from '../../shared/db/git-connections';
+import { findUserByToken } from '../../shared/db/users';
 import { createDb, type Db } from '../../shared/db';
 import { waitForTool } from '../../shared/tools.mjs';
 import { startGitea, type EmbeddedGitea } from '../../scripts/embedded/gitea';
@@ -36,11 +38,15 @@ describe('pull requests on Gitea, a real forge', () => {
       'pull-requests-gitea',
       testActivities({
         git,
+        // The operator's GITEA_TOKEN, for the organizations that connect the Gitea host.
+        gitTokens: { [gitea.url]: gitea.token },
         gitea: { url: gitea.url, client: new GiteaPullRequests({ url: gitea.url, token: gitea.token, ca }) },
       }),
     );
     db = createDb(stack().databaseUrl);
     Object.assign(t, await roleTokens(db, `prgt-${Date.now()}`));
+    const admin = await findUserByToken(db, t.admin as string);
+    await ensureGitConnection(db, admin?.organization_uuid as string, gitea.url, 'gitea');
     api = await startTestApi(h, db);
     bed = await createDriftTestBed({
       gitHostUrl: `${gitea.url}/${gitea.owner}`,

@@ -5,9 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { toolPath } from '../../shared/tools.mjs';
 import { NO_PINNED_PLAN, type SessionRound } from '../../shared/contracts';
 import { createDb, migrate, type Db } from '../../shared/db';
-import { createUser } from '../../shared/db/users';
 import type { DriftTestBed } from '../support/drift-test-bed';
-import { roleTokens, startTestApi, waitForSession, type TestApi } from '../support/api';
+import { roleTokens, startTestApi, waitForSession, type TestApi, testUser } from '../support/api';
 import { newTestBed, stack, temporalHarness, workerLogs, type TemporalHarness } from '../support/stack';
 
 interface Detail {
@@ -33,7 +32,7 @@ describe('session API', () => {
     const org = `org-${Date.now()}`;
     Object.assign(tokens, await roleTokens(db, org));
     tokens.other = (
-      await createUser(db, { name: `devops-other-${org}`, role: 'devops', organization: `${org}-b` })
+      await testUser(db, { name: `devops-other-${org}`, role: 'devops', organization: `${org}-b` })
     ).token;
     api = await startTestApi(h, db);
     bed = await newTestBed();

@@ -7,8 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../../api/app';
 import { freePort } from '../../scripts/embedded/ports';
 import { createDb, migrate, type Db } from '../../shared/db';
-import { createUser } from '../../shared/db/users';
 import { artifactStore, stack } from '../support/stack';
+import { testUser } from '../support/api';
 
 describe('API while Temporal is unreachable', () => {
   let db: Db;
@@ -20,7 +20,7 @@ describe('API while Temporal is unreachable', () => {
   beforeAll(async () => {
     db = createDb(stack().databaseUrl);
     await migrate(db);
-    const created = await createUser(db, {
+    const created = await testUser(db, {
       name: `devops-down-${Date.now()}`,
       role: 'devops',
       organization: `down-${Date.now()}`,

@@ -9,13 +9,13 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, type Db } from '../../shared/db';
 import { eventsAfter } from '../../shared/db/sessions';
-import { createUser } from '../../shared/db/users';
 import { driftReportSchema } from '../../shared/drift-report';
 import { sessionBranch } from '../../shared/ids';
 import { DRIFT_ADDRESSES, type DriftTestBed } from '../support/drift-test-bed';
 import { apiProcess, killHard, workerProcess, type ApiProcess } from '../support/processes';
 import { subscribe, type Received } from '../support/sse';
 import { artifactStore, gitClient, newTestBed, stack } from '../support/stack';
+import { testUser } from '../support/api';
 
 const WORKERS = 3;
 const SESSIONS = 30;
@@ -43,7 +43,7 @@ describe('three workers and two API processes on one task queue', () => {
       newTestBed(),
     ]);
     db = createDb(stack().databaseUrl, { max: 2 });
-    ({ token } = await createUser(db, {
+    ({ token } = await testUser(db, {
       name: `scale-${Date.now()}`,
       role: 'devops',
       organization: 'scale',

@@ -93,10 +93,11 @@ describe('npm start supervises its processes', () => {
 
   it('restarts a worker killed mid-round, the round completes on its own, and Ctrl-C stops it all', async () => {
     const api = `http://127.0.0.1:${ports.api}`;
+    // The default organization: the launcher registered its git host as a connection of it.
     const { token } = await createUser(db, {
       name: `devops-launcher-${Date.now()}`,
       role: 'devops',
-      organization: 'launcher',
+      organization: 'default',
     });
     bed = await createDriftTestBed({
       gitHostUrl: `https://127.0.0.1:${ports.git}`,

@@ -79,12 +79,15 @@ describe('secrets stay out of histories, artifacts, logs and responses', () => {
       requireToken: GIT_TOKEN,
     });
     git = new GitClient({ caFile: host.caPath, hostTokens: { [host.url]: GIT_TOKEN } });
+    // The worker holds no token for this host: a round gets through only with the credential its
+    // organization stored on its git connection (below).
+    const workerGit = new GitClient({ caFile: host.caPath });
     model = await startMessagesLoopback(driftScript);
     runners = await startRunnerBed(stack().databaseUrl);
     h = await temporalHarness(
       'secrets',
       testActivities({
-        git,
+        git: workerGit,
         workDir,
         runners: runners.deps,
         model: new AnthropicModel({
@@ -97,6 +100,23 @@ describe('secrets stay out of histories, artifacts, logs and responses', () => {
     );
     tokens = await roleTokens(runners.db, 'secrets');
     api = await startTestApi(h, runners.db);
+    // The organization's admin connects the host with the organization's own token.
+    const admin = (method: string, path: string, body?: unknown) =>
+      api.call(method, path, tokens.admin, body);
+    const listed = await admin('GET', '/api/v1/admin/connections/git');
+    for (const c of listed.body.git_connections as { git_connection_uuid: string; origin: string }[])
+      if (c.origin === host.url)
+        await admin('DELETE', `/api/v1/admin/connections/git/${c.git_connection_uuid}`);
+    const connected = await admin('POST', '/api/v1/admin/connections/git', {
+      origin: host.url,
+      kind: 'git',
+      credential: GIT_TOKEN,
+    });
+    expect(connected.status).toBe(201);
+    responses.push(
+      JSON.stringify(connected.body),
+      JSON.stringify((await admin('GET', '/api/v1/admin/connections/git')).body),
+    );
     bed = await createDriftTestBed({ gitHostUrl: host.url, git, engine: engineDeps() });
   });
   afterAll(async () => {
@@ -189,8 +209,16 @@ describe('secrets stay out of histories, artifacts, logs and responses', () => {
     expect(runners.gcp.requests.length).toBeGreaterThan(0);
     expect(await runners.workerCalls('us-west-2')).toBeGreaterThan(0);
 
+    // The credential is stored, sealed (bound to the organization and host).
+    const connections = await runners.db
+      .selectFrom('git_connections')
+      .selectAll()
+      .where('origin', '=', host.url)
+      .execute();
+    expect(connections.some((c) => c.credential_sealed?.startsWith('v1:'))).toBe(true);
     const secrets = {
       GIT_TOKEN,
+      KUMOSS_SECRETS_KEY: process.env.KUMOSS_SECRETS_KEY ?? '',
       ANTHROPIC_API_KEY,
       AWS_SECRET_ACCESS_KEY: runners.awsSecret,
       GOOGLE_OAUTH_ACCESS_TOKEN: runners.gcpToken,
@@ -200,6 +228,7 @@ describe('secrets stay out of histories, artifacts, logs and responses', () => {
       'worker runtime logs': workerLogs.join('\n'),
       'API responses': responses.join('\n'),
       'round checkouts on disk': filesText(workDir),
+      'git connections in the metadata store': JSON.stringify(connections),
       planted: `a control: ${GIT_TOKEN}`,
     });
     expect(histories).toBeGreaterThan(5);

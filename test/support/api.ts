@@ -1,5 +1,6 @@
 // The real API on a real socket for a test file, wired to its worker's task queue.
 import type { TargetPolicy } from '../../shared/network-targets';
+import { secretBoxFromEnv } from '../../shared/secret-box';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp, type AppDeps } from '../../api/app';
@@ -8,6 +9,7 @@ import type { CodecRouteDeps } from '../../api/routes/codec';
 import type { SessionRound } from '../../shared/contracts';
 import type { Db } from '../../shared/db';
 import { createUser, findUserByToken, ROLES, type Role } from '../../shared/db/users';
+import { ensureGitConnection } from '../../shared/db/git-connections';
 import type { SessionsTable } from '../../shared/db';
 import { sessionBranch } from '../../shared/ids';
 import { randomUUID } from 'node:crypto';
@@ -43,6 +45,8 @@ export async function startTestApi(
   } = {},
 ): Promise<TestApi> {
   const { orchestration, targets, ...appExtra } = extra;
+  // The test process's KUMOSS_SECRETS_KEY (the test stack sets one), as the worker reads it.
+  const secrets = secretBoxFromEnv();
   // Every test API listens for the store's notifications, as the API process does.
   const hub = startEventsHub(stack().databaseUrl);
   const app = createApp({
@@ -58,6 +62,7 @@ export async function startTestApi(
       client: h.client,
       taskQueue: h.taskQueue,
       targets: targets ?? { allowed: ['127.0.0.1'] },
+      ...(secrets ? { secrets } : {}),
       orchestration: { max_drift_reports: 3, drift_group_operations: 8, ...orchestration },
       artifacts: artifactStore(),
       presignTtlSeconds: 60,
@@ -145,8 +150,21 @@ export async function roleTokens(db: Db, prefix: string): Promise<Record<Role, s
   const org = `${prefix}-${Date.now()}`;
   const tokens = {} as Record<Role, string>;
   for (const role of ROLES)
-    tokens[role] = (await createUser(db, { name: `${role}-${org}`, role, organization: org })).token;
+    tokens[role] = (await testUser(db, { name: `${role}-${org}`, role, organization: org })).token;
   return tokens;
+}
+
+/**
+ * A user in `organization` (created when new), whose organization has the run's git host as a git
+ * connection, as an admin registers the hosts its repositories live on.
+ */
+export async function testUser(
+  db: Db,
+  opts: { name: string; role: Role; organization: string },
+): Promise<Awaited<ReturnType<typeof createUser>>> {
+  const created = await createUser(db, opts);
+  await ensureGitConnection(db, created.user.organization_uuid, stack().gitHostUrl, 'git');
+  return created;
 }
 
 /** Polls GET /api/workflows/{id} until the run is no longer RUNNING; `seen` gets every answer. */

@@ -1,6 +1,7 @@
 // One real stack per test run (test/support/test-stack.ts), handed to the test files; each file
 // connects with its own task queue (test/support/stack.ts).
 import type { TestProject } from 'vitest/node';
+import { newSecretsKey } from '../../shared/secret-box';
 import { SECRET_MARKER, scanForSecrets } from './secret-scan';
 import { startTestStack, type TestStack } from './test-stack';
 
@@ -16,19 +17,29 @@ declare module 'vitest' {
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const t0 = Date.now();
   const shape = process.env.KUMOSS_TEST_STACK_SHAPE === 'cluster' ? 'cluster' : 'dev';
+  // One KUMOSS_SECRETS_KEY for the run (the test files' processes inherit it): the closing scan
+  // looks for it too.
+  process.env.KUMOSS_SECRETS_KEY ||= newSecretsKey();
+  const secretsKey = process.env.KUMOSS_SECRETS_KEY;
   const { stack, stop } = await startTestStack(shape);
   console.log(
     `[test stack] up in ${((Date.now() - t0) / 1000).toFixed(1)}s: Temporal ${stack.temporalAddress}` +
       (stack.cluster ? ` (a cluster: ${Object.keys(stack.cluster.pids).join(', ')} on PostgreSQL)` : ''),
   );
   project.provide('stack', stack);
-  // After every test file: no test secret (they all carry SECRET_MARKER) in any workflow history
-  // or artifact the whole run produced. A finding fails the run.
+  // After every test file: no test secret in any workflow history or artifact the whole run
+  // produced, saved plans opened. Every secret a test makes up carries SECRET_MARKER, and so do the
+  // object store's secret key the workers hold and the engine's own cloud secret
+  // (test/support/test-stack.ts); the run's KUMOSS_SECRETS_KEY is looked for as it is. A finding
+  // fails the run.
   return async () => {
-    const { findings, histories, objects } = await scanForSecrets(stack, { 'a test secret': SECRET_MARKER });
+    const { findings, histories, objects, archives } = await scanForSecrets(stack, {
+      'a test secret': SECRET_MARKER,
+      'the secrets key (KUMOSS_SECRETS_KEY)': secretsKey,
+    });
     await stop();
     console.log(
-      `[secret scan] ${histories} workflow histories and ${objects} artifacts: ${findings.length} finding(s)`,
+      `[secret scan] ${histories} workflow histories and ${objects} artifacts (${archives} saved plans opened): ${findings.length} finding(s)`,
     );
     if (findings.length) {
       throw new Error(`secrets leaked: ${findings.map((f) => `${f.secret} in ${f.where}`).join('; ')}`);

@@ -1,7 +1,9 @@
 // Looks for secret values everywhere Kumoss writes: every workflow history of the namespace,
-// every object in the artifact bucket, and any text the caller collected (logs, API responses).
+// every object in the artifact bucket — saved plans (zip archives) opened, every entry read —, and
+// any text the caller collected (logs, API responses).
 import { GetObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { Client, Connection } from '@temporalio/client';
+import { unzipSync } from 'fflate';
 import { createS3Client } from '../../shared/object-store';
 import type { TestStack } from './test-stack';
 
@@ -12,6 +14,8 @@ export interface Finding {
   secret: string;
   where: string;
 }
+
+const ZIP_MAGIC = Buffer.from([0x50, 0x4b, 0x03, 0x04]);
 
 /** Every string of a history, payload bytes decoded as UTF-8. */
 export function flattenText(value: unknown): string {
@@ -35,7 +39,7 @@ export async function scanForSecrets(
   stack: Pick<TestStack, 'temporalAddress' | 'namespace' | 's3Endpoint' | 'bucket'>,
   secrets: Record<string, string>,
   extra: Record<string, string> = {},
-): Promise<{ findings: Finding[]; histories: number; objects: number }> {
+): Promise<{ findings: Finding[]; histories: number; objects: number; archives: number }> {
   const needles = Object.entries(secrets).flatMap(([name, value]): [string, string][] => [
     [name, value],
     [`${name} (base64)`, Buffer.from(value).toString('base64')],
@@ -73,17 +77,26 @@ export async function scanForSecrets(
 
   const s3 = createS3Client({ endpoint: stack.s3Endpoint, bucket: stack.bucket, region: 'us-east-1' });
   let objects = 0;
+  let archives = 0;
   let token: string | undefined;
   do {
     const page = await s3.send(new ListObjectsV2Command({ Bucket: stack.bucket, ContinuationToken: token }));
     for (const o of page.Contents ?? []) {
       const body = await s3.send(new GetObjectCommand({ Bucket: stack.bucket, Key: o.Key }));
-      look(`object ${o.Key ?? ''}`, (await body.Body?.transformToString('utf8')) ?? '');
+      const bytes = Buffer.from((await body.Body?.transformToByteArray()) ?? []);
+      look(`object ${o.Key ?? ''}`, bytes.toString('utf8'));
+      // A saved plan is a zip: its entries (the plan, the state snapshots, the configuration and
+      // backend settings) are compressed, so they are read one by one.
+      if (bytes.subarray(0, 4).equals(ZIP_MAGIC)) {
+        for (const [entry, data] of Object.entries(unzipSync(bytes)))
+          look(`object ${o.Key ?? ''} (zip entry ${entry})`, Buffer.from(data).toString('utf8'));
+        archives++;
+      }
       objects++;
     }
     token = page.IsTruncated ? page.NextContinuationToken : undefined;
   } while (token);
 
   for (const [where, text] of Object.entries(extra)) look(where, text);
-  return { findings, histories, objects };
+  return { findings, histories, objects, archives };
 }

@@ -12,6 +12,9 @@ import { ArtifactStore, createS3Client, storageCredentials } from '../../shared/
 import { ManagedState, type ManagedStateConfig } from '../../activities/managed-state';
 import type { EngineDeps } from '../../activities/drift-detection';
 import { EngineSlots } from '../../activities/engine-slots';
+import { SECRET_MARKER } from './secret-scan';
+import { GitAccess } from '../../activities/git-access';
+import { secretBoxFromEnv } from '../../shared/secret-box';
 import { GitClient } from '../../activities/git';
 import type { GiteaPullRequests } from '../../activities/gitea';
 import type { GitHubPullRequests } from '../../activities/github';
@@ -192,9 +195,21 @@ export function awsEngineEnv(awsEndpoint: string): NodeJS.ProcessEnv {
     AWS_ENDPOINT_URL: awsEndpoint,
     AWS_REGION: 'us-east-1',
     AWS_ACCESS_KEY_ID: 'kumoss-emulator',
-    AWS_SECRET_ACCESS_KEY: 'kumoss-emulator',
+    AWS_SECRET_ACCESS_KEY: TEST_ENGINE_AWS_SECRET,
   };
 }
+
+/**
+ * The engine's cloud secret in the tests (moto takes any): it carries SECRET_MARKER, so the run's
+ * closing scan fails if the engine's environment reaches a history or an artifact.
+ */
+export const TEST_ENGINE_AWS_SECRET = `kumoss-emulator-${SECRET_MARKER}-engine`;
+
+/**
+ * The object store's secret key the tests' workers hold for Kumoss-managed state (s3rver checks the
+ * key id only): it carries SECRET_MARKER, so the closing scan fails if a plan or state carries it.
+ */
+export const TEST_STORE_SECRET = `${SECRET_MARKER}-store-key`;
 
 /** The engine sandbox of the tests' workers: the worker's own, plus the test cloud and `writable`. */
 export function testSandbox(writable: string[] = []): EngineSandbox {
@@ -226,8 +241,10 @@ export interface TestActivityOptions {
   promptsDir?: string;
   /** The runner DAGs' registry and cloud clients (test/support/runner-bed.ts). */
   runners?: RunnerDeps;
-  /** Git client (default: the stack's git host CA, no token). */
+  /** Git client (default: the stack's git host CA, no token); its own tokens are not sent. */
   git?: GitClient;
+  /** The operator's git tokens by origin (a worker's GIT_TOKEN / GITEA_TOKEN hosts). */
+  gitTokens?: Record<string, string>;
   /** Where round checkouts go (default: a fresh temporary directory). */
   workDir?: string;
   /** The engine binary to run instead of the real one's path (a fault-injecting wrapper around it). */
@@ -259,7 +276,12 @@ export function stackManagedState(
       endpoint: stack.s3Endpoint,
       bucket: stack.bucket,
       region: 'us-east-1',
-      ...storageCredentials({ endpoint: stack.s3Endpoint, bucket: stack.bucket, region: 'us-east-1' }),
+      accessKeyId: storageCredentials({
+        endpoint: stack.s3Endpoint,
+        bucket: stack.bucket,
+        region: 'us-east-1',
+      }).accessKeyId,
+      secretAccessKey: TEST_STORE_SECRET,
       prefix: 'state',
       ...o,
     },
@@ -270,8 +292,17 @@ export function stackManagedState(
 /** The real activities on a stack's components, and the clients they use. */
 export function stackActivities(stack: TestStack, o: TestActivityOptions = {}) {
   const kind = o.engine ?? 'terraform';
-  const git = o.git ?? new GitClient({ caFile: stack.gitCaFile });
   const db = o.db ?? createDb(stack.databaseUrl);
+  // Credentials per run, as a worker chooses them (activities/git-access.ts).
+  const box = secretBoxFromEnv();
+  const testGit = o.git ?? new GitClient({ caFile: stack.gitCaFile });
+  const gitAccess = new GitAccess({
+    git: testGit,
+    operatorTokens: o.gitTokens ?? {},
+    db,
+    ...(box ? { box } : {}),
+  });
+  const git = gitAccess.local;
   const artifacts =
     o.artifacts ??
     new ArtifactStore(
@@ -315,13 +346,15 @@ export function stackActivities(stack: TestStack, o: TestActivityOptions = {}) {
       git,
       engines,
       kind,
+      gitAccess,
     ),
+    gitAccess,
     ...(o.runners ? { runners: o.runners } : {}),
     db,
     ...(o.github ? { github: o.github.client, githubHosts: o.github.hosts } : {}),
     ...(o.gitea ? { gitea: o.gitea } : {}),
   });
-  return { activities, git, artifacts, engine: engines[kind] };
+  return { activities, git: testGit, artifacts, engine: engines[kind] };
 }
 
 /**

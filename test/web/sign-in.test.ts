@@ -6,9 +6,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser } from 'playwright-core';
 import { createDb, type Db } from '../../shared/db';
-import { createUser } from '../../shared/db/users';
 import { ensureWebBuild } from '../../scripts/web-build';
-import { roleTokens, startTestApi, type TestApi } from '../support/api';
+import { roleTokens, startTestApi, type TestApi, testUser } from '../support/api';
 import type { DriftTestBed } from '../support/drift-test-bed';
 import { expectAccessible, launchBrowser, screenshot } from '../support/browser';
 import { newTestBed, stack, temporalHarness, type TemporalHarness } from '../support/stack';
@@ -25,7 +24,7 @@ describe('web application: sign-in and my sessions (Chromium)', () => {
     h = await temporalHarness('web-sign-in');
     db = createDb(stack().databaseUrl);
     token = (
-      await createUser(db, {
+      await testUser(db, {
         name: `devops-web-${Date.now()}`,
         role: 'devops',
         organization: `web-${Date.now()}`,

@@ -1,0 +1,74 @@
+// Which credential git gets for a repository (issue 26 item 1). A run talks to one repository of
+// one organization; its git client carries at most one token, for that repository's origin:
+// the organization's own credential for the host (its git connection, sealed in the metadata store
+// and opened here for the call), else the operator's token for that host (GIT_TOKEN for the
+// configured GitHub/GitLab hosts, GITEA_TOKEN for Gitea) when the organization has connected it.
+// A host the organization has not connected gets nothing, nor does any other origin.
+import type { Db } from '../shared/db';
+import { gitConnectionFor, openGitCredential, repositoryOrigin } from '../shared/db/git-connections';
+import type { SecretBox } from '../shared/secret-box';
+import type { GitClient } from './git';
+
+export interface GitAccessDeps {
+  /** The settings every client takes (CA bundle, author, timeout); its own tokens are not used. */
+  git: GitClient;
+  /** The operator's tokens by origin (worker/deps.ts gitHostTokens). */
+  operatorTokens: Record<string, string>;
+  /** The metadata store: connections, and sessions' organizations. */
+  db?: Db;
+  /** KUMOSS_SECRETS_KEY's box; absent: sealed credentials cannot be opened (the call fails). */
+  box?: SecretBox;
+}
+
+export class GitAccess {
+  /** A client with no credential at all: local plumbing (commit, log, show, revert). */
+  readonly local: GitClient;
+
+  constructor(private readonly deps: GitAccessDeps) {
+    this.local = deps.git.withHostTokens({});
+  }
+
+  /** The token a run of `organization_uuid` (none: an operator's run) sends to the URL's origin. */
+  async tokenFor(repositoryUrl: string, organization_uuid: string | undefined): Promise<string | undefined> {
+    const origin = repositoryOrigin(repositoryUrl);
+    if (!origin) return undefined;
+    if (organization_uuid === undefined) return this.deps.operatorTokens[origin];
+    if (!this.deps.db) return undefined;
+    const connection = await gitConnectionFor(this.deps.db, organization_uuid, repositoryUrl);
+    if (!connection) return undefined;
+    if (connection.credential_sealed) {
+      if (!this.deps.box)
+        throw new Error(
+          `the git connection ${origin} has a stored credential, but this worker has no KUMOSS_SECRETS_KEY to open it`,
+        );
+      return openGitCredential(this.deps.box, organization_uuid, connection);
+    }
+    return this.deps.operatorTokens[origin];
+  }
+
+  /** The git client of one repository for a run of `organization_uuid` (none: an operator's). */
+  async forRepository(repositoryUrl: string, organization_uuid: string | undefined): Promise<GitClient> {
+    const token = await this.tokenFor(repositoryUrl, organization_uuid);
+    const origin = repositoryOrigin(repositoryUrl);
+    return this.deps.git.withHostTokens(token && origin ? { [origin]: token } : {});
+  }
+
+  /** The git client of a session's repository: its organization's credential. */
+  async forSession(sessionId: string, repositoryUrl: string): Promise<GitClient> {
+    return this.forRepository(repositoryUrl, await this.sessionOrganization(sessionId));
+  }
+
+  /**
+   * The organization of a session. A session the store does not know (a workflow started by hand
+   * for a test) is an operator's run.
+   */
+  async sessionOrganization(sessionId: string): Promise<string | undefined> {
+    if (!this.deps.db) return undefined;
+    const row = await this.deps.db
+      .selectFrom('sessions')
+      .select('organization_uuid')
+      .where('session_id', '=', sessionId)
+      .executeTakeFirst();
+    return row?.organization_uuid;
+  }
+}
