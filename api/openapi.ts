@@ -324,7 +324,9 @@ export function openApiDocument(): Record<string, unknown> {
       '/api/v1/admin/connections/git/{id}': {
         delete: {
           summary: "Remove one of the organization's git connections (admin)",
-          parameters: [{ name: 'id', in: 'path', required: true, schema: { type: 'string', format: 'uuid' } }],
+          parameters: [
+            { name: 'id', in: 'path', required: true, schema: { type: 'string', format: 'uuid' } },
+          ],
           responses: { '204': { description: 'Removed' }, ...errors(401, 403, 404) },
         },
       },

@@ -15,7 +15,7 @@ import { ensureCertificates } from '../../scripts/embedded/git-host';
 import { createDb, migrate, type Db } from '../../shared/db';
 import { createGitConnection } from '../../shared/db/git-connections';
 import { findUserByToken } from '../../shared/db/users';
-import type { SecretBox} from '../../shared/secret-box';
+import type { SecretBox } from '../../shared/secret-box';
 import { secretBoxFromEnv } from '../../shared/secret-box';
 import { roleTokens, startTestApi, type TestApi } from '../support/api';
 import { SECRET_MARKER } from '../support/secret-scan';
@@ -123,10 +123,11 @@ describe('git connections', () => {
   });
 
   it('refuses what is not an https origin, a private host, and callers who are not admins', async () => {
+    const before = (await api.call('GET', '/api/v1/admin/connections/git', a.admin)).body.git_connections;
     for (const [origin, why] of [
-      ['http://git.example.com', 'must use https://'],
-      ['https://git.example.com/team/repo.git', 'must be an origin only'],
-      ['https://user:pw@git.example.com', 'must not carry a user name or password'],
+      ['http://git-other.example.com', 'must use https://'],
+      ['https://git-other.example.com/team/repo.git', 'must be an origin only'],
+      ['https://user:pw@git-other.example.com', 'must not carry a user name or password'],
       ['https://10.0.0.7', 'private, loopback or link-local'],
     ] as const) {
       const r = await api.call('POST', '/api/v1/admin/connections/git', a.admin, { origin });
@@ -134,7 +135,7 @@ describe('git connections', () => {
       expect(JSON.stringify(r.body), origin).toContain(why);
     }
     const spaced = await api.call('POST', '/api/v1/admin/connections/git', a.admin, {
-      origin: 'https://git.example.com',
+      origin: 'https://git-other.example.com',
       credential: 'two words',
     });
     expect(spaced.status).toBe(400);
@@ -146,17 +147,14 @@ describe('git connections', () => {
         method,
         path,
         a.devops,
-        method === 'POST' ? { origin: 'https://git.example.com' } : undefined,
+        method === 'POST' ? { origin: 'https://git-other.example.com' } : undefined,
       );
       expect(r.status).toBe(403);
     }
-    expect(
-      await db
-        .selectFrom('git_connections')
-        .select('origin')
-        .where('origin', '=', 'https://git.example.com')
-        .execute(),
-    ).toEqual([]);
+    // Nothing was registered by the refused calls: organization A still has only what it had.
+    expect((await api.call('GET', '/api/v1/admin/connections/git', a.admin)).body.git_connections).toEqual(
+      before,
+    );
   });
 
   it("a repository on a host the organization has not connected is refused, and another organization's host is not its own", async () => {

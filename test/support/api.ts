@@ -156,7 +156,8 @@ export async function roleTokens(db: Db, prefix: string): Promise<Record<Role, s
 
 /**
  * A user in `organization` (created when new), whose organization has the run's git host as a git
- * connection, as an admin registers the hosts its repositories live on.
+ * connection, as an admin registers the hosts its repositories live on — and `git.example.com`,
+ * where the route tests name repositories nothing ever fetches.
  */
 export async function testUser(
   db: Db,
@@ -164,6 +165,7 @@ export async function testUser(
 ): Promise<Awaited<ReturnType<typeof createUser>>> {
   const created = await createUser(db, opts);
   await ensureGitConnection(db, created.user.organization_uuid, stack().gitHostUrl, 'git');
+  await ensureGitConnection(db, created.user.organization_uuid, 'https://git.example.com', 'git');
   return created;
 }
 
