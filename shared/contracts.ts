@@ -458,6 +458,8 @@ export const sessionDetailSchema = z.object({
   plan_approval: z
     .object({ sha256: z.string(), by: z.string(), name: z.string(), at: z.string() })
     .nullable(),
+  /** True when this installation applies a pinned plan only once a second person approved it. */
+  approval_required: z.boolean(),
   branch: z.string(),
   in_flight: z.object({ round_id: z.string(), kind: z.string() }).nullable(),
   rounds: z.array(sessionRoundDetailSchema),

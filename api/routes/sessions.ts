@@ -205,6 +205,7 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
           row.plan_approval && row.pinned_plan && row.plan_approval.sha256 === row.pinned_plan.sha256
             ? row.plan_approval
             : null,
+        approval_required: deps.orchestration.apply_requires_approval ?? false,
         branch: row.branch,
         in_flight: row.in_flight,
         rounds,

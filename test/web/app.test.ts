@@ -32,6 +32,8 @@ describe('web application: artifacts, admin panel, runner groups (Chromium)', ()
   let h: TemporalHarness;
   let db: Db;
   let api: TestApi;
+  /** The same application where apply needs a second person's approval (four eyes). */
+  let fourEyes: TestApi;
   let browser: Browser;
   let bed: RunnerBed;
   let tokens: Record<'developer' | 'devops' | 'admin', string>;
@@ -43,18 +45,22 @@ describe('web application: artifacts, admin panel, runner groups (Chromium)', ()
     db = createDb(stack().databaseUrl);
     tokens = await roleTokens(db, `web-app-${Date.now()}`);
     api = await startTestApi(h, db, undefined, undefined, undefined, undefined, webDist);
+    fourEyes = await startTestApi(h, db, undefined, undefined, undefined, undefined, webDist, {
+      orchestration: { apply_requires_approval: true },
+    });
     browser = await launchBrowser();
   });
   afterAll(async () => {
     await browser?.close();
     api?.close();
+    fourEyes?.close();
     await db?.destroy();
     await h?.close();
     await bed?.close();
   });
 
   /** A signed-in page; page errors and CSP refusals are collected. */
-  const signedIn = async (token: string, path = '/') => {
+  const signedIn = async (token: string, path = '/', on: TestApi = api) => {
     const context: BrowserContext = await browser.newContext({ viewport: { width: 1280, height: 800 } });
     const page = await context.newPage();
     const problems: string[] = [];
@@ -67,7 +73,7 @@ describe('web application: artifacts, admin panel, runner groups (Chromium)', ()
       problems.push(`dialog: ${d.message()}`);
       void d.dismiss();
     });
-    await page.goto(`${api.url}${path}`);
+    await page.goto(`${on.url}${path}`);
     await page.getByLabel('Access token').fill(token);
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('button', { name: 'Sign out' }).waitFor();
@@ -334,6 +340,56 @@ describe('web application: artifacts, admin panel, runner groups (Chromium)', ()
     expect(await page.evaluate<unknown>('window.__pwned')).toBeUndefined();
     expect(problems).toEqual([]);
     await context.close();
+  });
+
+  it('asks for a second person’s approval before Apply when four eyes are on: not the author’s, then an admin’s', async () => {
+    const { sessionId } = await plantedSession();
+    const devops = await findUserByToken(db, tokens.devops);
+    await db
+      .updateTable('sessions')
+      .set({
+        pinned_plan: JSON.stringify({
+          round_id: 'r-generate',
+          key: 'k',
+          sha256: 'c'.repeat(64),
+          commit: 'd'.repeat(40),
+          state_serial: 3,
+          state_lineage: 'l',
+          impact: { create: 0, update: 1, replace: 0, destroy: 0, destroyed: [], replaced: [] },
+        }),
+      } as never)
+      .where('session_id', '=', sessionId)
+      .execute();
+    // The devops user started the generate round: the plan's lock names them.
+    await db
+      .insertInto('session_locks')
+      .values({
+        session_id: sessionId,
+        locked_by: devops?.user_uuid ?? null,
+        reason: 'plan pinned',
+        kind: 'plan',
+      })
+      .execute();
+
+    const author = await signedIn(tokens.devops, `/sessions/${sessionId}`, fourEyes);
+    await author.page.getByTestId('plan-approval').waitFor();
+    expect(await author.page.getByTestId('plan-approval').textContent()).toContain(
+      'Applying needs a second devops or admin to approve this plan',
+    );
+    expect(await author.page.getByRole('button', { name: 'Apply the pinned plan' }).isDisabled()).toBe(true);
+    await author.page.getByRole('button', { name: 'Approve the pinned plan' }).click();
+    await author.page.getByRole('alert').getByText('You pinned this plan').waitFor();
+    expect(await author.page.getByRole('button', { name: 'Apply the pinned plan' }).isDisabled()).toBe(true);
+    expect(author.problems.filter((p) => !p.includes('status of 403'))).toEqual([]);
+    await author.context.close();
+
+    const admin = await signedIn(tokens.admin, `/sessions/${sessionId}`, fourEyes);
+    await admin.page.getByRole('button', { name: 'Approve the pinned plan' }).click();
+    await admin.page.getByText(/^Approved by admin-/).waitFor();
+    expect(await admin.page.getByRole('button', { name: 'Approve the pinned plan' }).count()).toBe(0);
+    expect(await admin.page.getByRole('button', { name: 'Apply the pinned plan' }).isDisabled()).toBe(false);
+    expect(admin.problems).toEqual([]);
+    await admin.context.close();
   });
 
   it('follows a runner group’s drift detection live to its plan, then the repair it starts', async () => {

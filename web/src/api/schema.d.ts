@@ -4145,6 +4145,7 @@ export interface components {
                 name: string;
                 at: string;
             } | null;
+            approval_required: boolean;
             branch: string;
             in_flight: {
                 round_id: string;

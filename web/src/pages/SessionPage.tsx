@@ -282,7 +282,8 @@ function Results({ detail: d, onChange }: { detail: Detail; onChange: () => void
 
 /**
  * The pinned plan of a generate round: the impact banner (what apply will create, update, replace
- * and destroy, with the destroyed and replaced addresses), its compliance audit, and Apply.
+ * and destroy, with the destroyed and replaced addresses), its compliance audit, its approval when
+ * the installation asks for a second person's (four eyes), and Apply.
  */
 function PinnedPlanPanel({
   detail: d,
@@ -300,10 +301,11 @@ function PinnedPlanPanel({
     plan.compliance !== undefined &&
     !plan.compliance.passed &&
     d.compliance_override?.round_id !== plan.round_id;
-  const apply = async () => {
+  const awaitingApproval = d.approval_required && d.plan_approval === null;
+  const act = async (path: '/api/v1/sessions/{id}/apply' | '/api/v1/sessions/{id}/approve') => {
     setBusy(true);
     setError(null);
-    const res = await api.POST('/api/v1/sessions/{id}/apply', { params: { path: { id: d.session_id } } });
+    const res = await api.POST(path, { params: { path: { id: d.session_id } } });
     setBusy(false);
     if (res.response.status >= 400) setError(errorMessage(res.error, `HTTP ${res.response.status}`));
     onChange();
@@ -347,10 +349,29 @@ function PinnedPlanPanel({
           </ul>
         </div>
       )}
+      {d.approval_required &&
+        (d.plan_approval ? (
+          <p data-testid="plan-approval">
+            Approved by {d.plan_approval.name} at {new Date(d.plan_approval.at).toLocaleString()}
+          </p>
+        ) : (
+          <p data-testid="plan-approval" className="hint">
+            Applying needs a second devops or admin to approve this plan (not the person who pinned it).
+          </p>
+        ))}
+      {awaitingApproval && (
+        <button
+          type="button"
+          disabled={busy || d.status !== 'ACTIVE'}
+          onClick={() => void act('/api/v1/sessions/{id}/approve')}
+        >
+          Approve the pinned plan
+        </button>
+      )}
       <button
         type="button"
-        disabled={busy || d.in_flight !== null || d.status !== 'ACTIVE' || blocked}
-        onClick={() => void apply()}
+        disabled={busy || d.in_flight !== null || d.status !== 'ACTIVE' || blocked || awaitingApproval}
+        onClick={() => void act('/api/v1/sessions/{id}/apply')}
       >
         Apply the pinned plan
       </button>
