@@ -1,7 +1,9 @@
 // Pull requests on a real forge: Gitea 1.27.3 (built by setup from the Go module proxy, its web
 // assets from its own package.json) on loopback over HTTPS. A drift session on a repository that
 // lives there opens a real pull request — a page a person can open, with the diff — and merges it
-// through Gitea's API; Gitea's main branch then has the session branch.
+// through Gitea's API; Gitea's main branch then has the session branch. Where the repository's
+// branch protection requires approvals, Kumoss's merge waits for them: Gitea refuses it (Kumoss
+// never forces a merge), the session stays open, and the merge goes through once a reviewer approved.
 import { dirname, join } from 'node:path';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -125,5 +127,80 @@ describe('pull requests on Gitea, a real forge', () => {
       ca,
     })) as { commit: { id: string } };
     expect(main.commit.id).toBe(onGitea.merge_commit_sha);
+  });
+
+  it("honours the repository's required approvals: the merge is refused until a reviewer approved", async () => {
+    const protectedBed = await createDriftTestBed({
+      gitHostUrl: `${gitea.url}/${gitea.owner}`,
+      git: new GitClient({ caFile: stack().gitCaFile, hostTokens: { [gitea.url]: gitea.token } }),
+      engine: engineDeps(),
+      name: `protected-${Date.now()}`,
+    });
+    try {
+      const repo = new URL(protectedBed.repoUrl).pathname.slice(1).replace(/\.git$/, '');
+      const asKumoss = { authorization: `token ${gitea.token}` };
+      // main needs one approving review before anything merges into it (Gitea's branch protection).
+      await requestJson(`${gitea.url}/api/v1/repos/${repo}/branch_protections`, {
+        method: 'POST',
+        headers: asKumoss,
+        body: { rule_name: 'main', enable_push: true, required_approvals: 1 },
+        ca,
+      });
+      await protectedBed.inject('ingress');
+      const started = await api.call('POST', '/api/v1/drift/partial', t.devops, {
+        repository_url: protectedBed.repoUrl,
+        cloud: 'aws',
+        scope_id: 'scope-gitea-protected',
+        text: 'Resolve the drift on security group sg-web-demo.',
+      });
+      const sessionId = started.body.session_id as string;
+      await waitForSession(api, t.developer ?? '', sessionId, 1);
+      await api.call('POST', `/api/v1/sessions/${sessionId}/pull-request`, t.devops);
+      await waitForSession(api, t.developer ?? '', sessionId, 2);
+      const pr = (await api.call('GET', `/api/v1/sessions/${sessionId}/pull-request`, t.developer)).body;
+
+      // Kumoss's merge does not override the protection (its token is the repository's admin).
+      expect((await api.call('POST', `/api/v1/sessions/${sessionId}/merge`, t.devops)).status).toBe(202);
+      const refused = await waitForSession(api, t.developer ?? '', sessionId, 3);
+      expect(refused.status).toBe('ACTIVE');
+      expect(refused.rounds[2]).toMatchObject({ kind: 'merge', status: 'failed' });
+      expect(refused.rounds[2]?.failure_reason).toMatch(
+        /^Gitea refused to merge pull request #\d+ \(HTTP 405\)/,
+      );
+      const stillOpen = (await requestJson(`${gitea.url}/api/v1/repos/${repo}/pulls/${String(pr.number)}`, {
+        headers: asKumoss,
+        ca,
+      })) as { merged: boolean; state: string };
+      expect(stillOpen).toMatchObject({ merged: false, state: 'open' });
+
+      // A reviewer with write access approves the pull request on Gitea.
+      const reviewer = `reviewer${Date.now()}`;
+      const password = `pw-${Date.now()}-Aa1!`;
+      await requestJson(`${gitea.url}/api/v1/admin/users`, {
+        method: 'POST',
+        headers: asKumoss,
+        body: { username: reviewer, email: `${reviewer}@example.com`, password, must_change_password: false },
+        ca,
+      });
+      await requestJson(`${gitea.url}/api/v1/repos/${repo}/collaborators/${reviewer}`, {
+        method: 'PUT',
+        headers: asKumoss,
+        body: { permission: 'write' },
+        ca,
+      });
+      await requestJson(`${gitea.url}/api/v1/repos/${repo}/pulls/${String(pr.number)}/reviews`, {
+        method: 'POST',
+        headers: { authorization: `Basic ${Buffer.from(`${reviewer}:${password}`).toString('base64')}` },
+        body: { event: 'APPROVED', body: 'Looks right.' },
+        ca,
+      });
+
+      expect((await api.call('POST', `/api/v1/sessions/${sessionId}/merge`, t.devops)).status).toBe(202);
+      const merged = await waitForSession(api, t.developer ?? '', sessionId, 4);
+      expect(merged.status).toBe('MERGED');
+      expect(merged.rounds[3]).toMatchObject({ kind: 'merge', status: 'completed' });
+    } finally {
+      await protectedBed.destroy();
+    }
   });
 });
