@@ -1,18 +1,66 @@
 // A run's own cloud credentials (issue 26 item 2). When the organization of a run has a cloud
-// connection for the run's cloud that names a role (AWS: `role_arn`), the worker assumes that role
-// with its own identity — STS AssumeRole, a session named after the run, lasting as long as an
-// engine call may — and the engine gets those temporary credentials and none of the worker's own
-// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, profiles, web-identity and
-// container settings are dropped). Another organization's run assumes its own role and never sees
-// these. An organization without such a connection runs with the worker's cloud variables, as a
-// single-tenant deployment does (README: threat model).
+// connection for the run's cloud, the engine gets credentials from it and none of the worker's own
+// cloud credentials (for any cloud: AWS keys, profiles, web-identity and container settings, Google
+// credential files and tokens, ARM_*/AZURE_*, OCI_* are dropped):
+// - AWS with a role: the worker assumes it with its own identity — STS AssumeRole, a session named
+//   after the run, lasting as long as an engine call may — and the run gets those temporary keys;
+// - GCP: the connection's Google credential (a service account key or a workload identity
+//   federation configuration) gives a short-lived access token through google-auth-library;
+// - AWS static keys, Azure and OCI: the static credentials an admin stored, sealed, in the
+//   connection, as the variables their providers read.
+// Another organization's run has its own and never sees these. An organization without such a
+// connection runs with the worker's cloud variables, as a single-tenant deployment does (README:
+// threat model).
 import { AssumeRoleCommand, type STSClient } from '@aws-sdk/client-sts';
+import { IdentityPoolClient, JWT } from 'google-auth-library';
+import { GOOGLE_AUTH_ORIGINS, googleCredentialProblem } from '../shared/google-credentials';
 import type { Db } from '../shared/db';
-import { engineCloudConnection } from '../shared/db/runners';
+import { engineCloudConnection, openConnectionCredentials } from '../shared/db/runners';
+import type { SecretBox } from '../shared/secret-box';
 
-/** The worker's own AWS credential settings: never given to a run that has credentials of its own. */
-const WORKER_AWS_CREDENTIALS =
-  /^AWS_(ACCESS_KEY_ID|SECRET_ACCESS_KEY|SESSION_TOKEN|SECURITY_TOKEN|PROFILE|DEFAULT_PROFILE|SHARED_CREDENTIALS_FILE|CONFIG_FILE|WEB_IDENTITY_TOKEN_FILE|ROLE_ARN|ROLE_SESSION_NAME|CONTAINER_CREDENTIALS_RELATIVE_URI|CONTAINER_CREDENTIALS_FULL_URI|CONTAINER_AUTHORIZATION_TOKEN)$/;
+/**
+ * The worker's own cloud credential settings, of every cloud: never given to a run that has
+ * credentials of its own.
+ */
+const WORKER_CLOUD_CREDENTIALS = new RegExp(
+  [
+    '^AWS_(ACCESS_KEY_ID|SECRET_ACCESS_KEY|SESSION_TOKEN|SECURITY_TOKEN|PROFILE|DEFAULT_PROFILE|SHARED_CREDENTIALS_FILE|CONFIG_FILE|WEB_IDENTITY_TOKEN_FILE|ROLE_ARN|ROLE_SESSION_NAME|CONTAINER_CREDENTIALS_RELATIVE_URI|CONTAINER_CREDENTIALS_FULL_URI|CONTAINER_AUTHORIZATION_TOKEN)$',
+    '^GOOGLE_(APPLICATION_CREDENTIALS|CREDENTIALS|CLOUD_KEYFILE_JSON|OAUTH_ACCESS_TOKEN|IMPERSONATE_SERVICE_ACCOUNT)$',
+    '^GCLOUD_KEYFILE_JSON$',
+    '^CLOUDSDK_',
+    '^ARM_',
+    '^AZURE_',
+    '^OCI_',
+  ].join('|'),
+);
+
+/** Google's scope for the engine's provider (every API it may call). */
+const GOOGLE_SCOPE = 'https://www.googleapis.com/auth/cloud-platform';
+
+/**
+ * A Google credential's access token and when it stops working (google-auth-library): a service
+ * account key signs its own assertion; a workload identity federation configuration exchanges the
+ * worker's subject token at the token service. Refused unless googleCredentialProblem() finds none.
+ */
+export async function googleAccessToken(
+  credential: Record<string, unknown>,
+  allowedOrigins: string[] = GOOGLE_AUTH_ORIGINS,
+): Promise<{ token: string; expiresAt: number }> {
+  const problem = googleCredentialProblem(credential, allowedOrigins);
+  if (problem) throw new Error(`the connection's Google credential cannot be used: ${problem}`);
+  const client =
+    credential.type === 'service_account'
+      ? new JWT({
+          email: credential.client_email as string,
+          key: credential.private_key as string,
+          scopes: [GOOGLE_SCOPE],
+        })
+      : new IdentityPoolClient({ ...(credential as object), scopes: [GOOGLE_SCOPE] } as never);
+  const { token } = await client.getAccessToken();
+  if (!token) throw new Error('the Google credential gave no access token');
+  const expiry = client.credentials.expiry_date;
+  return { token, expiresAt: expiry ?? Date.now() + 5 * 60 * 1000 };
+}
 
 export interface RunCredentials {
   /** The variables to set for the engine. */
@@ -44,34 +92,96 @@ export class CloudCredentials {
       sts: () => STSClient;
       /** How long a run's credentials last (seconds; STS allows 900 to the role's maximum). */
       durationSeconds: number;
+      /** KUMOSS_SECRETS_KEY's box: opens connections' stored credentials. */
+      box?: SecretBox;
+      /** Google endpoints besides Google's own a stored Google credential may name (runners.gcp.endpoint_url). */
+      googleEndpoints?: string[];
     },
   ) {}
 
-  /** The run's credentials, or undefined when its organization has no role for its cloud. */
+  /** The run's credentials, or undefined when its organization has no connection for its cloud. */
   async forRun(id: RunIdentity): Promise<RunCredentials | undefined> {
-    if (id.cloud !== 'aws') return undefined;
-    const connection = await engineCloudConnection(this.deps.db, id.organization_uuid, 'aws');
-    if (!connection?.role_arn) return undefined;
-    const r = await this.deps.sts().send(
-      new AssumeRoleCommand({
-        RoleArn: connection.role_arn,
-        RoleSessionName: roleSessionName(id.run),
-        DurationSeconds: Math.min(43_200, Math.max(900, this.deps.durationSeconds)),
-      }),
-    );
-    const c = r.Credentials;
-    if (!c?.AccessKeyId || !c.SecretAccessKey || !c.SessionToken)
-      throw new Error(`STS answered AssumeRole on ${connection.role_arn} without credentials`);
-    return {
-      env: {
-        AWS_ACCESS_KEY_ID: c.AccessKeyId,
-        AWS_SECRET_ACCESS_KEY: c.SecretAccessKey,
-        AWS_SESSION_TOKEN: c.SessionToken,
-        AWS_REGION: connection.region,
-      },
-      drop: WORKER_AWS_CREDENTIALS,
-      expiresAt: c.Expiration ? c.Expiration.getTime() : Date.now() + this.deps.durationSeconds * 1000,
+    const connection = await engineCloudConnection(this.deps.db, id.organization_uuid, id.cloud);
+    if (!connection) return undefined;
+    const drop = WORKER_CLOUD_CREDENTIALS;
+    if (connection.provider === 'aws' && connection.role_arn) {
+      const r = await this.deps.sts().send(
+        new AssumeRoleCommand({
+          RoleArn: connection.role_arn,
+          RoleSessionName: roleSessionName(id.run),
+          DurationSeconds: Math.min(43_200, Math.max(900, this.deps.durationSeconds)),
+        }),
+      );
+      const c = r.Credentials;
+      if (!c?.AccessKeyId || !c.SecretAccessKey || !c.SessionToken)
+        throw new Error(`STS answered AssumeRole on ${connection.role_arn} without credentials`);
+      return {
+        env: {
+          AWS_ACCESS_KEY_ID: c.AccessKeyId,
+          AWS_SECRET_ACCESS_KEY: c.SecretAccessKey,
+          AWS_SESSION_TOKEN: c.SessionToken,
+          AWS_REGION: connection.region,
+        },
+        drop,
+        expiresAt: c.Expiration ? c.Expiration.getTime() : Date.now() + this.deps.durationSeconds * 1000,
+      };
+    }
+    if (!this.deps.box)
+      throw new Error(
+        `cloud connection ${connection.name} holds credentials, but this worker has no KUMOSS_SECRETS_KEY to open them`,
+      );
+    const stored = openConnectionCredentials(this.deps.box, connection) ?? {};
+    const field = (name: string): string => {
+      const v = stored[name];
+      if (!v) throw new Error(`cloud connection ${connection.name} has no ${name}`);
+      return v;
     };
+    // Static credentials do not expire; they are read again for each run.
+    const forRun = (
+      env: Record<string, string>,
+      expiresAt = Date.now() + this.deps.durationSeconds * 1000,
+    ) => ({
+      env,
+      drop,
+      expiresAt,
+    });
+    switch (connection.provider) {
+      case 'aws':
+        return forRun({
+          AWS_ACCESS_KEY_ID: field('access_key_id'),
+          AWS_SECRET_ACCESS_KEY: field('secret_access_key'),
+          AWS_REGION: connection.region,
+        });
+      case 'gcp': {
+        const { token, expiresAt } = await googleAccessToken(
+          JSON.parse(field('credential_json')) as Record<string, unknown>,
+          [...GOOGLE_AUTH_ORIGINS, ...(this.deps.googleEndpoints ?? [])],
+        );
+        return forRun(
+          {
+            GOOGLE_OAUTH_ACCESS_TOKEN: token,
+            ...(connection.project_id ? { GOOGLE_PROJECT: connection.project_id } : {}),
+            GOOGLE_REGION: connection.region,
+          },
+          expiresAt,
+        );
+      }
+      case 'azure':
+        return forRun({
+          ARM_CLIENT_ID: field('client_id'),
+          ARM_CLIENT_SECRET: field('client_secret'),
+          ARM_TENANT_ID: field('tenant_id'),
+          ARM_SUBSCRIPTION_ID: field('subscription_id'),
+        });
+      case 'oci':
+        return forRun({
+          OCI_TENANCY_OCID: field('tenancy_ocid'),
+          OCI_USER_OCID: field('user_ocid'),
+          OCI_FINGERPRINT: field('fingerprint'),
+          OCI_PRIVATE_KEY: field('private_key'),
+          OCI_REGION: connection.region,
+        });
+    }
   }
 
   /** The organization of a session (its run credentials follow it). */

@@ -2,6 +2,7 @@
 // environment should be, the DAG's input, its state (the seed's output schema) and the plan.
 // Sandbox-safe: workflows import it.
 import { z } from 'zod';
+import { googleCredentialProblem } from './google-credentials';
 import { stackScheduleSchema } from './stack-contracts';
 
 const uuid = z.string().uuid('must be a UUID');
@@ -11,7 +12,7 @@ const name = (what: string, pattern: RegExp, hint: string) =>
 export const BACKEND_TYPES = ['aws_ecs', 'gce', 'cloud_run'] as const;
 export type BackendType = (typeof BACKEND_TYPES)[number];
 
-export const CLOUD_PROVIDERS = ['aws', 'gcp'] as const;
+export const CLOUD_PROVIDERS = ['aws', 'gcp', 'azure', 'oci'] as const;
 export type CloudProvider = (typeof CLOUD_PROVIDERS)[number];
 
 /** The cloud each backend runs on. */
@@ -23,13 +24,33 @@ export const BACKEND_PROVIDER: Record<BackendType, CloudProvider> = {
 
 // ---- Registry ------------------------------------------------------------------------------
 
-/** A cloud connection: where a group's resources live. Credentials never go here (environment). */
+/**
+ * What each cloud's static credentials in a connection hold (stored sealed, never returned): the
+ * variables the engine's provider then gets. GCP's is a Google credential file's JSON — a service
+ * account key or a workload identity federation configuration — from which the worker mints a
+ * short-lived access token for each run.
+ */
+export const CONNECTION_CREDENTIAL_FIELDS: Record<CloudProvider, readonly string[]> = {
+  aws: ['access_key_id', 'secret_access_key'],
+  gcp: ['credential_json'],
+  azure: ['client_id', 'client_secret', 'tenant_id', 'subscription_id'],
+  oci: ['tenancy_ocid', 'user_ocid', 'fingerprint', 'private_key'],
+};
+
+/**
+ * A cloud connection: where a group's resources live, and where an organization's engine runs get
+ * their own credentials (a role to assume, or static credentials an admin stores).
+ */
 export const cloudConnectionSchema = z
   .object({
     name: name('name', /^[A-Za-z0-9][A-Za-z0-9 ._-]*$/, 'may hold letters, digits, space, . _ -'),
     provider: z.enum(CLOUD_PROVIDERS),
     /** AWS region, or the GCP region of Cloud Run jobs. */
-    region: name('region', /^[a-z]{2,}(-[a-z]+)+-?\d+$/, 'must look like us-east-1 or europe-west1'),
+    region: name(
+      'region',
+      /^([a-z]{2,}(-[a-z]+)+-?\d+|[a-z]+[a-z0-9]*)$/,
+      'must look like us-east-1, europe-west1 or westeurope',
+    ),
     /** GCP only. */
     project_id: name('project_id', /^[a-z][a-z0-9-]{4,28}[a-z0-9]$/, 'must be a GCP project id').optional(),
     /** AWS only: the account the resources must be in (informational). */
@@ -46,9 +67,44 @@ export const cloudConnectionSchema = z
       .string()
       .regex(/^arn:aws[a-z-]*:iam::\d{12}:role\/[\w+=,.@/-]{1,512}$/, 'role_arn must be an IAM role ARN')
       .optional(),
+    /**
+     * Static credentials for the organization's engine runs on this cloud (admin only; stored
+     * sealed with KUMOSS_SECRETS_KEY, never returned): the fields CONNECTION_CREDENTIAL_FIELDS names.
+     */
+    credentials: z.record(z.string(), z.string().min(1).max(16_384)).optional(),
   })
   .strict()
   .superRefine((c, ctx) => {
+    if (c.credentials) {
+      const want = CONNECTION_CREDENTIAL_FIELDS[c.provider];
+      const have = Object.keys(c.credentials);
+      const missing = want.filter((k) => !have.includes(k));
+      const extra = have.filter((k) => !want.includes(k));
+      if (missing.length || extra.length)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['credentials'],
+          message: `${c.provider} credentials are ${want.join(', ')}${missing.length ? `; missing ${missing.join(', ')}` : ''}${extra.length ? `; unknown ${extra.join(', ')}` : ''}`,
+        });
+      if (c.provider === 'gcp' && c.credentials.credential_json) {
+        let parsed: unknown;
+        try {
+          parsed = JSON.parse(c.credentials.credential_json);
+        } catch {
+          parsed = undefined;
+        }
+        // Its shape here; its URLs on the worker, which knows the configured Google endpoint too.
+        const problem = googleCredentialProblem(parsed);
+        if (problem)
+          ctx.addIssue({ code: 'custom', path: ['credentials', 'credential_json'], message: problem });
+      }
+      if (c.role_arn)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['credentials'],
+          message: 'give a role_arn or credentials, not both',
+        });
+    }
     if (c.provider === 'gcp' && !c.project_id) {
       ctx.addIssue({ code: 'custom', path: ['project_id'], message: 'project_id is required for gcp' });
     }

@@ -90,9 +90,14 @@ export function engineSandbox(config: KumossConfig): EngineSandbox {
  */
 export function cloudCredentials(config: KumossConfig, db: Db): CloudCredentials {
   const endpoint = config.engine.aws_endpoint_url;
+  const box = secretBoxFromEnv();
   return new CloudCredentials({
     db,
     durationSeconds: config.engine.timeout_seconds,
+    ...(box ? { box } : {}),
+    ...(config.runners.gcp.endpoint_url
+      ? { googleEndpoints: [new URL(config.runners.gcp.endpoint_url).origin] }
+      : {}),
     sts: () =>
       new STSClient({
         region: config.storage.region,

@@ -1,5 +1,7 @@
 // The runner registry over HTTP, always within the caller's organization: cloud connections,
 // runner groups (the environment each should have), their executions and drift plans.
+import type { SecretBox } from '../../shared/secret-box';
+import { roleAtLeast } from '../../shared/db/users';
 import { Router } from 'express';
 import type { Db } from '../../shared/db';
 import {
@@ -33,15 +35,21 @@ export function uuidParam(value: unknown, what: string): string {
   return v;
 }
 
-export function createRunnerGroupsRouter(deps: { db: Db }): Router {
+export function createRunnerGroupsRouter(deps: { db: Db; secrets?: SecretBox }): Router {
   const router = Router();
   const auth = authenticate(deps.db);
 
   router.post('/api/v1/cloud-connections', auth, requireRole('devops'), async (req, res) => {
     const spec = parseBody(cloudConnectionSchema, req.body);
-    const conn = await createCloudConnection(deps.db, currentUser(req).organization_uuid, spec).catch(
-      registryError,
-    );
+    // Credentials every engine run of the organization will hold: an admin's decision.
+    if (spec.credentials && !roleAtLeast(currentUser(req).role, 'admin'))
+      throw new HttpError(403, 'forbidden', 'Only an admin stores credentials in a cloud connection.');
+    const conn = await createCloudConnection(
+      deps.db,
+      currentUser(req).organization_uuid,
+      spec,
+      deps.secrets,
+    ).catch(registryError);
     res.status(201).location(`/api/v1/cloud-connections/${conn.cloud_connection_uuid}`).json(conn);
   });
 

@@ -123,12 +123,14 @@ export interface CloudConnectionsTable {
   cloud_connection_uuid: string;
   organization_uuid: string;
   name: string;
-  provider: 'aws' | 'gcp';
+  provider: 'aws' | 'gcp' | 'azure' | 'oci';
   region: string;
   project_id: string | null;
   account_id: string | null;
   /** AWS: the role the engine's runs assume (activities/cloud-credentials.ts); null: none. */
   role_arn: string | null;
+  /** Static credentials for the engine's runs, sealed (shared/secret-box.ts); null: none. */
+  credentials_sealed: string | null;
   created_at: Generated<Date>;
 }
 

@@ -439,4 +439,17 @@ export const migrations: Migration[] = [
       }
     },
   },
+  {
+    // Cloud connections for every cloud an engine run may target, with static credentials an admin
+    // stores for the organization's runs (issue 26 item 2), sealed like git credentials.
+    id: '0021_cloud_connection_credentials',
+    async up(db) {
+      await sql`alter table cloud_connections add column credentials_sealed text`.execute(db);
+      await sql`alter table cloud_connections drop constraint if exists cloud_connections_provider_check`.execute(
+        db,
+      );
+      await sql`alter table cloud_connections add constraint cloud_connections_provider_check
+        check (provider in ('aws', 'gcp', 'azure', 'oci'))`.execute(db);
+    },
+  },
 ];

@@ -13,9 +13,14 @@ import {
   type RunnerEnvironment,
   type RunnerGroupSpec,
 } from '../runner-contracts';
+import { sql } from 'kysely';
+import type { SecretBox } from '../secret-box';
 import type { CloudConnectionsTable, Db } from './index';
 
-export type CloudConnection = Omit<CloudConnectionsTable, 'created_at'>;
+/** A connection as routes show it: its sealed credentials never, only whether it has some. */
+export type CloudConnection = Omit<CloudConnectionsTable, 'created_at' | 'credentials_sealed'> & {
+  has_credentials: boolean;
+};
 
 export interface RunnerGroup {
   runner_group_uuid: string;
@@ -37,7 +42,7 @@ export class RegistryError extends Error {
 
 const isUniqueViolation = (err: unknown): boolean => (err as { code?: string }).code === '23505';
 
-/** Every column of a cloud connection but its creation time. */
+/** Every column of a cloud connection a route shows (not its creation time, not its credentials). */
 const CONNECTION_COLUMNS = [
   'cloud_connection_uuid',
   'organization_uuid',
@@ -48,13 +53,24 @@ const CONNECTION_COLUMNS = [
   'account_id',
   'role_arn',
 ] as const;
+const hasCredentials = sql<boolean>`credentials_sealed is not null`.as('has_credentials');
+
+/** What a connection's sealed credentials are bound to: its organization and its id. */
+const credentialsBoundTo = (c: { organization_uuid: string; cloud_connection_uuid: string }) =>
+  `cloud:${c.organization_uuid}:${c.cloud_connection_uuid}`;
 
 export async function createCloudConnection(
   db: Db,
   organization_uuid: string,
   spec: CloudConnectionSpec,
+  box?: SecretBox,
 ): Promise<CloudConnection> {
-  const row: CloudConnection = {
+  if (spec.credentials && !box)
+    throw new RegistryError(
+      'invalid',
+      'credentials: this installation stores no credentials (KUMOSS_SECRETS_KEY is not set on the API and worker)',
+    );
+  const row = {
     cloud_connection_uuid: randomUUID(),
     organization_uuid,
     name: spec.name,
@@ -64,14 +80,34 @@ export async function createCloudConnection(
     account_id: spec.account_id ?? null,
     role_arn: spec.role_arn ?? null,
   };
+  const credentials_sealed =
+    spec.credentials && box ? box.seal(JSON.stringify(spec.credentials), credentialsBoundTo(row)) : null;
   try {
-    await db.insertInto('cloud_connections').values(row).execute();
+    await db
+      .insertInto('cloud_connections')
+      .values({ ...row, credentials_sealed })
+      .execute();
   } catch (err) {
     if (isUniqueViolation(err))
       throw new RegistryError('conflict', `A cloud connection named ${spec.name} already exists.`);
     throw err;
   }
-  return row;
+  return { ...row, has_credentials: credentials_sealed !== null };
+}
+
+/** A connection's static credentials, opened (the worker, for the run that needs them). */
+export function openConnectionCredentials(
+  box: SecretBox,
+  connection: Pick<
+    CloudConnectionsTable,
+    'organization_uuid' | 'cloud_connection_uuid' | 'credentials_sealed'
+  >,
+): Record<string, string> | undefined {
+  if (!connection.credentials_sealed) return undefined;
+  return JSON.parse(box.open(connection.credentials_sealed, credentialsBoundTo(connection))) as Record<
+    string,
+    string
+  >;
 }
 
 export async function getCloudConnection(
@@ -81,27 +117,27 @@ export async function getCloudConnection(
 ): Promise<CloudConnection | undefined> {
   return db
     .selectFrom('cloud_connections')
-    .select(CONNECTION_COLUMNS)
+    .select([...CONNECTION_COLUMNS, hasCredentials])
     .where('cloud_connection_uuid', '=', cloud_connection_uuid)
     .where('organization_uuid', '=', organization_uuid)
     .executeTakeFirst();
 }
 
 /**
- * The connection whose role an organization's engine runs on `provider` assume: the oldest of its
- * connections for that cloud that names a role.
+ * The connection an organization's engine runs on `provider` take their credentials from: the oldest
+ * of its connections for that cloud that names a role or holds credentials.
  */
 export async function engineCloudConnection(
   db: Db,
   organization_uuid: string,
   provider: string,
-): Promise<CloudConnection | undefined> {
+): Promise<(Omit<CloudConnection, 'has_credentials'> & { credentials_sealed: string | null }) | undefined> {
   return db
     .selectFrom('cloud_connections')
-    .select(CONNECTION_COLUMNS)
+    .select([...CONNECTION_COLUMNS, 'credentials_sealed'])
     .where('organization_uuid', '=', organization_uuid)
-    .where('provider', '=', provider as 'aws' | 'gcp')
-    .where('role_arn', 'is not', null)
+    .where('provider', '=', provider as CloudConnectionsTable['provider'])
+    .where((eb) => eb.or([eb('role_arn', 'is not', null), eb('credentials_sealed', 'is not', null)]))
     .orderBy('created_at')
     .orderBy('cloud_connection_uuid')
     .executeTakeFirst();
@@ -110,7 +146,7 @@ export async function engineCloudConnection(
 export async function listCloudConnections(db: Db, organization_uuid: string): Promise<CloudConnection[]> {
   return db
     .selectFrom('cloud_connections')
-    .select(CONNECTION_COLUMNS)
+    .select([...CONNECTION_COLUMNS, hasCredentials])
     .where('organization_uuid', '=', organization_uuid)
     .orderBy('name')
     .execute();

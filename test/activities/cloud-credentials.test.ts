@@ -3,7 +3,7 @@
 // in a session named after the run — and not the worker's own keys; another organization's run gets
 // other credentials. Real terraform in the real sandbox, moto's STS through the real AWS SDK.
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { GetCallerIdentityCommand, STSClient } from '@aws-sdk/client-sts';
@@ -12,6 +12,11 @@ import { CloudCredentials, roleSessionName } from '../../activities/cloud-creden
 import { RoundWorkspaces, type RoundRef } from '../../activities/workspace';
 import { createDb } from '../../shared/db';
 import { createCloudConnection } from '../../shared/db/runners';
+import { cloudConnectionSchema, type CloudConnectionSpec } from '../../shared/runner-contracts';
+import { GOOGLE_AUTH_ORIGINS, googleCredentialProblem } from '../../shared/google-credentials';
+import { secretBoxFromEnv, type SecretBox } from '../../shared/secret-box';
+import { startGcpLoopback } from '../support/gcp-loopback';
+import { SECRET_MARKER } from '../support/secret-scan';
 import { createUser } from '../../shared/db/users';
 import { sessionBranch } from '../../shared/ids';
 import { engineDeps, gitClient, seedRepository, stack } from '../support/stack';
@@ -19,6 +24,14 @@ import { awsEngineEnv, TEST_ENGINE_AWS_SECRET } from '../support/test-stack';
 import { insertSessionRow } from '../support/api';
 
 const root = mkdtempSync(join(tmpdir(), 'kumoss-cloud-credentials-'));
+
+/** The worker's own credentials for the other clouds (a run with credentials of its own gets none). */
+const WORKER_OTHER_CLOUDS = {
+  GOOGLE_APPLICATION_CREDENTIALS: '/etc/kumoss/worker-google.json',
+  GOOGLE_OAUTH_ACCESS_TOKEN: `${SECRET_MARKER}-worker-google-token`,
+  ARM_CLIENT_SECRET: `${SECRET_MARKER}-worker-azure-secret`,
+  OCI_PRIVATE_KEY: `${SECRET_MARKER}-worker-oci-key`,
+};
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 describe("a run's own cloud credentials", () => {
@@ -31,11 +44,21 @@ describe("a run's own cloud credentials", () => {
       secretAccessKey: 'kumoss-emulator',
     },
   ) => new STSClient({ region: 'us-east-1', endpoint: s.awsEndpoint, credentials });
-  const credentials = new CloudCredentials({ db, durationSeconds: 900, sts: () => sts() });
+  const box = secretBoxFromEnv() as SecretBox;
+  // Google endpoints a stored credential may name besides Google's own (the worker's runners.gcp.endpoint_url).
+  const googleEndpoints: string[] = [];
+  const credentials = new CloudCredentials({
+    db,
+    durationSeconds: 900,
+    sts: () => sts(),
+    box,
+    googleEndpoints,
+  });
   const deps = {
     ...engineDeps(),
-    // The worker's own cloud variables (the emulator's keys stand for its instance credentials).
-    env: awsEngineEnv(s.awsEndpoint),
+    // The worker's own cloud variables (the emulator's keys stand for its instance credentials), and
+    // its credentials for the other clouds.
+    env: { ...awsEngineEnv(s.awsEndpoint), ...WORKER_OTHER_CLOUDS },
     cloudCredentials: credentials,
   };
   const workspaces = new RoundWorkspaces(
@@ -49,7 +72,7 @@ describe("a run's own cloud credentials", () => {
   });
 
   /** An organization (with a role for aws, or none) and a session of it on the probe root. */
-  const organization = async (role?: string) => {
+  const organization = async (role?: string, connection?: CloudConnectionSpec) => {
     const name = `creds-${randomUUID().slice(0, 8)}`;
     const { user, token } = await createUser(db, {
       name: `devops-${name}`,
@@ -63,6 +86,7 @@ describe("a run's own cloud credentials", () => {
         region: 'eu-west-1',
         role_arn: `arn:aws:iam::123456789012:role/${role}`,
       });
+    if (connection) await createCloudConnection(db, user.organization_uuid, connection, box);
     const { sessionId } = await insertSessionRow(db, token, {
       session_id: `s-creds-${randomUUID().slice(0, 8)}`,
       repository_url: url,
@@ -72,14 +96,17 @@ describe("a run's own cloud credentials", () => {
   };
 
   /** What the root reads from its environment in a plan of `sessionId`'s round r-1. */
-  const environ = async (sessionId: string): Promise<Record<string, string>> => {
+  const environ = async (
+    sessionId: string,
+    cloud: RoundRef['cloud'] = 'aws',
+  ): Promise<Record<string, string>> => {
     const ref: RoundRef = {
       sessionId,
       roundId: 'r-1',
       repositoryUrl: url,
       iacPath: '',
       scopeId: 'acct',
-      cloud: 'aws',
+      cloud,
       branch: sessionBranch(sessionId),
       engine: 'terraform',
     };
@@ -131,6 +158,200 @@ describe("a run's own cloud credentials", () => {
     const worker = await environ(plain);
     expect(worker.AWS_ACCESS_KEY_ID).toBe('kumoss-emulator');
     expect(worker.AWS_SECRET_ACCESS_KEY).toBe(TEST_ENGINE_AWS_SECRET);
+  });
+
+  /** No value of the worker's own cloud credentials, of any cloud, is in `env`. */
+  const noneOfTheWorkers = (env: Record<string, string>) => {
+    const values = Object.values(env);
+    for (const v of ['kumoss-emulator', TEST_ENGINE_AWS_SECRET, ...Object.values(WORKER_OTHER_CLOUDS)])
+      expect(values).not.toContain(v);
+    expect(env.GOOGLE_APPLICATION_CREDENTIALS).toBeUndefined();
+  };
+
+  it('holds the static credentials an admin stored for its cloud (AWS keys, Azure, OCI), and nothing of the worker’s', async () => {
+    const awsSecret = `${SECRET_MARKER}-static-aws`;
+    const aws = await environ(
+      await organization(undefined, {
+        name: 'engine',
+        provider: 'aws',
+        region: 'eu-central-1',
+        credentials: { access_key_id: 'AKIASTATICKEY', secret_access_key: awsSecret },
+      }),
+    );
+    expect(aws).toMatchObject({
+      AWS_ACCESS_KEY_ID: 'AKIASTATICKEY',
+      AWS_SECRET_ACCESS_KEY: awsSecret,
+      AWS_REGION: 'eu-central-1',
+    });
+    expect(aws.AWS_SESSION_TOKEN).toBeUndefined();
+    noneOfTheWorkers(aws);
+
+    const azureSecret = `${SECRET_MARKER}-azure-client-secret`;
+    const azure = await environ(
+      await organization(undefined, {
+        name: 'engine',
+        provider: 'azure',
+        region: 'westeurope',
+        credentials: {
+          client_id: 'c0ffee00-0000-4000-8000-000000000001',
+          client_secret: azureSecret,
+          tenant_id: 'c0ffee00-0000-4000-8000-000000000002',
+          subscription_id: 'c0ffee00-0000-4000-8000-000000000003',
+        },
+      }),
+      'azure',
+    );
+    expect(azure).toMatchObject({
+      ARM_CLIENT_ID: 'c0ffee00-0000-4000-8000-000000000001',
+      ARM_CLIENT_SECRET: azureSecret,
+      ARM_TENANT_ID: 'c0ffee00-0000-4000-8000-000000000002',
+      ARM_SUBSCRIPTION_ID: 'c0ffee00-0000-4000-8000-000000000003',
+    });
+    // The worker's AWS keys are gone too: a run holds its own credentials and nothing else.
+    expect(azure.AWS_ACCESS_KEY_ID).toBeUndefined();
+    noneOfTheWorkers(azure);
+
+    const oci = await environ(
+      await organization(undefined, {
+        name: 'engine',
+        provider: 'oci',
+        region: 'eu-frankfurt-1',
+        credentials: {
+          tenancy_ocid: 'ocid1.tenancy.oc1..kumoss',
+          user_ocid: 'ocid1.user.oc1..kumoss',
+          fingerprint: '20:3b:97:13:55:1c:5b:0d:d3:37:d8:50:4e:c5:3a:34',
+          private_key: `-----BEGIN PRIVATE KEY-----\n${SECRET_MARKER}-oci\n-----END PRIVATE KEY-----`,
+        },
+      }),
+      'oci',
+    );
+    expect(oci).toMatchObject({
+      OCI_TENANCY_OCID: 'ocid1.tenancy.oc1..kumoss',
+      OCI_REGION: 'eu-frankfurt-1',
+    });
+    expect(oci.OCI_PRIVATE_KEY).toContain(`${SECRET_MARKER}-oci`);
+    noneOfTheWorkers(oci);
+
+    // The stored credentials are sealed in the metadata store, bound to their connection.
+    const rows = await db.selectFrom('cloud_connections').select('credentials_sealed').execute();
+    const sealed = rows.map((r) => r.credentials_sealed ?? '').join('\n');
+    expect(sealed).toMatch(/v1:/);
+    expect(sealed).not.toContain(awsSecret);
+    expect(sealed).not.toContain(azureSecret);
+  });
+
+  it('gets a short-lived Google access token from the connection’s workload identity federation credential', async () => {
+    const subjectToken = `subject-${randomUUID()}`;
+    const gcp = await startGcpLoopback({ token: 'unused', sts: { subjectToken, lifetimeSeconds: 3600 } });
+    try {
+      const tokenFile = join(root, `subject-${randomUUID().slice(0, 6)}`);
+      writeFileSync(tokenFile, subjectToken);
+      // A configuration whose token service is not a Google endpoint of this worker is refused
+      // before its subject token is read: the worker's files never go to someone else's server.
+      const elsewhere = await organization(undefined, {
+        name: 'engine',
+        provider: 'gcp',
+        region: 'europe-west1',
+        project_id: 'kumoss-engine-1',
+        credentials: {
+          credential_json: JSON.stringify({
+            type: 'external_account',
+            audience:
+              '//iam.googleapis.com/projects/123/locations/global/workloadIdentityPools/x/providers/y',
+            subject_token_type: 'urn:ietf:params:oauth:token-type:jwt',
+            token_url: `${gcp.url}/v1/token`,
+            credential_source: { file: tokenFile },
+          }),
+        },
+      });
+      await expect(environ(elsewhere, 'gcp')).rejects.toThrow(
+        /the connection's Google credential cannot be used: token_url must be on https:\/\/sts\.googleapis\.com/,
+      );
+      expect(gcp.issued).toHaveLength(0);
+      googleEndpoints.push(new URL(gcp.url).origin);
+      const session = await organization(undefined, {
+        name: 'engine',
+        provider: 'gcp',
+        region: 'europe-west1',
+        project_id: 'kumoss-engine-1',
+        credentials: {
+          credential_json: JSON.stringify({
+            type: 'external_account',
+            audience:
+              '//iam.googleapis.com/projects/123/locations/global/workloadIdentityPools/kumoss/providers/ci',
+            subject_token_type: 'urn:ietf:params:oauth:token-type:jwt',
+            token_url: `${gcp.url}/v1/token`,
+            credential_source: { file: tokenFile },
+          }),
+        },
+      });
+      const env = await environ(session, 'gcp');
+      expect(gcp.issued).toHaveLength(1);
+      expect(env).toMatchObject({
+        GOOGLE_OAUTH_ACCESS_TOKEN: gcp.issued[0],
+        GOOGLE_PROJECT: 'kumoss-engine-1',
+        GOOGLE_REGION: 'europe-west1',
+      });
+      noneOfTheWorkers(env);
+    } finally {
+      await gcp.close();
+    }
+  });
+
+  it('refuses a Google credential that would fetch its subject token from a URL or a command, or send it elsewhere', () => {
+    const base = {
+      type: 'external_account',
+      audience: '//iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/p/providers/q',
+      subject_token_type: 'urn:ietf:params:oauth:token-type:jwt',
+      token_url: 'https://sts.googleapis.com/v1/token',
+    };
+    expect(
+      googleCredentialProblem(
+        { ...base, credential_source: { file: '/var/run/token' } },
+        GOOGLE_AUTH_ORIGINS,
+      ),
+    ).toBe(undefined);
+    expect(
+      googleCredentialProblem({ ...base, credential_source: { url: 'http://169.254.169.254/token' } }),
+    ).toMatch(/from a file/);
+    expect(
+      googleCredentialProblem({ ...base, credential_source: { executable: { command: 'cat /etc/shadow' } } }),
+    ).toMatch(/from a file/);
+    expect(
+      googleCredentialProblem(
+        {
+          ...base,
+          token_url: 'https://attacker.example/token',
+          credential_source: { file: '/var/run/token' },
+        },
+        GOOGLE_AUTH_ORIGINS,
+      ),
+    ).toMatch(/^token_url must be on https:\/\/sts\.googleapis\.com/);
+    expect(
+      googleCredentialProblem(
+        {
+          type: 'service_account',
+          client_email: 'a@b',
+          private_key: 'k',
+          token_uri: 'https://evil.example/t',
+        },
+        GOOGLE_AUTH_ORIGINS,
+      ),
+    ).toMatch(/^token_uri must be on/);
+    expect(googleCredentialProblem({ type: 'authorized_user' })).toMatch(
+      /service_account key or an external_account/,
+    );
+    // The API refuses the shape at once (the URLs are checked again on the worker).
+    const spec = cloudConnectionSchema.safeParse({
+      name: 'g',
+      provider: 'gcp',
+      region: 'europe-west1',
+      project_id: 'kumoss-engine-1',
+      credentials: {
+        credential_json: JSON.stringify({ ...base, credential_source: { url: 'http://169.254.169.254/' } }),
+      },
+    });
+    expect(spec.success).toBe(false);
   });
 
   it('names the role session after the run, within what STS accepts', () => {

@@ -202,6 +202,36 @@ describe('git connections', () => {
     expect((await drift(a.devops, repo())).status).toBe(202);
   });
 
+  it("a cloud connection's credentials are stored by an admin only, sealed, and never returned", async () => {
+    const secret = `${SECRET_MARKER}-azure-${randomUUID().slice(0, 6)}`;
+    const spec = {
+      name: `azure-${randomUUID().slice(0, 6)}`,
+      provider: 'azure',
+      region: 'westeurope',
+      credentials: { client_id: 'c', client_secret: secret, tenant_id: 't', subscription_id: 's' },
+    };
+    const byDevops = await api.call('POST', '/api/v1/cloud-connections', a.devops, spec);
+    expect(byDevops.status).toBe(403);
+    const missing = await api.call('POST', '/api/v1/cloud-connections', a.admin, {
+      ...spec,
+      credentials: { client_id: 'c' },
+    });
+    expect(missing.status).toBe(400);
+    expect(JSON.stringify(missing.body)).toContain('missing client_secret, tenant_id, subscription_id');
+    const created = await api.call('POST', '/api/v1/cloud-connections', a.admin, spec);
+    expect(created.status).toBe(201);
+    expect(created.body).toMatchObject({ name: spec.name, provider: 'azure', has_credentials: true });
+    const listed = await api.call('GET', '/api/v1/cloud-connections', a.developer);
+    for (const body of [created.body, listed.body]) expect(JSON.stringify(body)).not.toContain(secret);
+    const row = await db
+      .selectFrom('cloud_connections')
+      .select('credentials_sealed')
+      .where('name', '=', spec.name)
+      .executeTakeFirstOrThrow();
+    expect(row.credentials_sealed).toMatch(/^v1:/);
+    expect(row.credentials_sealed).not.toContain(secret);
+  });
+
   it("git sends an organization's credential to its host for that organization's runs only", async () => {
     const box = secretBoxFromEnv() as SecretBox;
     // B connects the same host without a credential of its own; the operator holds a token for it.

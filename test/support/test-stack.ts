@@ -315,6 +315,7 @@ export function stackActivities(stack: TestStack, o: TestActivityOptions = {}) {
   const credentials = new CloudCredentials({
     db,
     durationSeconds: 900,
+    ...(box ? { box } : {}),
     sts: () =>
       new STSClient({
         region: 'us-east-1',

@@ -4295,11 +4295,14 @@ export interface components {
         CloudConnection: {
             name: string;
             /** @enum {string} */
-            provider: "aws" | "gcp";
+            provider: "aws" | "gcp" | "azure" | "oci";
             region: string;
             project_id?: string;
             account_id?: string;
             role_arn?: string;
+            credentials?: {
+                [key: string]: string;
+            };
         };
         GitConnection: {
             origin: string;
