@@ -32,17 +32,25 @@ export default async function setup(project: TestProject): Promise<() => Promise
   // object store's secret key the workers hold and the engine's own cloud secret
   // (test/support/test-stack.ts); the run's KUMOSS_SECRETS_KEY is looked for as it is. A finding
   // fails the run.
+  // Vitest only logs what a teardown throws: a finding, or a scan that could not read everything,
+  // sets the exit code itself so that the run fails.
   return async () => {
-    const { findings, histories, objects, archives } = await scanForSecrets(stack, {
-      'a test secret': SECRET_MARKER,
-      'the secrets key (KUMOSS_SECRETS_KEY)': secretsKey,
-    });
-    await stop();
-    console.log(
-      `[secret scan] ${histories} workflow histories and ${objects} artifacts (${archives} saved plans opened): ${findings.length} finding(s)`,
-    );
-    if (findings.length) {
-      throw new Error(`secrets leaked: ${findings.map((f) => `${f.secret} in ${f.where}`).join('; ')}`);
+    try {
+      const { findings, histories, objects, archives } = await scanForSecrets(stack, {
+        'a test secret': SECRET_MARKER,
+        'the secrets key (KUMOSS_SECRETS_KEY)': secretsKey,
+      });
+      console.log(
+        `[secret scan] ${histories} workflow histories and ${objects} artifacts (${archives} saved plans opened): ${findings.length} finding(s)`,
+      );
+      if (findings.length) {
+        throw new Error(`secrets leaked: ${findings.map((f) => `${f.secret} in ${f.where}`).join('; ')}`);
+      }
+    } catch (err) {
+      process.exitCode = 1;
+      throw err;
+    } finally {
+      await stop();
     }
   };
 }

@@ -1,7 +1,7 @@
 // Looks for secret values everywhere Kumoss writes: every workflow history of the namespace,
 // every object in the artifact bucket — saved plans (zip archives) opened, every entry read —, and
 // any text the caller collected (logs, API responses).
-import { GetObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
+import { GetObjectCommand, ListObjectsV2Command, type S3Client } from '@aws-sdk/client-s3';
 import { Client, Connection } from '@temporalio/client';
 import { unzipSync } from 'fflate';
 import { createS3Client } from '../../shared/object-store';
@@ -16,6 +16,22 @@ export interface Finding {
 }
 
 const ZIP_MAGIC = Buffer.from([0x50, 0x4b, 0x03, 0x04]);
+
+/**
+ * One object's bytes. s3rver answers a read with 500 now and then when the machine is busy (its
+ * file reads fail); a few more tries, then the scan fails naming the object it could not read.
+ */
+async function readObject(s3: S3Client, bucket: string, key: string): Promise<Buffer> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const body = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+      return Buffer.from((await body.Body?.transformToByteArray()) ?? []);
+    } catch (err) {
+      if (attempt >= 5) throw new Error(`the secret scan could not read object ${key}: ${String(err)}`);
+      await new Promise((r) => setTimeout(r, 200 * attempt));
+    }
+  }
+}
 
 /** Every string of a history, payload bytes decoded as UTF-8. */
 export function flattenText(value: unknown): string {
@@ -82,8 +98,7 @@ export async function scanForSecrets(
   do {
     const page = await s3.send(new ListObjectsV2Command({ Bucket: stack.bucket, ContinuationToken: token }));
     for (const o of page.Contents ?? []) {
-      const body = await s3.send(new GetObjectCommand({ Bucket: stack.bucket, Key: o.Key }));
-      const bytes = Buffer.from((await body.Body?.transformToByteArray()) ?? []);
+      const bytes = await readObject(s3, stack.bucket, o.Key ?? '');
       look(`object ${o.Key ?? ''}`, bytes.toString('utf8'));
       // A saved plan is a zip: its entries (the plan, the state snapshots, the configuration and
       // backend settings) are compressed, so they are read one by one.
