@@ -246,30 +246,7 @@ describe("a run's own cloud credentials", () => {
     try {
       const tokenFile = join(root, `subject-${randomUUID().slice(0, 6)}`);
       writeFileSync(tokenFile, subjectToken);
-      // A configuration whose token service is not a Google endpoint of this worker is refused
-      // before its subject token is read: the worker's files never go to someone else's server.
-      const elsewhere = await organization(undefined, {
-        name: 'engine',
-        provider: 'gcp',
-        region: 'europe-west1',
-        project_id: 'kumoss-engine-1',
-        credentials: {
-          credential_json: JSON.stringify({
-            type: 'external_account',
-            audience:
-              '//iam.googleapis.com/projects/123/locations/global/workloadIdentityPools/x/providers/y',
-            subject_token_type: 'urn:ietf:params:oauth:token-type:jwt',
-            token_url: `${gcp.url}/v1/token`,
-            credential_source: { file: tokenFile },
-          }),
-        },
-      });
-      await expect(environ(elsewhere, 'gcp')).rejects.toThrow(
-        /the connection's Google credential cannot be used: token_url must be on https:\/\/sts\.googleapis\.com/,
-      );
-      expect(gcp.issued).toHaveLength(0);
-      googleEndpoints.push(new URL(gcp.url).origin);
-      const session = await organization(undefined, {
+      const federation: CloudConnectionSpec = {
         name: 'engine',
         provider: 'gcp',
         region: 'europe-west1',
@@ -284,7 +261,15 @@ describe("a run's own cloud credentials", () => {
             credential_source: { file: tokenFile },
           }),
         },
-      });
+      };
+      // While the token service is not a Google endpoint of this worker, the configuration is
+      // refused before its subject token is read: the worker's files never go to another server.
+      await expect(environ(await organization(undefined, federation), 'gcp')).rejects.toThrow(
+        /the connection's Google credential cannot be used: token_url must be on https:\/\/sts\.googleapis\.com/,
+      );
+      expect(gcp.issued).toHaveLength(0);
+      googleEndpoints.push(new URL(gcp.url).origin);
+      const session = await organization(undefined, federation);
       const env = await environ(session, 'gcp');
       expect(gcp.issued).toHaveLength(1);
       expect(env).toMatchObject({

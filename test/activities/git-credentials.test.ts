@@ -1,50 +1,28 @@
 // A token goes to the origin it belongs to and nowhere else: two HTTPS servers on loopback, one
 // registered (GIT_TOKEN's host, as services.github.hosts names it) and one nobody registered; git
 // asks both, and only the registered one ever sees an Authorization header.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:https';
-import type { AddressInfo } from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { startAuthRecorder, type AuthRecorder } from '../support/auth-recorder';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GitClient } from '../../activities/git';
 import { ensureCertificates } from '../../scripts/embedded/git-host';
 import { loadConfig } from '../../shared/config';
 import { gitHostTokens } from '../../worker/deps';
 
-interface Recorder {
-  server: Server;
-  origin: string;
-  authorization: (string | undefined)[];
-}
-
 describe('git credentials are bound to the origin they were given for', () => {
   const dir = mkdtempSync(join(tmpdir(), 'kumoss-git-cred-'));
-  let registered: Recorder;
-  let unregistered: Recorder;
+  let registered: AuthRecorder;
+  let unregistered: AuthRecorder;
   let caFile: string;
   const TOKEN = 'ghp_kumoss-origin-bound-token';
-
-  async function recorder(cert: { certPath: string; keyPath: string }): Promise<Recorder> {
-    const authorization: (string | undefined)[] = [];
-    const server = createServer(
-      { cert: readFileSync(cert.certPath), key: readFileSync(cert.keyPath) },
-      (req, res) => {
-        authorization.push(req.headers.authorization);
-        // Ask for credentials as a forge does: git sends its configured header regardless.
-        res.writeHead(401, { 'WWW-Authenticate': 'Basic realm="git"' }).end();
-      },
-    );
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const { port } = server.address() as AddressInfo;
-    return { server, origin: `https://127.0.0.1:${port}`, authorization };
-  }
 
   beforeAll(async () => {
     const certs = await ensureCertificates(join(dir, 'certs'));
     caFile = certs.caPath;
-    registered = await recorder(certs);
-    unregistered = await recorder(certs);
+    registered = await startAuthRecorder(certs);
+    unregistered = await startAuthRecorder(certs);
   });
   afterAll(() => {
     registered.server.close();

@@ -3,11 +3,10 @@
 // repository URL on a host the organization has not connected is refused where it enters, and git
 // sends an organization's credential to that host for that organization's runs only.
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:https';
-import type { AddressInfo } from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { startAuthRecorder, type AuthRecorder } from '../support/auth-recorder';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GitAccess } from '../../activities/git-access';
 import { GitClient } from '../../activities/git';
@@ -21,12 +20,6 @@ import { roleTokens, startTestApi, type TestApi } from '../support/api';
 import { SECRET_MARKER } from '../support/secret-scan';
 import { stack, temporalHarness, type TemporalHarness } from '../support/stack';
 
-interface Recorder {
-  server: Server;
-  origin: string;
-  authorization: (string | undefined)[];
-}
-
 const basic = (token: string) => `Basic ${Buffer.from(`x-access-token:${token}`).toString('base64')}`;
 
 describe('git connections', () => {
@@ -39,30 +32,13 @@ describe('git connections', () => {
   let orgA: string;
   let orgB: string;
   let caFile: string;
-  let forge: Recorder;
+  let forge: AuthRecorder;
   const TOKEN_A = `glpat-${SECRET_MARKER}-org-a-${randomUUID().slice(0, 8)}`;
-
-  async function recorder(cert: { certPath: string; keyPath: string }): Promise<Recorder> {
-    const authorization: (string | undefined)[] = [];
-    const server = createServer(
-      { cert: readFileSync(cert.certPath), key: readFileSync(cert.keyPath) },
-      (req, res) => {
-        authorization.push(req.headers.authorization);
-        res.writeHead(401, { 'WWW-Authenticate': 'Basic realm="git"' }).end();
-      },
-    );
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    return {
-      server,
-      origin: `https://127.0.0.1:${(server.address() as AddressInfo).port}`,
-      authorization,
-    };
-  }
 
   beforeAll(async () => {
     const certs = await ensureCertificates(join(dir, 'certs'));
     caFile = certs.caPath;
-    forge = await recorder(certs);
+    forge = await startAuthRecorder(certs);
     h = await temporalHarness('git-connections');
     db = createDb(stack().databaseUrl);
     await migrate(db);
