@@ -7,7 +7,7 @@ import {
   CreateBucketCommand,
   GetObjectCommand,
   HeadBucketCommand,
-  ListObjectsV2Command,
+  ListObjectsCommand,
   PutObjectCommand,
   S3Client,
 } from '@aws-sdk/client-s3';
@@ -116,17 +116,26 @@ export class ArtifactStore {
     await pipeline(res.Body as Readable, createWriteStream(path));
   }
 
+  /**
+   * Every key under `prefix`, a page of up to 1,000 at a time. ListObjects (v1) with the last key as
+   * the marker: the embedded s3rver answers any truncated ListObjectsV2 page with a 500, and every
+   * S3-compatible store serves v1.
+   */
   async list(prefix: string): Promise<string[]> {
     const keys: string[] = [];
-    let token: string | undefined;
-    do {
+    let marker: string | undefined;
+    for (;;) {
       const res = await this.s3.send(
-        new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, ContinuationToken: token }),
+        new ListObjectsCommand({
+          Bucket: this.bucket,
+          Prefix: prefix,
+          ...(marker ? { Marker: marker } : {}),
+        }),
       );
       for (const o of res.Contents ?? []) if (o.Key) keys.push(o.Key);
-      token = res.IsTruncated ? res.NextContinuationToken : undefined;
-    } while (token);
-    return keys;
+      marker = keys.at(-1);
+      if (!res.IsTruncated || !marker) return keys;
+    }
   }
 
   private readonly presigned = new Map<string, { url: string; expiresAt: number; ttl: number }>();

@@ -4,6 +4,15 @@ import { describe, expect, it } from 'vitest';
 import { artifactStore } from '../support/stack';
 
 describe('artifact store on the S3-compatible server', () => {
+  it('lists every key under a prefix past a page of 1,000', async () => {
+    const store = artifactStore();
+    const prefix = `list-${randomUUID()}/`;
+    const keys = Array.from({ length: 1003 }, (_, i) => `${prefix}${String(i).padStart(4, '0')}.txt`);
+    for (let i = 0; i < keys.length; i += 50)
+      await Promise.all(keys.slice(i, i + 50).map((k) => store.putText(k, 'x', 'text/plain')));
+    expect(await store.list(prefix)).toEqual(keys);
+  });
+
   it('stores and reads back an artifact under its deterministic key', async () => {
     const store = artifactStore();
     const key = `sessions/s-${randomUUID()}/rounds/r1/drift-report.json`;

@@ -1,10 +1,10 @@
 // Looks for secret values everywhere Kumoss writes: every workflow history of the namespace,
 // every object in the artifact bucket — saved plans (zip archives) opened, every entry read —, and
 // any text the caller collected (logs, API responses).
-import { GetObjectCommand, ListObjectsV2Command, type S3Client } from '@aws-sdk/client-s3';
+import { GetObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { Client, Connection } from '@temporalio/client';
 import { unzipSync } from 'fflate';
-import { createS3Client } from '../../shared/object-store';
+import { ArtifactStore, createS3Client } from '../../shared/object-store';
 import type { TestStack } from './test-stack';
 
 /** Every secret value a test makes up contains this, so the run's final scan can find any of them. */
@@ -17,19 +17,13 @@ export interface Finding {
 
 const ZIP_MAGIC = Buffer.from([0x50, 0x4b, 0x03, 0x04]);
 
-/**
- * One object's bytes. s3rver answers a read with 500 now and then when the machine is busy (its
- * file reads fail); a few more tries, then the scan fails naming the object it could not read.
- */
+/** One object's bytes; a failure names the object the scan could not read. */
 async function readObject(s3: S3Client, bucket: string, key: string): Promise<Buffer> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      const body = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
-      return Buffer.from((await body.Body?.transformToByteArray()) ?? []);
-    } catch (err) {
-      if (attempt >= 5) throw new Error(`the secret scan could not read object ${key}: ${String(err)}`);
-      await new Promise((r) => setTimeout(r, 200 * attempt));
-    }
+  try {
+    const body = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+    return Buffer.from((await body.Body?.transformToByteArray()) ?? []);
+  } catch (err) {
+    throw new Error(`the secret scan could not read object ${key}: ${String(err)}`);
   }
 }
 
@@ -94,23 +88,18 @@ export async function scanForSecrets(
   const s3 = createS3Client({ endpoint: stack.s3Endpoint, bucket: stack.bucket, region: 'us-east-1' });
   let objects = 0;
   let archives = 0;
-  let token: string | undefined;
-  do {
-    const page = await s3.send(new ListObjectsV2Command({ Bucket: stack.bucket, ContinuationToken: token }));
-    for (const o of page.Contents ?? []) {
-      const bytes = await readObject(s3, stack.bucket, o.Key ?? '');
-      look(`object ${o.Key ?? ''}`, bytes.toString('utf8'));
-      // A saved plan is a zip: its entries (the plan, the state snapshots, the configuration and
-      // backend settings) are compressed, so they are read one by one.
-      if (bytes.subarray(0, 4).equals(ZIP_MAGIC)) {
-        for (const [entry, data] of Object.entries(unzipSync(bytes)))
-          look(`object ${o.Key ?? ''} (zip entry ${entry})`, Buffer.from(data).toString('utf8'));
-        archives++;
-      }
-      objects++;
+  for (const key of await new ArtifactStore(s3, stack.bucket).list('')) {
+    const bytes = await readObject(s3, stack.bucket, key);
+    look(`object ${key}`, bytes.toString('utf8'));
+    // A saved plan is a zip: its entries (the plan, the state snapshots, the configuration and
+    // backend settings) are compressed, so they are read one by one.
+    if (bytes.subarray(0, 4).equals(ZIP_MAGIC)) {
+      for (const [entry, data] of Object.entries(unzipSync(bytes)))
+        look(`object ${key} (zip entry ${entry})`, Buffer.from(data).toString('utf8'));
+      archives++;
     }
-    token = page.IsTruncated ? page.NextContinuationToken : undefined;
-  } while (token);
+    objects++;
+  }
 
   for (const [where, text] of Object.entries(extra)) look(where, text);
   return { findings, histories, objects, archives };
