@@ -2,8 +2,9 @@
 // one organization; its git client carries at most one token, for that repository's origin:
 // the organization's own credential for the host (its git connection, sealed in the metadata store
 // and opened here for the call), else the operator's token for that host (GIT_TOKEN for the
-// configured GitHub/GitLab hosts, GITEA_TOKEN for Gitea) when the organization has connected it.
-// A host the organization has not connected gets nothing, nor does any other origin.
+// configured GitHub/GitLab hosts, GITEA_TOKEN for Gitea) when the organization has connected it
+// and is one the operator's tokens serve (security.operator_git_credentials_for). A host the
+// organization has not connected gets nothing, nor does any other origin.
 import type { Db } from '../shared/db';
 import { gitConnectionFor, openGitCredential, repositoryOrigin } from '../shared/db/git-connections';
 import type { SecretBox } from '../shared/secret-box';
@@ -14,6 +15,8 @@ export interface GitAccessDeps {
   git: GitClient;
   /** The operator's tokens by origin (worker/deps.ts gitHostTokens). */
   operatorTokens: Record<string, string>;
+  /** Organizations (names; `*`: all) the operator's tokens serve; default: `default` only. */
+  operatorOrganizations?: string[];
   /** The metadata store: connections, and sessions' organizations. */
   db?: Db;
   /** KUMOSS_SECRETS_KEY's box; absent: sealed credentials cannot be opened (the call fails). */
@@ -43,7 +46,22 @@ export class GitAccess {
         );
       return openGitCredential(this.deps.box, organization_uuid, connection);
     }
-    return this.deps.operatorTokens[origin];
+    return (await this.mayUseOperatorTokens(organization_uuid))
+      ? this.deps.operatorTokens[origin]
+      : undefined;
+  }
+
+  /** True when the operator's git and forge tokens serve this organization's runs. */
+  async mayUseOperatorTokens(organization_uuid: string): Promise<boolean> {
+    const allowed = this.deps.operatorOrganizations ?? ['default'];
+    if (allowed.includes('*')) return true;
+    if (!this.deps.db) return false;
+    const row = await this.deps.db
+      .selectFrom('organizations')
+      .select('name')
+      .where('organization_uuid', '=', organization_uuid)
+      .executeTakeFirst();
+    return row !== undefined && allowed.includes(row.name);
   }
 
   /** The git client of one repository for a run of `organization_uuid` (none: an operator's). */

@@ -95,17 +95,28 @@ export function createPullRequestActivities(deps: PullRequestDeps) {
     if (deps.gitea?.url && new URL(deps.gitea.url).host === url.host) return 'gitea';
     return 'git_host';
   };
-  /** The forge's client for a provider, or the failure that says which token is missing. */
-  const forge = (p: ForgeName, what: string): Forge => {
+  /**
+   * The forge's client for a provider (the operator's token), or the failure that says which token
+   * is missing — or that it does not serve the session's organization
+   * (security.operator_git_credentials_for).
+   */
+  const forge = async (p: ForgeName, what: string, sessionId: string | undefined): Promise<Forge> => {
     const client = p === 'github' ? deps.github : p === 'gitlab' ? deps.gitlab?.client : deps.gitea?.client;
     if (!client) throw noToken(p, what);
+    const org = deps.gitAccess && sessionId ? await deps.gitAccess.sessionOrganization(sessionId) : undefined;
+    if (org && !(await deps.gitAccess?.mayUseOperatorTokens(org)))
+      throw ApplicationFailure.nonRetryable(
+        `Cannot ${what} on ${p}: this installation's ${p} token does not serve your organization (security.operator_git_credentials_for).`,
+        ErrorTypes.ForgeRequestRejected,
+      );
     return client;
   };
 
   /** The base of a pull request: the repository's default branch (the remote's HEAD). */
   async function defaultBranch(sessionId: string, repositoryUrl: string): Promise<string> {
     const p = provider(repositoryUrl);
-    if (p !== 'git_host') return forge(p, 'read the default branch').defaultBranch(repositoryUrl);
+    if (p !== 'git_host')
+      return (await forge(p, 'read the default branch', sessionId)).defaultBranch(repositoryUrl);
     const out = await (
       await remote(sessionId, repositoryUrl)
     ).run(['ls-remote', '--symref', repositoryUrl, 'HEAD']);
@@ -168,7 +179,9 @@ export function createPullRequestActivities(deps: PullRequestDeps) {
       let url: string | null = null;
       let status: PullRequestRecord['status'] = 'open';
       if (where !== 'git_host') {
-        const opened = await forge(where, 'open a pull request').open({
+        const opened = await (
+          await forge(where, 'open a pull request', input.sessionId)
+        ).open({
           repositoryUrl: input.repositoryUrl,
           head: input.head,
           base: input.base,
@@ -233,12 +246,14 @@ export function createPullRequestActivities(deps: PullRequestDeps) {
 
     /** Merges the pull request on its forge; one already merged answers its merge commit. */
     async mergePullRequest(input: {
+      /** The session whose pull request merges (absent in older histories). */
+      sessionId?: string;
       provider: ForgeName;
       repositoryUrl: string;
       number: number;
       message: string;
     }): Promise<{ commit: string }> {
-      return forge(input.provider, 'merge').merge(input);
+      return (await forge(input.provider, 'merge', input.sessionId)).merge(input);
     },
 
     /** Sessions started before the session store merge through this name (workflows/session.ts). */
@@ -247,7 +262,7 @@ export function createPullRequestActivities(deps: PullRequestDeps) {
       number: number;
       message: string;
     }): Promise<{ commit: string }> {
-      return forge('github', 'merge').merge(input);
+      return (await forge('github', 'merge', undefined)).merge(input);
     },
 
     async mergeSessionBranch(

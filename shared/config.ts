@@ -180,8 +180,14 @@ export const configSchema = z.object({
        * configuration are always allowed.
        */
       private_targets_allowed: z.array(z.string().min(1)).default([]),
+      /**
+       * The organizations (by name; `*`: every one) whose runs may use the operator's git tokens
+       * (GIT_TOKEN, GITEA_TOKEN) — for git on a host they connected without a credential of their
+       * own, and for pull requests on the forges. Another organization uses its own credential.
+       */
+      operator_git_credentials_for: z.array(z.string().min(1)).default(['default']),
     })
-    .default({ private_targets_allowed: [] }),
+    .default({ private_targets_allowed: [], operator_git_credentials_for: ['default'] }),
   /** Traces, metrics and request logs (README "Running in production"). */
   observability: z
     .object({
@@ -317,6 +323,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): KumossConfig {
       merged,
       'security.private_targets_allowed',
       env.KUMOSS_PRIVATE_TARGETS_ALLOWED.split(/[\s,]+/).filter(Boolean),
+    );
+  if (env.KUMOSS_OPERATOR_GIT_CREDENTIALS_FOR)
+    setPath(
+      merged,
+      'security.operator_git_credentials_for',
+      env.KUMOSS_OPERATOR_GIT_CREDENTIALS_FOR.split(/[\s,]+/).filter(Boolean),
     );
   if (env.KUMOSS_ENGINE_SANDBOX_WRITABLE)
     setPath(merged, 'engine.sandbox_writable', env.KUMOSS_ENGINE_SANDBOX_WRITABLE.split(':').filter(Boolean));

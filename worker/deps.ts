@@ -195,6 +195,7 @@ export function buildActivities(
   const gitAccess = new GitAccess({
     git: new GitClient({ caFile: gitTrustBundle(config) }),
     operatorTokens: gitHostTokens(config, process.env),
+    operatorOrganizations: config.security.operator_git_credentials_for,
     db,
     ...(secretBox ? { box: secretBox } : {}),
   });

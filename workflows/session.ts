@@ -286,6 +286,7 @@ export async function session(input: SessionInput): Promise<SessionState> {
           const merged =
             onForge && stored
               ? await git.mergePullRequest({
+                  sessionId: id,
                   provider: pr.provider as 'github' | 'gitlab' | 'gitea',
                   repositoryUrl: state.repository_url,
                   number: pr.number as number,

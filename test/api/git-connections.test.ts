@@ -16,7 +16,9 @@ import { createGitConnection } from '../../shared/db/git-connections';
 import { findUserByToken } from '../../shared/db/users';
 import type { SecretBox } from '../../shared/secret-box';
 import { secretBoxFromEnv } from '../../shared/secret-box';
-import { roleTokens, startTestApi, type TestApi } from '../support/api';
+import { insertSessionRow, roleTokens, startTestApi, type TestApi } from '../support/api';
+import { createPullRequestActivities } from '../../activities/pull-requests';
+import { OfflineModel } from '../../activities/model/offline';
 import { SECRET_MARKER } from '../support/secret-scan';
 import { stack, temporalHarness, type TemporalHarness } from '../support/stack';
 
@@ -208,14 +210,66 @@ describe('git connections', () => {
     expect(row.credentials_sealed).not.toContain(secret);
   });
 
+  it("the forge's pull-request API is not used for an organization the operator's token does not serve", async () => {
+    const calls: string[] = [];
+    const github = {
+      defaultBranch: () => (calls.push('defaultBranch'), Promise.resolve('main')),
+      open: () => Promise.reject(new Error('not reached')),
+      merge: () => Promise.reject(new Error('not reached')),
+    };
+    const prs = createPullRequestActivities({
+      git: new GitClient({ caFile }),
+      db,
+      model: new OfflineModel(),
+      github: github as never,
+      githubHosts: ['github.com'],
+      gitAccess: new GitAccess({
+        git: new GitClient({ caFile }),
+        operatorTokens: {},
+        operatorOrganizations: [],
+        db,
+      }),
+    });
+    const { sessionId } = await insertSessionRow(db, a.devops, {
+      repository_url: 'https://github.com/team/infra.git',
+    });
+    await expect(
+      prs.pullRequestFacts({
+        sessionId,
+        repositoryUrl: 'https://github.com/team/infra.git',
+        head: 'kumoss/x',
+      }),
+    ).rejects.toThrow(/this installation's github token does not serve your organization/);
+    await expect(
+      prs.mergePullRequest({
+        sessionId,
+        provider: 'github',
+        repositoryUrl: 'https://github.com/team/infra.git',
+        number: 1,
+        message: 'm',
+      }),
+    ).rejects.toThrow(/does not serve your organization/);
+    expect(calls).toEqual([]);
+  });
+
   it("git sends an organization's credential to its host for that organization's runs only", async () => {
     const box = secretBoxFromEnv() as SecretBox;
     // B connects the same host without a credential of its own; the operator holds a token for it.
     await createGitConnection(db, { organization_uuid: orgB, origin: forge.origin, kind: 'gitlab' });
     const OPERATOR = `${SECRET_MARKER}-operator-token`;
+    const nameOf = async (org: string) =>
+      (
+        await db
+          .selectFrom('organizations')
+          .select('name')
+          .where('organization_uuid', '=', org)
+          .executeTakeFirstOrThrow()
+      ).name;
+    // The operator's tokens serve B (security.operator_git_credentials_for), no other organization.
     const access = new GitAccess({
       git: new GitClient({ caFile }),
       operatorTokens: { [forge.origin]: OPERATOR },
+      operatorOrganizations: [await nameOf(orgB)],
       db,
       box,
     });
@@ -233,6 +287,10 @@ describe('git connections', () => {
     const c = await roleTokens(db, 'git-conn-c');
     const orgC = (await findUserByToken(db, c.admin))?.organization_uuid as string;
     expect(await seen(orgC)).toEqual(new Set([undefined]));
+    // Nor does one that connected it without a credential but is not served by the operator's tokens.
+    await createGitConnection(db, { organization_uuid: orgC, origin: forge.origin, kind: 'gitlab' });
+    expect(await seen(orgC)).toEqual(new Set([undefined]));
+    expect(await access.mayUseOperatorTokens(orgC)).toBe(false);
 
     // A's sealed credential does not open as anybody else's (bound to organization and host).
     const sealedA = (

@@ -299,6 +299,9 @@ export function stackActivities(stack: TestStack, o: TestActivityOptions = {}) {
   const gitAccess = new GitAccess({
     git: testGit,
     operatorTokens: o.gitTokens ?? {},
+    // The tests' installation serves all its organizations with its forge tokens (the boundary
+    // itself: test/api/git-connections.test.ts).
+    operatorOrganizations: ['*'],
     db,
     ...(box ? { box } : {}),
   });
