@@ -16,6 +16,7 @@ import { IdentityPoolClient, JWT } from 'google-auth-library';
 import { GOOGLE_AUTH_ORIGINS, googleCredentialProblem } from '../shared/google-credentials';
 import type { Db } from '../shared/db';
 import { engineCloudConnection, openConnectionCredentials } from '../shared/db/runners';
+import { sessionOrganization } from '../shared/db/sessions';
 import type { SecretBox } from '../shared/secret-box';
 
 /**
@@ -185,12 +186,7 @@ export class CloudCredentials {
   }
 
   /** The organization of a session (its run credentials follow it). */
-  async sessionOrganization(sessionId: string): Promise<string | undefined> {
-    const row = await this.deps.db
-      .selectFrom('sessions')
-      .select('organization_uuid')
-      .where('session_id', '=', sessionId)
-      .executeTakeFirst();
-    return row?.organization_uuid;
+  sessionOrganization(sessionId: string): Promise<string | undefined> {
+    return sessionOrganization(this.deps.db, sessionId);
   }
 }

@@ -7,6 +7,7 @@
 // organization has not connected gets nothing, nor does any other origin.
 import type { Db } from '../shared/db';
 import { gitConnectionFor, openGitCredential, repositoryOrigin } from '../shared/db/git-connections';
+import { sessionOrganization } from '../shared/db/sessions';
 import type { SecretBox } from '../shared/secret-box';
 import type { GitClient } from './git';
 
@@ -81,12 +82,6 @@ export class GitAccess {
    * for a test) is an operator's run.
    */
   async sessionOrganization(sessionId: string): Promise<string | undefined> {
-    if (!this.deps.db) return undefined;
-    const row = await this.deps.db
-      .selectFrom('sessions')
-      .select('organization_uuid')
-      .where('session_id', '=', sessionId)
-      .executeTakeFirst();
-    return row?.organization_uuid;
+    return this.deps.db ? sessionOrganization(this.deps.db, sessionId) : undefined;
   }
 }

@@ -301,3 +301,13 @@ export async function eventsAfter(
     .limit(limit)
     .execute();
 }
+
+/** The organization of a session, or undefined when the store does not know the session. */
+export async function sessionOrganization(db: Db, sessionId: string): Promise<string | undefined> {
+  const row = await db
+    .selectFrom('sessions')
+    .select('organization_uuid')
+    .where('session_id', '=', sessionId)
+    .executeTakeFirst();
+  return row?.organization_uuid;
+}
