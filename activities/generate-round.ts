@@ -6,10 +6,12 @@ import { createHash } from 'node:crypto';
 import { createReadStream, existsSync, readFileSync, readdirSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
-import type { ComplianceResult, PinnedPlan, PlanImpact } from '../shared/contracts';
+import type { ComplianceResult, PinnedPlan, PlanImpact, PlannedChange } from '../shared/contracts';
+import { parsePlanJson } from '../shared/drift';
 import { complianceRefusal, stalePlanMessage } from '../shared/contracts';
 import type { Db } from '../shared/db';
 import { toolPath, waitForTool } from '../shared/tools.mjs';
+import { diffHistory } from './diff-history';
 import { runProcess } from './process';
 import { toActivityFailure } from './drift-detection';
 import { configResources, getJson, hooks, key, writeModelEdits, type DriftRoundDeps } from './drift-round';
@@ -66,24 +68,51 @@ async function stateResources(ws: Workspace): Promise<StateResource[]> {
   return out;
 }
 
-/** The impact banner: counts by action, and the addresses destroyed or replaced. */
-export function planImpact(planJson: unknown): PlanImpact {
-  const impact: PlanImpact = { create: 0, update: 0, replace: 0, destroy: 0, destroyed: [], replaced: [] };
-  const changes =
-    (planJson as { resource_changes?: { address: string; change?: { actions?: string[] } }[] })
-      .resource_changes ?? [];
-  for (const rc of changes) {
-    const a = rc.change?.actions ?? [];
-    if (a.includes('delete') && a.includes('create')) {
-      impact.replace += 1;
-      impact.replaced.push(rc.address);
-    } else if (a.includes('delete')) {
-      impact.destroy += 1;
-      impact.destroyed.push(rc.address);
-    } else if (a.includes('create')) impact.create += 1;
-    else if (a.includes('update')) impact.update += 1;
+/** What a plan does, address by address (no-ops left out), in address order. */
+export function plannedChanges(planJson: unknown): PlannedChange[] {
+  const out: PlannedChange[] = [];
+  for (const rc of parsePlanJson(planJson).resource_changes ?? []) {
+    const a = rc.change.actions;
+    const action: PlannedChange['action'] | undefined =
+      a.includes('delete') && a.includes('create')
+        ? 'replace'
+        : a.includes('delete')
+          ? 'destroy'
+          : a.includes('create')
+            ? 'create'
+            : a.includes('update')
+              ? 'update'
+              : a.includes('read')
+                ? 'read'
+                : undefined;
+    if (action) out.push({ address: rc.address, action });
   }
-  return impact;
+  return out.sort((x, y) => (x.address < y.address ? -1 : x.address > y.address ? 1 : 0));
+}
+
+/**
+ * The impact banner: counts by action, every address with its action, the targets the plan was
+ * made with, and what else in the root would change but is not in the plan (`whole`: the changes
+ * of a plan of the whole root).
+ */
+export function planImpact(
+  planJson: unknown,
+  opts: { targets?: string[] | null; whole?: PlannedChange[] } = {},
+): PlanImpact {
+  const changes = plannedChanges(planJson);
+  const count = (action: PlannedChange['action']) => changes.filter((c) => c.action === action).length;
+  const inPlan = new Set(changes.map((c) => c.address));
+  return {
+    create: count('create'),
+    update: count('update'),
+    replace: count('replace'),
+    destroy: count('destroy'),
+    destroyed: changes.filter((c) => c.action === 'destroy').map((c) => c.address),
+    replaced: changes.filter((c) => c.action === 'replace').map((c) => c.address),
+    changes,
+    targets: opts.targets?.length ? opts.targets : null,
+    not_in_plan: (opts.whole ?? []).filter((c) => !inPlan.has(c.address) && c.action !== 'read'),
+  };
 }
 
 async function sha256File(path: string): Promise<string> {
@@ -219,15 +248,30 @@ export function createGenerateRoundActivities(deps: GenerateRoundDeps) {
      * validate and plan -out on the branch head; a valid plan is stored and described as the plan
      * to pin: its SHA-256, the commit, the state serial it saw, its impact.
      */
-    async validateChange(input: { ref: RoundRef; cycle: number }): Promise<ValidateChangeOutput> {
+    async validateChange(input: {
+      ref: RoundRef;
+      cycle: number;
+      /** The branch's commit before this round's edits: the plan targets what they touch. */
+      base?: string;
+      /** Addresses to plan exactly (a revert: the code unchanged, these addresses brought back to it). */
+      targets?: string[];
+    }): Promise<ValidateChangeOutput> {
       const { ref, cycle } = input;
       try {
         const ws = await workspaces.get(ref);
         const h = hooks();
+        // A pinned plan holds exactly what was asked: the chosen addresses, or the resources the
+        // round's edits touch (Terraform adds what they depend on). An edit that touches no
+        // resource block (an output, a provider setting) plans the whole root.
+        const targets =
+          input.targets ??
+          (input.base
+            ? [...(await diffHistory(git, ws.dir, input.base, ref.iacPath)).resources.keys()].sort()
+            : []);
         const planFile = join(ws.scratch, `${ref.roundId}-generate-${cycle}.tfplan`);
         let plan;
         try {
-          plan = await ws.engine.validateAndPlan({ out: planFile }, h);
+          plan = await ws.engine.validateAndPlan({ out: planFile, targets }, h);
         } catch (err) {
           if (err instanceof EngineError && err.permanent)
             return { valid: false, reason: err.message, reinitialized: false };
@@ -239,7 +283,15 @@ export function createGenerateRoundActivities(deps: GenerateRoundDeps) {
           ws.engine.stateVersion(h),
           ws.engine.showJson(planFile, jsonFile, h),
         ]);
-        const impact = planImpact(JSON.parse(readFileSync(jsonFile, 'utf8')));
+        // The whole root planned beside it: what else would change, listed and never applied.
+        let whole: PlannedChange[] = [];
+        if (targets.length > 0) {
+          const wholeFile = join(ws.scratch, `${ref.roundId}-generate-${cycle}-whole.tfplan`);
+          await ws.engine.plan({ out: wholeFile }, h);
+          await ws.engine.showJson(wholeFile, `${wholeFile}.json`, h);
+          whole = plannedChanges(JSON.parse(readFileSync(`${wholeFile}.json`, 'utf8')));
+        }
+        const impact = planImpact(JSON.parse(readFileSync(jsonFile, 'utf8')), { targets, whole });
         const planKey = key(ref, `generate/cycle-${cycle}/plan.tfplan`);
         const [sha256] = await Promise.all([
           sha256File(planFile),
@@ -328,10 +380,12 @@ export function createGenerateRoundActivities(deps: GenerateRoundDeps) {
       files: string[];
       repairs: number;
       pinned: PinnedPlan;
+      revert?: string[];
     }): Promise<{ reportKey: string }> {
       const reportKey = key(input.ref, 'generate-report.json');
       await artifacts.putJson(reportKey, {
         request: input.text,
+        ...(input.revert ? { revert: input.revert } : {}),
         summary: input.summary,
         files: input.files,
         repair_cycles: input.repairs,

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import { deriveDrift } from '../shared/drift';
+import { deriveDrift, type AttributeChange } from '../shared/drift';
 import { activeRules, applyExceptions } from '../shared/drift-exceptions';
 import { ErrorTypes } from '../shared/errors';
 import type { Db } from '../shared/db';
@@ -23,7 +23,7 @@ import {
   type InboxChange,
 } from '../shared/db/stacks';
 import type { ArtifactStore } from '../shared/object-store';
-import { remediationRequest, type DetectedDrift, type Stack } from '../shared/stack-contracts';
+import { itemValue, remediationRequest, type DetectedDrift, type Stack } from '../shared/stack-contracts';
 import { toActivityFailure, type EngineDeps } from './drift-detection';
 import { EngineClient } from './engine';
 import type { GitAccess } from './git-access';
@@ -126,15 +126,30 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
         const rules = activeRules(deps.catalogue.driftExceptions(stack.cloud).rules, input.today);
         const { survivors, whitelisted } = applyExceptions(drift, rules);
         const seen: DetectedDrift[] = [];
+        const values = (c: AttributeChange | undefined) =>
+          c && c.path
+            ? {
+                declared: itemValue(c.declared),
+                actual: itemValue(c.actual),
+                ...(c.note ? { note: c.note } : {}),
+              }
+            : {};
         for (const op of survivors) {
           const action = op.drift_actions.join(',') || op.planned_actions.join(',');
-          for (const c of op.changes) seen.push({ address: op.address, attribute: c.path || '*', action });
+          for (const c of op.changes)
+            seen.push({ address: op.address, attribute: c.path || '*', action, ...values(c) });
         }
         for (const w of whitelisted) {
           const op = drift.find((d) => d.address === w.address);
           const action = op ? op.drift_actions.join(',') || op.planned_actions.join(',') : 'update';
           for (const a of w.attributes)
-            seen.push({ address: w.address, attribute: a, action, rule_id: w.rule_id });
+            seen.push({
+              address: w.address,
+              attribute: a,
+              action,
+              rule_id: w.rule_id,
+              ...values(op?.changes.find((c) => (c.path || '*') === a)),
+            });
         }
         const plan_key = stackRunKey(stack.stack_uuid, run_id, 'plan.tfplan');
         const report_key = stackRunKey(stack.stack_uuid, run_id, 'drift-report.json');
@@ -193,7 +208,11 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
       return {
         ...counts,
         opened_count: opened,
-        opened: openedItems.filter((d) => !d.rule_id).slice(0, 500),
+        // Names only: the values stay in the inbox (and out of history).
+        opened: openedItems
+          .filter((d) => !d.rule_id)
+          .slice(0, 500)
+          .map(({ address, attribute, action }) => ({ address, attribute, action })),
         resolved_items: resolvedItems.slice(0, 500),
       };
     },

@@ -6,6 +6,7 @@ import {
   firstRequestSchema,
   gitConnectionSchema,
   followUpRequestSchema,
+  revertBodySchema,
   sessionDetailSchema,
 } from '../shared/contracts';
 import {
@@ -94,6 +95,7 @@ export function openApiDocument(): Record<string, unknown> {
         }),
         Stack: schema(stackSpecSchema),
         RemediateItems: schema(remediateItemsSchema),
+        RevertAddresses: schema(revertBodySchema),
         RunnerSchedule: schema(runnerScheduleSchema),
         StackUpdate: schema(stackUpdateSchema),
         ScheduleNote: schema(scheduleNoteSchema),
@@ -212,6 +214,21 @@ export function openApiDocument(): Record<string, unknown> {
             'Approve the pinned plan, by its SHA-256 (devops; not the person who pinned it): the second pair of eyes apply may require',
           parameters: [sessionId],
           responses: { '200': { description: 'the recorded approval' }, ...errors(401, 403, 404, 409) },
+        },
+      },
+      '/api/v1/sessions/{id}/revert': {
+        post: {
+          summary:
+            'Revert drift this session found (unreconciled, whitelisted, or any drifted address of its plans) in the cloud: a generate round with no change to the code pins a plan targeted at exactly these addresses (devops)',
+          parameters: [sessionId],
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: { $ref: '#/components/schemas/RevertAddresses' } } },
+          },
+          responses: {
+            '202': { description: 'Accepted: session_id, round_id, accepted, addresses' },
+            ...errors(400, 401, 403, 404),
+          },
         },
       },
       '/api/v1/events/subscribe/{id}': {
@@ -620,6 +637,20 @@ export function openApiDocument(): Record<string, unknown> {
           },
           responses: {
             '202': { description: 'Session started: session_id, round_id, accepted, targets' },
+            ...errors(400, 401, 403, 404, 409, 503),
+          },
+        },
+      },
+      '/api/v1/drift-items/revert': {
+        post: {
+          summary:
+            'Open a session that reverts chosen open items of one stack in the cloud: its generate round pins a plan of the unchanged code targeted at their addresses; apply is a separate request (devops)',
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: { $ref: '#/components/schemas/RemediateItems' } } },
+          },
+          responses: {
+            '202': { description: 'Session started: session_id, round_id, accepted, addresses' },
             ...errors(400, 401, 403, 404, 409, 503),
           },
         },

@@ -86,13 +86,45 @@ const sessionRoundSchema = z.object({
   heartbeat_timeout_seconds: z.number().int().min(5).max(3600).default(60),
 });
 
+/** How many addresses one revert may name. */
+export const MAX_REVERT_ADDRESSES = 100;
+
+/** `POST /api/v1/sessions/{id}/revert`: drift addresses this session found. */
+export const revertBodySchema = z
+  .object({
+    addresses: z
+      .array(z.string().min(1).max(1024))
+      .min(1, 'name at least one address')
+      .max(MAX_REVERT_ADDRESSES),
+  })
+  .strict();
+
+/** The recorded request of a revert round (`where`: e.g. " found on stack web"), bounded. */
+export function revertText(addresses: string[], where = ''): string {
+  const text = `Revert in the cloud the drift${where}: bring ${addresses.join(', ')} back to what the code declares.`;
+  return text.length > 10_000 ? `${text.slice(0, 9_990)} …` : text;
+}
+
 export const generateRoundInputSchema = sessionRoundSchema.extend({
   text: z.string().min(1),
   base_branch: z.string().optional(),
   /** Times the model may repair a change that does not validate (the session passes the default, 2). */
   max_repair_cycles: z.number().int().min(0).max(10).default(2),
+  /**
+   * A revert: no model and no commit; the plan of the unchanged code targets exactly these
+   * addresses, so the cloud is brought back to what the code declares.
+   */
+  revert: z.array(z.string().min(1)).max(MAX_REVERT_ADDRESSES).optional(),
 });
 export type GenerateRoundInput = z.input<typeof generateRoundInputSchema>;
+
+/** What a plan does to one address (`read`: a data source read during apply). */
+export const PLAN_ACTIONS = ['create', 'update', 'replace', 'destroy', 'read'] as const;
+export const plannedChangeSchema = z.object({
+  address: z.string(),
+  action: z.enum(PLAN_ACTIONS),
+});
+export type PlannedChange = z.infer<typeof plannedChangeSchema>;
 
 /** What a plan would do, from its `show -json`: the impact banner. */
 const planImpactSchema = z.object({
@@ -104,8 +136,26 @@ const planImpactSchema = z.object({
   destroyed: z.array(z.string()),
   /** Addresses the plan replaces (destroy and create). */
   replaced: z.array(z.string()),
+  /** Every address the plan changes, with its action, in address order. */
+  changes: z.array(plannedChangeSchema).default([]),
+  /** The `-target` addresses the plan was made with; null: the whole root. */
+  targets: z.array(z.string()).nullable().default(null),
+  /**
+   * The root's other pending changes (drift, or code not yet applied) that this plan leaves out:
+   * never applied as its side effect.
+   */
+  not_in_plan: z.array(plannedChangeSchema).default([]),
 });
 export type PlanImpact = z.infer<typeof planImpactSchema>;
+
+/** "not in this plan: N resources would change (…)" — the plan's leftovers, said once. */
+export function notInPlanLine(impact: PlanImpact): string | undefined {
+  const n = impact.not_in_plan.length;
+  if (n === 0) return undefined;
+  return `Not in this plan: ${n} resource${n === 1 ? '' : 's'} would change (${impact.not_in_plan
+    .map((c) => `${c.address} ${c.action}`)
+    .join(', ')}).`;
+}
 
 /** What OPA said of a pinned plan: deny-level findings block apply, warn-level ones are reported. */
 const complianceResultSchema = z.object({
@@ -335,6 +385,8 @@ export interface SessionOperation {
   actor_uuid?: string;
   /** A partial round's resource addresses chosen beforehand (drift inbox items), instead of the model's. */
   targets?: string[];
+  /** A generate round that reverts these addresses in the cloud (the code unchanged, no model). */
+  revert?: string[];
   /** For a merge: which pull request, on which host (`local` is what sessions before 0.2 recorded). */
   pull_request?: { provider: PullRequestProvider | 'local'; number: number | null };
 }

@@ -3,7 +3,7 @@
 // run of characters) and carries the reason reported with the drift it covers. Deterministic and
 // explainable: every excluded change names the rule that excluded it. Sandbox-safe.
 import { z } from 'zod';
-import type { AttributeChange, DriftOperation } from './drift';
+import { equivalentPaths, isPlainObject, type AttributeChange, type DriftOperation } from './drift';
 
 export const CLOUDS = ['azure', 'gcp', 'aws', 'oci', 'kubernetes'] as const;
 export type Cloud = (typeof CLOUDS)[number];
@@ -64,9 +64,41 @@ function ruleCovers(rule: ExceptionRule, op: DriftOperation, change: AttributeCh
   if (rule.attribute === '*') return true;
   // A deleted resource has one change with an empty path: only a whole-resource rule covers it.
   if (change.path === '') return false;
-  return (
-    globMatch(rule.attribute, change.path) || change.path.startsWith(`${rule.attribute.replace(/\*$/, '')}.`)
+  // A rule on `tags.Patch` covers the provider's mirror `tags_all.Patch`, and the other way round.
+  return equivalentPaths(change.path).some(
+    (path) => globMatch(rule.attribute, path) || path.startsWith(`${rule.attribute.replace(/\*$/, '')}.`),
   );
+}
+
+/** `value` with the entry at `keys` set as in `from` (removed where `from` has none). */
+function withEntryOf(value: unknown, from: unknown, keys: string[]): unknown {
+  const [k, ...rest] = keys;
+  if (k === undefined) return from;
+  if (!isPlainObject(value)) return value;
+  const next = isPlainObject(from) ? from[k] : undefined;
+  const out = { ...value };
+  if (rest.length === 0 && next === undefined) delete out[k];
+  else out[k] = withEntryOf(value[k], next, rest);
+  return out;
+}
+
+/**
+ * The whole attribute values a survivor is remediated from, with what the rules leave alone taken
+ * out: a tag a rule covers keeps its declared value, so writing the rest of the map into the code
+ * never writes that tag.
+ */
+function survivorAttributes(op: DriftOperation, kept: AttributeChange[], excluded: AttributeChange[]) {
+  const attributes: DriftOperation['attributes'] = {};
+  for (const [top, v] of Object.entries(op.attributes)) {
+    if (!kept.some((c) => c.path.split('.')[0] === top)) continue;
+    let actual = v.actual;
+    for (const c of excluded) {
+      const [t, ...keys] = c.path.split('.');
+      if (t === top && keys.length > 0) actual = withEntryOf(actual, v.declared, keys);
+    }
+    attributes[top] = { declared: v.declared, actual };
+  }
+  return attributes;
 }
 
 export interface WhitelistedException {
@@ -88,16 +120,24 @@ export function applyExceptions(ops: DriftOperation[], rules: ExceptionRule[]): 
   const whitelisted: WhitelistedException[] = [];
   for (const op of ops) {
     const kept: AttributeChange[] = [];
+    const excluded: AttributeChange[] = [];
     const byRule = new Map<ExceptionRule, string[]>();
     for (const change of op.changes) {
       const rule = rules.find((r) => ruleCovers(r, op, change));
-      if (rule) byRule.set(rule, [...(byRule.get(rule) ?? []), change.path || '*']);
-      else kept.push(change);
+      if (rule) {
+        byRule.set(rule, [...(byRule.get(rule) ?? []), change.path || '*']);
+        excluded.push(change);
+      } else kept.push(change);
     }
     for (const [rule, attributes] of byRule) {
       whitelisted.push({ address: op.address, attributes, rule_id: rule.id, reason: rule.reason });
     }
-    if (kept.length > 0) survivors.push({ ...op, changes: kept });
+    if (kept.length > 0)
+      survivors.push({
+        ...op,
+        changes: kept,
+        attributes: excluded.length ? survivorAttributes(op, kept, excluded) : op.attributes,
+      });
   }
   return { survivors, whitelisted };
 }

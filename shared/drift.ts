@@ -53,6 +53,69 @@ export interface AttributeChange {
   declared: unknown;
   /** What the real resource holds now (the refreshed value). */
   actual: unknown;
+  /**
+   * Set on a change found only in a provider's mirror of an attribute (`tags_all` of `tags`): the
+   * attribute the code declares, and where the mirrored value comes from.
+   */
+  mirror_of?: string;
+  note?: string;
+}
+
+/**
+ * Attributes a provider computes as a copy of another (merged with provider-level defaults):
+ * AWS `tags_all` of `tags` (with `default_tags`), Google `terraform_labels` and `effective_labels`
+ * of `labels` (with `default_labels`), `effective_annotations` of `annotations`. A drift is derived
+ * once, on the attribute the code declares.
+ */
+export const MIRRORED_ATTRIBUTES: Readonly<Record<string, string>> = {
+  tags_all: 'tags',
+  terraform_labels: 'labels',
+  effective_labels: 'labels',
+  effective_annotations: 'annotations',
+};
+
+const MIRROR_SOURCES: Readonly<Record<string, string>> = {
+  tags_all: "the provider's default_tags",
+  terraform_labels: "the provider's default_labels",
+  effective_labels: "the provider's default_labels or labels Google Cloud adds",
+  effective_annotations: 'annotations Google Cloud adds',
+};
+
+/** A change path and the same path on its mirror or source attribute (`tags.Team` ⇄ `tags_all.Team`). */
+export function equivalentPaths(path: string): string[] {
+  const [top = '', ...rest] = path.split('.');
+  const tail = rest.length ? `.${rest.join('.')}` : '';
+  const source = MIRRORED_ATTRIBUTES[top];
+  if (source) return [path, `${source}${tail}`];
+  const mirrors = Object.keys(MIRRORED_ATTRIBUTES).filter((m) => MIRRORED_ATTRIBUTES[m] === top);
+  return [path, ...mirrors.map((m) => `${m}${tail}`)];
+}
+
+const related = (a: string, b: string): boolean => a === b || a.startsWith(`${b}.`) || b.startsWith(`${a}.`);
+
+/**
+ * Folds mirror changes into their source: a `tags_all.K` change goes when `tags` (or `tags.K`)
+ * changed too; one found only in the mirror stays, saying where its value comes from.
+ */
+export function foldMirrors(changes: AttributeChange[]): AttributeChange[] {
+  const out: AttributeChange[] = [];
+  for (const c of changes) {
+    const [top = '', ...rest] = c.path.split('.');
+    const source = MIRRORED_ATTRIBUTES[top];
+    if (!source) {
+      out.push(c);
+      continue;
+    }
+    const sourcePath = [source, ...rest].join('.');
+    if (changes.some((o) => related(o.path, sourcePath) && !MIRRORED_ATTRIBUTES[o.path.split('.')[0] ?? '']))
+      continue;
+    out.push({
+      ...c,
+      mirror_of: source,
+      note: `Only ${c.path} differs, not ${sourcePath}: the value comes from ${MIRROR_SOURCES[top] ?? 'the provider'}.`,
+    });
+  }
+  return out;
 }
 
 /** A drifted resource with what differs between the code and reality. */
@@ -70,7 +133,7 @@ export interface DriftOperation {
   attributes: Record<string, { declared: unknown; actual: unknown }>;
 }
 
-function isPlainObject(v: unknown): v is Record<string, unknown> {
+export function isPlainObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
@@ -153,15 +216,17 @@ export function deriveDrift(plan: PlanJson): DriftOperation[] {
     // never leave the plan.
     const unknown = isPlainObject(p?.change.after_unknown) ? p.change.after_unknown : {};
     const sensitive = isPlainObject(p?.change.after_sensitive) ? p.change.after_sensitive : {};
-    const changes = gone
+    const changes: AttributeChange[] = gone
       ? [{ path: '', declared: null, actual: null }]
-      : diffValues(p?.change.after, d.change.after, '')
-          .filter((c) => unknown[c.path.split('.')[0] ?? ''] !== true)
-          .map((c) =>
-            sensitive[c.path.split('.')[0] ?? ''] === true
-              ? { ...c, declared: SENSITIVE, actual: SENSITIVE }
-              : c,
-          );
+      : foldMirrors(
+          diffValues(p?.change.after, d.change.after, '')
+            .filter((c) => unknown[c.path.split('.')[0] ?? ''] !== true)
+            .map((c) =>
+              sensitive[c.path.split('.')[0] ?? ''] === true
+                ? { ...c, declared: SENSITIVE, actual: SENSITIVE }
+                : c,
+            ),
+        );
     const attributes: DriftOperation['attributes'] = {};
     const declaredAll = isPlainObject(p?.change.after) ? p.change.after : {};
     const actualAll = isPlainObject(d.change.after) ? d.change.after : {};

@@ -2,7 +2,7 @@
 // Schedule (`drift-schedule:<stack>`), and the drift inbox their detection runs keep — one item
 // per (stack, resource address, attribute path), opened, updated and resolved by the runs.
 import { z } from 'zod';
-import { iacPathSchema, repositoryUrlSchema } from './contracts';
+import { iacPathSchema, MAX_REVERT_ADDRESSES, repositoryUrlSchema, revertText } from './contracts';
 import { CLOUDS } from './drift-exceptions';
 
 /** How often a stack is checked: an interval (1 minute at the least) or a cron expression in a time zone. */
@@ -106,6 +106,18 @@ export function remediationRequest(
   return { text, targets };
 }
 
+/** The request of a revert session opened on drift items: the addresses, bounded. */
+export function revertRequest(
+  stackName: string,
+  items: { address: string }[],
+): { text: string; addresses: string[] } {
+  const addresses = [...new Set(items.map((i) => i.address))].slice(0, MAX_REVERT_ADDRESSES);
+  return {
+    text: revertText(addresses, ` found on stack ${stackName}`),
+    addresses,
+  };
+}
+
 export interface Stack {
   stack_uuid: string;
   organization_uuid: string;
@@ -143,6 +155,22 @@ export interface DetectedDrift {
   action: string;
   /** The exception rule that whitelists it, if any: such an item never alerts. */
   rule_id?: string;
+  /** What the code declares and what the cloud has (sensitive values already redacted). */
+  declared?: unknown;
+  actual?: unknown;
+  note?: string;
+}
+
+/** The most of one value an inbox item keeps: a longer one is kept as the start of its JSON. */
+export const ITEM_VALUE_MAX_CHARS = 2_000;
+
+/** A value as an inbox item keeps it: itself, or the start of its JSON text when it is long. */
+export function itemValue(v: unknown): unknown {
+  if (v === undefined) return null;
+  const text = JSON.stringify(v);
+  return text.length <= ITEM_VALUE_MAX_CHARS
+    ? v
+    : `${text.slice(0, ITEM_VALUE_MAX_CHARS)}… (${text.length} characters)`;
 }
 
 export interface StackDetectionInput {
@@ -197,6 +225,11 @@ export interface DriftItem {
   runs_seen: number;
   /** The remediation session opened for it, if any. */
   session_id: string | null;
+  /** What the code declares and what the cloud has (sensitive values redacted; null: not set). */
+  declared: unknown;
+  actual: unknown;
+  /** Where a drift found only in a provider's mirror attribute (`tags_all`) comes from. */
+  note: string | null;
 }
 
 /** A Temporal Schedule's state as the API shows it. */

@@ -14,6 +14,7 @@ import {
   generateRoundInputSchema,
   type GenerateRoundInput,
   type GenerateRoundResult,
+  notInPlanLine,
   type PinnedPlan,
 } from '../shared/contracts';
 import { parseRoundInput, roundFailureReason, roundRecorder, roundRefOf } from './round-recorder';
@@ -44,61 +45,83 @@ export async function generateRound(rawInput: GenerateRoundInput): Promise<Gener
     const start = prepared.head ?? prepared.baseCommit;
     let roundRef = { ...ref, ...(prepared.head ? { head: prepared.head } : {}) };
 
-    rec.status('filtering', 'Filtering the request (generate mode)');
-    const decision = await light.filterGenerateRequest({ ref: roundRef, text: input.text });
-    if (!decision.accepted) return end({ ...base, status: 'uncompleted', reason: decision.reason });
-
-    // Generate, then validate; a change that does not validate goes back to the model with the
-    // engine's diagnostic, at most max_repair_cycles times.
-    let feedback: string | undefined;
-    let repairs = 0;
-    let committed = false;
-    const putBack = async (): Promise<void> => {
-      if (!committed || !start) return;
-      const { head } = await light.revertGenerated({ ref: roundRef, baseCommit: start });
-      roundRef = { ...roundRef, head };
-    };
     let pinned: PinnedPlan | undefined;
     let summary = '';
     let files: string[] = [];
-    for (let cycle = 1; !pinned; cycle++) {
-      rec.status('generating', `Cycle ${cycle}: writing the change${feedback ? ' (repair)' : ''}`);
-      const gen = await engine.generateChange({
-        ref: roundRef,
-        text: input.text,
-        cycle,
-        ...(feedback ? { feedback } : {}),
-      });
-      if (!gen.changed) {
-        await putBack();
+    let repairs = 0;
+    if (input.revert?.length) {
+      // A revert: the cloud follows the code. No filter and no model — the code stays as it is; the
+      // plan of the unchanged code targets exactly the chosen addresses.
+      const addresses = input.revert;
+      rec.status('validating', `Revert: planning the unchanged code for ${addresses.join(', ')}`);
+      const val = await engine.validateChange({ ref: roundRef, cycle: 1, targets: addresses });
+      if (!val.valid || !val.pinned)
         return end({
           ...base,
-          repairs,
           status: 'uncompleted',
-          reason: gen.declined ?? 'The model proposed no change.',
+          reason: `The code does not plan: ${val.reason ?? 'no reason given'}; nothing to revert to.`,
         });
-      }
-      committed = true;
-      if (gen.commit) roundRef = { ...roundRef, head: gen.commit };
-      summary = gen.summary;
-      files = gen.files;
-      rec.status('validating', `Cycle ${cycle}: validate and plan -out`);
-      const val = await engine.validateChange({ ref: roundRef, cycle });
-      if (val.valid && val.pinned) {
-        pinned = val.pinned;
-        break;
-      }
-      if (repairs >= input.max_repair_cycles) {
-        await putBack();
+      if (val.pinned.impact.changes.length === 0)
         return end({
           ...base,
-          repairs,
           status: 'uncompleted',
-          reason: `The change did not validate after ${repairs} repair cycle(s): ${val.reason ?? 'no reason given'}; it was reverted.`,
+          reason: `Nothing to revert: the cloud already matches the code for ${addresses.join(', ')}.`,
         });
+      pinned = val.pinned;
+      summary = `Revert in the cloud: ${addresses.join(', ')} back to what the code declares; the code is unchanged.`;
+    } else {
+      rec.status('filtering', 'Filtering the request (generate mode)');
+      const decision = await light.filterGenerateRequest({ ref: roundRef, text: input.text });
+      if (!decision.accepted) return end({ ...base, status: 'uncompleted', reason: decision.reason });
+
+      // Generate, then validate; a change that does not validate goes back to the model with the
+      // engine's diagnostic, at most max_repair_cycles times.
+      let feedback: string | undefined;
+      let committed = false;
+      const putBack = async (): Promise<void> => {
+        if (!committed || !start) return;
+        const { head } = await light.revertGenerated({ ref: roundRef, baseCommit: start });
+        roundRef = { ...roundRef, head };
+      };
+      for (let cycle = 1; !pinned; cycle++) {
+        rec.status('generating', `Cycle ${cycle}: writing the change${feedback ? ' (repair)' : ''}`);
+        const gen = await engine.generateChange({
+          ref: roundRef,
+          text: input.text,
+          cycle,
+          ...(feedback ? { feedback } : {}),
+        });
+        if (!gen.changed) {
+          await putBack();
+          return end({
+            ...base,
+            repairs,
+            status: 'uncompleted',
+            reason: gen.declined ?? 'The model proposed no change.',
+          });
+        }
+        committed = true;
+        if (gen.commit) roundRef = { ...roundRef, head: gen.commit };
+        summary = gen.summary;
+        files = gen.files;
+        rec.status('validating', `Cycle ${cycle}: validate and plan -out`);
+        const val = await engine.validateChange({ ref: roundRef, cycle, ...(start ? { base: start } : {}) });
+        if (val.valid && val.pinned) {
+          pinned = val.pinned;
+          break;
+        }
+        if (repairs >= input.max_repair_cycles) {
+          await putBack();
+          return end({
+            ...base,
+            repairs,
+            status: 'uncompleted',
+            reason: `The change did not validate after ${repairs} repair cycle(s): ${val.reason ?? 'no reason given'}; it was reverted.`,
+          });
+        }
+        repairs += 1;
+        feedback = val.reason;
       }
-      repairs += 1;
-      feedback = val.reason;
     }
     rec.artifact(pinned.key);
     // The compliance audit of the plan (OPA, policies/<cloud>/): deny-level findings block apply.
@@ -114,14 +137,16 @@ export async function generateRound(rawInput: GenerateRoundInput): Promise<Gener
       files,
       repairs,
       pinned,
+      ...(input.revert?.length ? { revert: input.revert } : {}),
     });
     rec.artifact(report.reportKey, 'report');
     const { create, update, replace, destroy } = pinned.impact;
+    const outside = notInPlanLine(pinned.impact);
     return end({
       ...base,
       repairs,
       status: 'completed',
-      summary: `${summary} Plan pinned: ${create} to create, ${update} to update, ${replace} to replace, ${destroy} to destroy. Compliance: ${
+      summary: `${summary} Plan pinned: ${create} to create, ${update} to update, ${replace} to replace, ${destroy} to destroy.${outside ? ` ${outside}` : ''} Compliance: ${
         compliance.passed
           ? `passed${compliance.warn.length ? ` with ${compliance.warn.length} warning(s)` : ''}`
           : `${compliance.deny.length} deny-level finding(s) — apply is blocked`

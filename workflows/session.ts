@@ -399,13 +399,21 @@ export async function session(input: SessionInput): Promise<SessionState> {
             {
               ...roundSettings(state, op),
               text: op.text ?? '',
+              ...(op.revert?.length ? { revert: op.revert } : {}),
               ...(state.max_repair_cycles !== undefined
                 ? { max_repair_cycles: state.max_repair_cycles }
                 : {}),
             },
           ],
-          memo: { request: { mode: 'generate', text: op.text ?? '', actor_uuid: op.actor_uuid ?? null } },
-          staticSummary: `Generate round ${op.round_id} of session ${id}`,
+          memo: {
+            request: {
+              mode: 'generate',
+              text: op.text ?? '',
+              actor_uuid: op.actor_uuid ?? null,
+              ...(op.revert?.length ? { revert: op.revert } : {}),
+            },
+          },
+          staticSummary: `${op.revert?.length ? 'Revert (generate) round' : 'Generate round'} ${op.round_id} of session ${id}`,
         });
         round.status = result.status;
         if (result.summary) round.summary = result.summary;

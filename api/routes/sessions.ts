@@ -10,7 +10,8 @@ import { reuseMargin, type ArtifactStore } from '../../shared/object-store';
 import { sessionArtifacts } from '../../shared/db/artifacts';
 import { notifySessionChanged, sessionRounds } from '../../shared/db/sessions';
 import { HttpError } from '../errors';
-import type { SessionDetail } from '../../shared/contracts';
+import { revertBodySchema, revertText, type SessionDetail } from '../../shared/contracts';
+import { revertableAddresses } from '../revert';
 import { authenticate, currentUser, requireRole } from '../auth';
 import { mayFetchArtifact } from '../artifact-access';
 import { requireAuthorized } from '../authz';
@@ -246,6 +247,42 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
         .status(202)
         .location(`/api/v1/sessions/${row.session_id}`)
         .json(acceptedBody(row.session_id, round_id, outcome));
+    },
+  );
+
+  // Revert: the cloud follows the code for drift this session found. A generate round with no
+  // change to the code: it pins a plan targeted at exactly these addresses (audited, locking).
+  router.post(
+    '/api/v1/sessions/:id/revert',
+    authenticate(deps.db),
+    requireRole('devops'),
+    async (req, res) => {
+      const { addresses } = parseBody(revertBodySchema, req.body);
+      const row = await ownSession(deps, req, req.params.id as string);
+      await requireAuthorized(deps.authz, row);
+      const allowed = await revertableAddresses(deps.db, deps.artifacts, row.session_id);
+      const wanted = [...new Set(addresses)];
+      const unknown = wanted.filter((a) => !allowed.includes(a));
+      if (unknown.length > 0)
+        throw new HttpError(
+          400,
+          'invalid_request',
+          allowed.length === 0
+            ? `addresses: session ${row.session_id} has no drift to revert (run a drift round first).`
+            : `addresses: ${unknown.join(', ')} ${unknown.length === 1 ? 'is' : 'are'} not drift this session found; it found ${allowed.join(', ')}.`,
+        );
+      const round_id = newRoundId();
+      const outcome = await submitOperation(deps, row, {
+        round_id,
+        kind: 'generate',
+        text: revertText(wanted),
+        revert: wanted,
+        actor_uuid: currentUser(req).user_uuid,
+      });
+      res
+        .status(202)
+        .location(`/api/v1/sessions/${row.session_id}`)
+        .json({ ...acceptedBody(row.session_id, round_id, outcome), addresses: wanted });
     },
   );
 

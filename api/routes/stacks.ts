@@ -5,7 +5,8 @@
 import { requireAuthorized } from '../authz';
 import { requireAllowedTarget, requireConnectedRepository } from '../targets';
 import { randomUUID } from 'node:crypto';
-import { Router } from 'express';
+import { Router, type Request, type Response } from 'express';
+import type { SessionOperation } from '../../shared/contracts';
 import {
   createStack,
   deleteStack,
@@ -22,6 +23,7 @@ import {
   DRIFT_ITEM_STATES,
   remediateItemsSchema,
   remediationRequest,
+  revertRequest,
   scheduleNoteSchema,
   stackSpecSchema,
   stackUpdateSchema,
@@ -165,9 +167,8 @@ export function createStacksRouter(deps: StacksDeps): Router {
     });
   });
 
-  // A partial drift session on chosen open items of one stack: targets are their addresses, the
-  // request says which attributes; answered 202 like a first drift request.
-  router.post('/api/v1/drift-items/remediate', auth, requireRole('devops'), async (req, res) => {
+  /** The caller's chosen open, non-whitelisted items of one stack, and that stack (4xx otherwise). */
+  const chosenItems = async (req: Request, verb: string) => {
     const user = currentUser(req);
     const { item_uuids } = parseBody(remediateItemsSchema, req.body);
     const wanted = [...new Set(item_uuids)];
@@ -185,18 +186,28 @@ export function createStacksRouter(deps: StacksDeps): Router {
         throw new HttpError(
           409,
           'conflict',
-          `Drift item ${i.drift_item_uuid} is resolved: nothing to remediate.`,
+          `Drift item ${i.drift_item_uuid} is resolved: nothing to ${verb}.`,
         );
       if (i.whitelisted)
         throw new HttpError(
           409,
           'conflict',
-          `Drift item ${i.drift_item_uuid} is whitelisted by rule ${i.rule_id ?? '(unknown)'}: an exception, not drift to remediate.`,
+          `Drift item ${i.drift_item_uuid} is whitelisted by rule ${i.rule_id ?? '(unknown)'}: an exception, not drift to ${verb}.`,
         );
     }
     const stack = await getStack(deps.db, items[0]!.stack_uuid, user.organization_uuid).catch(registryError);
     await requireAuthorized(deps.authz, stack);
-    const { text, targets } = remediationRequest(stack.name, items);
+    return { user, items, stack };
+  };
+
+  /** A session on a stack's root, opened with its first operation; answered 202 like a first request. */
+  const openStackSession = async (
+    res: Response,
+    chosen: Awaited<ReturnType<typeof chosenItems>>,
+    op: Omit<SessionOperation, 'round_id' | 'actor_uuid'>,
+    extra: Record<string, unknown>,
+  ) => {
+    const { user, items, stack } = chosen;
     const session_id = `s-${randomUUID()}`;
     const round_id = newRoundId();
     await openSession(
@@ -210,7 +221,7 @@ export function createStacksRouter(deps: StacksDeps): Router {
         scope_id: stack.scope_id,
         iac_path: stack.iac_path,
       },
-      { round_id, kind: 'partial', actor_uuid: user.user_uuid, text, targets },
+      { ...op, round_id, actor_uuid: user.user_uuid },
       {
         request: {
           repository_url: stack.repository_url,
@@ -225,7 +236,23 @@ export function createStacksRouter(deps: StacksDeps): Router {
     res
       .status(202)
       .location(`/api/v1/sessions/${session_id}`)
-      .json({ ...acceptedBody(session_id, round_id, { accepted: true }), targets });
+      .json({ ...acceptedBody(session_id, round_id, { accepted: true }), ...extra });
+  };
+
+  // Adopt: a partial drift session on chosen open items of one stack — targets are their
+  // addresses, the request says which attributes; the code follows the cloud.
+  router.post('/api/v1/drift-items/remediate', auth, requireRole('devops'), async (req, res) => {
+    const chosen = await chosenItems(req, 'remediate');
+    const { text, targets } = remediationRequest(chosen.stack.name, chosen.items);
+    await openStackSession(res, chosen, { kind: 'partial', text, targets }, { targets });
+  });
+
+  // Revert: the cloud follows the code — a session whose generate round pins a plan of the
+  // unchanged code targeted at exactly the items' addresses (audited, locked, applied on request).
+  router.post('/api/v1/drift-items/revert', auth, requireRole('devops'), async (req, res) => {
+    const chosen = await chosenItems(req, 'revert');
+    const { text, addresses } = revertRequest(chosen.stack.name, chosen.items);
+    await openStackSession(res, chosen, { kind: 'generate', text, revert: addresses }, { addresses });
   });
 
   router.post('/api/v1/webhooks', auth, requireRole('devops'), async (req, res) => {

@@ -267,6 +267,11 @@ export interface DriftItemsTable {
   resolved_run_id: string | null;
   /** The remediation session opened for this item, if any. */
   session_id: string | null;
+  /** What the code declares and what the cloud has (JSON; sensitive values redacted; bounded). */
+  declared: unknown;
+  actual: unknown;
+  /** Where a drift found only in a provider's mirror attribute comes from. */
+  note: string | null;
 }
 
 export interface WebhookEndpointsTable {

@@ -452,4 +452,14 @@ export const migrations: Migration[] = [
         check (provider in ('aws', 'gcp', 'azure', 'oci'))`.execute(db);
     },
   },
+  {
+    // What the code declares and what the cloud has, per inbox item (sensitive values redacted by
+    // the drift derivation; bounded), and where a mirror-only drift comes from.
+    id: '0022_drift_item_values',
+    async up(db) {
+      await sql`alter table drift_items add column declared jsonb, add column actual jsonb, add column note text`.execute(
+        db,
+      );
+    },
+  },
 ];

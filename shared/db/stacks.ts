@@ -227,6 +227,11 @@ export async function recordDetection(
       seenKeys.add(k);
       const before = byKey.get(k);
       const whitelisted = d.rule_id !== undefined;
+      const values = {
+        declared: d.declared === undefined || d.declared === null ? null : JSON.stringify(d.declared),
+        actual: d.actual === undefined || d.actual === null ? null : JSON.stringify(d.actual),
+        note: d.note ?? null,
+      };
       if (!before) {
         const row = {
           drift_item_uuid: randomUUID(),
@@ -241,6 +246,7 @@ export async function recordDetection(
           first_run_id: opts.run_id,
           last_run_id: opts.run_id,
           resolved_run_id: null,
+          ...values,
         };
         await trx.insertInto('drift_items').values(row).execute();
         openedItems.push(d);
@@ -253,6 +259,7 @@ export async function recordDetection(
             action: d.action,
             whitelisted,
             rule_id: d.rule_id ?? null,
+            ...values,
             last_seen_at: sql`now()`,
             last_run_id: opts.run_id,
             ...(reopened
@@ -352,6 +359,9 @@ export async function listDriftItems(
       'drift_items.resolved_at',
       'drift_items.runs_seen',
       'drift_items.session_id',
+      'drift_items.declared',
+      'drift_items.actual',
+      'drift_items.note',
     ])
     .where('stacks.organization_uuid', '=', organization_uuid);
   if (filter.stack_uuid) q = q.where('drift_items.stack_uuid', '=', filter.stack_uuid);

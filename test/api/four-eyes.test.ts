@@ -55,7 +55,17 @@ describe('apply with orchestration.apply_requires_approval', () => {
       commit: 'c0ffee',
       state_serial: 1,
       state_lineage: 'l',
-      impact: { create: 0, update: 1, replace: 0, destroy: 0, destroyed: [], replaced: [] },
+      impact: {
+        create: 0,
+        update: 1,
+        replace: 0,
+        destroy: 0,
+        destroyed: [],
+        replaced: [],
+        changes: [{ address: 'aws_security_group.web', action: 'update' }],
+        targets: ['aws_security_group.web'],
+        not_in_plan: [],
+      },
     };
     const { user: devops } = await insertSessionRow(db, tokens.devops, {
       session_id: sessionId,

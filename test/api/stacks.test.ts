@@ -15,6 +15,7 @@ import { findUserByToken } from '../../shared/db/users';
 import { stackScheduleId } from '../../shared/stack-contracts';
 import { SIGNATURE_HEADER, signatureHeader, verifySignature } from '../../shared/webhooks';
 import { roleTokens, startTestApi, waitForSession, type TestApi } from '../support/api';
+import { triggerStackRun, type StackRun as Run } from '../support/stack-runs';
 import { roundArtifactKey } from '../../shared/ids';
 import {
   APP_CONFIG,
@@ -34,16 +35,6 @@ import {
   type TemporalHarness,
 } from '../support/stack';
 
-interface Run {
-  run_id: string;
-  status: string;
-  drift_count: number;
-  opened: number;
-  resolved: number;
-  whitelisted: number;
-  error: string | null;
-  session_id: string | null;
-}
 interface Item {
   drift_item_uuid: string;
   session_id: string | null;
@@ -120,55 +111,7 @@ describe('stacks: scheduled detection and the drift inbox', () => {
     schedule: { cron: `${(new Date().getUTCMinutes() + 30) % 60} * * * *`, jitter_seconds: 30 },
   });
 
-  /** Triggers the stack's schedule and waits for the run after the ones already recorded. */
-  async function runOnce(id: string): Promise<Run> {
-    const earlier = (await api.call('GET', `/api/v1/stacks/${id}/runs`, tokens.developer)).body.runs as Run[];
-    const before = earlier.length;
-    // A run's workflow id ends in the second it was triggered (the schedule appends it): a trigger
-    // in the same second as the last run would reuse that id and start nothing. Wait for the next.
-    const lastSecond = earlier[0]?.run_id.slice(-20, -1);
-    if (lastSecond) {
-      await expect
-        .poll(() => new Date().toISOString().slice(0, 19) > lastSecond, { timeout: 5_000, interval: 50 })
-        .toBe(true);
-    }
-    const schedule = h.client.schedule.getHandle(stackScheduleId(id));
-    const skipped = async () => (await schedule.describe()).info.numActionsSkippedOverlap;
-    let skippedBefore = await skipped();
-    expect((await api.call('POST', `/api/v1/stacks/${id}/trigger`, tokens.devops, {})).status).toBe(202);
-    let polls = 0;
-    let latest: Run | undefined;
-    await expect
-      .poll(
-        async () => {
-          const runs = (await api.call('GET', `/api/v1/stacks/${id}/runs`, tokens.developer)).body
-            .runs as Run[];
-          polls += 1;
-          // A trigger that found a run still closing was skipped (overlap skip): trigger again —
-          // only then, as the schedule counts it; a trigger merely slow to start (a loaded machine)
-          // must not be doubled, or the extra run lands inside the test's next step.
-          if (runs.length === before && polls % 25 === 0) {
-            const now = await skipped();
-            if (now > skippedBefore) {
-              skippedBefore = now;
-              await api.call('POST', `/api/v1/stacks/${id}/trigger`, tokens.devops, {});
-            }
-          }
-          latest = runs.length > before && runs[0]?.status !== 'running' ? runs[0] : undefined;
-          return latest !== undefined;
-        },
-        { timeout: 180_000, interval: 200, message: 'the triggered run did not finish' },
-      )
-      .toBe(true);
-    // The run is recorded before its webhooks and its auto-remediation: wait for its workflow.
-    const runId = latest!.run_id;
-    await h.client.workflow
-      .getHandle(runId)
-      .result()
-      .catch(() => undefined);
-    const after = (await api.call('GET', `/api/v1/stacks/${id}/runs`, tokens.developer)).body.runs as Run[];
-    return after.find((r) => r.run_id === runId)!;
-  }
+  const runOnce = (id: string): Promise<Run> => triggerStackRun(api, h.client, tokens, id);
   /** The delivery of `event` for `run`, as the receiver took it (waits for it to arrive). */
   async function delivery(event: string, run: string) {
     for (;;) {

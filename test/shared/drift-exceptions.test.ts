@@ -51,6 +51,37 @@ describe('drift-exception rules', () => {
     expect(r.whitelisted.map((w) => w.rule_id)).toEqual(['ann', 'all']);
   });
 
+  it('a rule on a tag covers its tags_all mirror, and the rest of the map is remediated without that tag', () => {
+    const instance: DriftOperation = {
+      ...op('aws_instance.worker[0]', []),
+      changes: [
+        { path: 'tags.Patch', declared: undefined, actual: 'tuesday' },
+        { path: 'tags.Team', declared: 'web', actual: 'ops' },
+        { path: 'tags_all.Patch', declared: undefined, actual: 'tuesday', mirror_of: 'tags' },
+      ],
+      attributes: {
+        tags: { declared: { Team: 'web' }, actual: { Team: 'ops', Patch: 'tuesday' } },
+        tags_all: { declared: { Team: 'web' }, actual: { Team: 'ops', Patch: 'tuesday' } },
+      },
+    };
+    const r = applyExceptions([instance], [rule({ id: 'patch', attribute: 'tags.Patch' })]);
+    expect(r.whitelisted).toEqual([
+      {
+        address: 'aws_instance.worker[0]',
+        attributes: ['tags.Patch', 'tags_all.Patch'],
+        rule_id: 'patch',
+        reason: 'because',
+      },
+    ]);
+    expect(r.survivors[0]?.changes.map((c) => c.path)).toEqual(['tags.Team']);
+    expect(r.survivors[0]?.attributes).toEqual({
+      tags: { declared: { Team: 'web' }, actual: { Team: 'ops' } },
+    });
+    // And a rule written on the mirror covers the source.
+    const m = applyExceptions([op('aws_vpc.a', ['tags.aws:cf'])], [rule({ id: 'sys', attribute: 'tags_all.aws:*' })]);
+    expect(m.survivors).toEqual([]);
+  });
+
   it('does not let an attribute rule cover a deletion', () => {
     const r = applyExceptions([op('k.gone', [''], ['delete'])], [rule({ id: 'attr', attribute: 'tags' })]);
     expect(r.survivors).toHaveLength(1);

@@ -3,6 +3,8 @@ import {
   deriveDrift,
   diffValues,
   driftedAddresses,
+  equivalentPaths,
+  foldMirrors,
   groupOperations,
   parsePlanJson,
   SENSITIVE,
@@ -95,6 +97,76 @@ describe('deriveDrift', () => {
 
   it('rejects input that is not a plan representation', () => {
     expect(() => parsePlanJson({ resource_drift: 'nope' })).toThrow();
+  });
+});
+
+describe('mirrored attributes', () => {
+  it('derives one change on the attribute the code declares: tags_all and the Google label mirrors fold into it', () => {
+    const plan = parsePlanJson({
+      format_version: '1.2',
+      resource_drift: [
+        rc('aws_instance.web', ['update'], {
+          tags: { Name: 'web', Team: 'ops' },
+          tags_all: { Name: 'web', Team: 'ops' },
+        }),
+        rc('google_storage_bucket.logs', ['update'], {
+          labels: { env: 'prod' },
+          terraform_labels: { env: 'prod', managed: 'kumoss' },
+          effective_labels: { env: 'prod', managed: 'kumoss', 'goog-x': '1' },
+        }),
+      ],
+      resource_changes: [
+        rc('aws_instance.web', ['update'], { tags: { Name: 'web' }, tags_all: { Name: 'web' } }),
+        rc('google_storage_bucket.logs', ['update'], {
+          labels: { env: 'dev' },
+          terraform_labels: { env: 'dev', managed: 'kumoss' },
+          effective_labels: { env: 'dev', managed: 'kumoss' },
+        }),
+      ],
+    });
+    const [web, bucket] = deriveDrift(plan);
+    expect(web?.changes).toEqual([{ path: 'tags.Team', declared: undefined, actual: 'ops' }]);
+    expect(Object.keys(web?.attributes ?? {})).toEqual(['tags']);
+    // goog-x exists only in effective_labels: it stays, saying where it comes from.
+    expect(bucket?.changes).toEqual([
+      { path: 'labels.env', declared: 'dev', actual: 'prod' },
+      {
+        path: 'effective_labels.goog-x',
+        declared: undefined,
+        actual: '1',
+        mirror_of: 'labels',
+        note: "Only effective_labels.goog-x differs, not labels.goog-x: the value comes from the provider's default_labels or labels Google Cloud adds.",
+      },
+    ]);
+  });
+
+  it('a drift only in tags_all (the provider default_tags) says where it comes from', () => {
+    const [op] = deriveDrift(
+      parsePlanJson({
+        format_version: '1.2',
+        resource_drift: [rc('aws_s3_bucket.b', ['update'], { tags: {}, tags_all: { Owner: 'me' } })],
+        resource_changes: [rc('aws_s3_bucket.b', ['update'], { tags: {}, tags_all: { Owner: 'ops' } })],
+      }),
+    );
+    expect(op?.changes).toEqual([
+      expect.objectContaining({
+        path: 'tags_all.Owner',
+        mirror_of: 'tags',
+        note: "Only tags_all.Owner differs, not tags.Owner: the value comes from the provider's default_tags.",
+      }),
+    ]);
+  });
+
+  it('a whole-map change of tags (none declared) still folds its mirror keys', () => {
+    expect(
+      foldMirrors([
+        { path: 'tags', declared: null, actual: { Team: 'x' } },
+        { path: 'tags_all.Team', declared: undefined, actual: 'x' },
+      ]).map((c) => c.path),
+    ).toEqual(['tags']);
+    expect(equivalentPaths('tags.Team')).toEqual(['tags.Team', 'tags_all.Team']);
+    expect(equivalentPaths('labels.a')).toEqual(['labels.a', 'terraform_labels.a', 'effective_labels.a']);
+    expect(equivalentPaths('tags_all.x')).toEqual(['tags_all.x', 'tags.x']);
   });
 });
 

@@ -85,7 +85,7 @@ export interface RootSpec {
   cases: DriftCase[];
 }
 
-const PROVIDER = `terraform {
+export const PROVIDER = `terraform {
   required_version = ">= 1.5.0"
   required_providers {
     aws = {
@@ -646,7 +646,7 @@ variable "cost_center" {
 };
 
 // ---------------------------------------------------------------- root: compute (variables, count, for_each)
-const AMI = 'ami-03cf127a'; // one of the images moto serves
+export const AMI = 'ami-03cf127a'; // one of the images moto serves
 
 const compute: RootSpec = {
   name: 'compute',

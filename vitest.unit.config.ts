@@ -1,0 +1,18 @@
+import { defineConfig } from 'vitest/config';
+
+// The fast tier: pure logic, no stack (no global setup). `npm run test:unit`; the full suite
+// (`npm test`) runs these files too.
+export default defineConfig({
+  test: {
+    include: [
+      'test/shared/drift.test.ts',
+      'test/shared/drift-exceptions.test.ts',
+      'test/shared/drift-report.test.ts',
+      'test/shared/runner-plan.test.ts',
+      'test/activities/hcl.test.ts',
+      'test/activities/hcl-edit.test.ts',
+      'test/activities/offline-generate.test.ts',
+      'test/activities/plan-reader.test.ts',
+    ],
+  },
+});
