@@ -108,6 +108,9 @@ describe('generate rounds and apply', () => {
       destroy: 0,
       destroyed: [],
       replaced: [],
+      changes: [{ address: 'aws_security_group.web', action: 'update' }],
+      targets: ['aws_security_group.web'],
+      not_in_plan: [],
     });
     // The stored plan file is the one whose hash is pinned; the commit is the branch's head.
     const planCopy = join(mkdtempSync(join(tmpdir(), 'kumoss-generate-plan-')), 'pinned.tfplan');
