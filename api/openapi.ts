@@ -216,6 +216,27 @@ export function openApiDocument(): Record<string, unknown> {
           responses: { '200': { description: 'the recorded approval' }, ...errors(401, 403, 404, 409) },
         },
       },
+      '/api/v1/sessions/{id}/revertable': {
+        get: {
+          summary: 'The drift addresses of the session that a revert may name (developer)',
+          parameters: [sessionId],
+          responses: {
+            '200': {
+              description: 'addresses',
+              content: {
+                'application/json': {
+                  schema: {
+                    type: 'object',
+                    required: ['addresses'],
+                    properties: { addresses: { type: 'array', items: { type: 'string' } } },
+                  },
+                },
+              },
+            },
+            ...errors(401, 403, 404),
+          },
+        },
+      },
       '/api/v1/sessions/{id}/revert': {
         post: {
           summary:

@@ -250,6 +250,17 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
     },
   );
 
+  // The drift this session found that a revert may name (its latest drift round's).
+  router.get(
+    '/api/v1/sessions/:id/revertable',
+    authenticate(deps.db),
+    requireRole('developer'),
+    async (req, res) => {
+      const row = await ownSession(deps, req, req.params.id as string);
+      res.json({ addresses: await revertableAddresses(deps.db, deps.artifacts, row.session_id) });
+    },
+  );
+
   // Revert: the cloud follows the code for drift this session found. A generate round with no
   // change to the code: it pins a plan targeted at exactly these addresses (audited, locking).
   router.post(

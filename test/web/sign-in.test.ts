@@ -136,9 +136,9 @@ describe('web application: the request wizard and a live session (Chromium)', ()
     return { context, page };
   };
 
-  it('shows both drift modes disabled to a developer, with the seed’s hint', async () => {
+  it('shows every mode — both drift modes and Generate — disabled to a developer, with the seed’s hint', async () => {
     const { context, page } = await signedIn(tokens.developer ?? '');
-    for (const name of ['Partial Drift Remediation', 'Full Drift Remediation']) {
+    for (const name of ['Partial Drift Remediation', 'Full Drift Remediation', 'Generate a change']) {
       expect(await page.getByRole('radio', { name }).isDisabled()).toBe(true);
     }
     expect(await page.locator('#mode-hint').textContent()).toBe('Requires the devops operation role.');

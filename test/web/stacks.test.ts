@@ -1,7 +1,9 @@
 // Stacks and the drift inbox in a real browser (Debian's Chromium) on the real API, worker and
 // drift test bed: a devops registers a stack in the form, sees its schedule state and next run,
 // runs it now and watches the run land in the table; drift injected between runs shows up in the
-// inbox, where choosing the item opens a partial drift session on exactly it; pausing with a note
+// inbox with what the code declares and what the cloud has, where choosing the item opens a partial
+// drift session on exactly it, or reverts it in the cloud (as a session's found drift can be): the
+// pinned plan lists exactly its address, and Apply puts it back; pausing with a note
 // says so on the page and hides the next run, resuming brings it back; a developer reads it all
 // without the controls; axe-core finds no serious or critical violation on the three views.
 import type { Browser, Page } from 'playwright-core';
@@ -11,7 +13,8 @@ import { createDb, type Db } from '../../shared/db';
 import { roundArtifactKey } from '../../shared/ids';
 import { roleTokens, startTestApi, waitForSession, type TestApi } from '../support/api';
 import { expectAccessible, launchBrowser, signIn, screenshot } from '../support/browser';
-import { DRIFT_ADDRESSES, SG_WEB_DEMO, type DriftTestBed } from '../support/drift-test-bed';
+import { APP_CONFIG, DRIFT_ADDRESSES, SG_WEB_DEMO, type DriftTestBed } from '../support/drift-test-bed';
+import { triggerStackRun } from '../support/stack-runs';
 import { artifactStore, newTestBed, stack, temporalHarness, type TemporalHarness } from '../support/stack';
 
 describe('web application: stacks and the drift inbox (Chromium)', () => {
@@ -95,10 +98,10 @@ describe('web application: stacks and the drift inbox (Chromium)', () => {
     await page.getByRole('heading', { name: 'Drift inbox' }).waitFor();
     const item = page.locator(`tr[data-item="${DRIFT_ADDRESSES.ingress} data.ingress"]`);
     await item.waitFor();
-    expect(await item.locator('td').nth(4).textContent()).toBe('update');
+    expect(await item.locator('td').nth(6).textContent()).toBe('update');
     await expectAccessible(page, 'inbox');
     await screenshot(page, 'inbox');
-    const open = page.getByRole('button', { name: 'Open a partial drift session on the chosen items' });
+    const open = page.getByRole('button', { name: 'Open a session on the chosen items' });
     expect(await open.isDisabled()).toBe(true);
     await page.getByLabel(`Choose ${DRIFT_ADDRESSES.ingress} data.ingress`).check();
     await open.click();
@@ -138,5 +141,82 @@ describe('web application: stacks and the drift inbox (Chromium)', () => {
     expect(await dev.page.getByRole('checkbox').count()).toBe(0);
     await dev.context.close();
     await bed.api.put(SG_WEB_DEMO.id, SG_WEB_DEMO);
+  });
+
+  it('shows what the code declares and what the cloud has, and reverts in the cloud from the inbox and from a session’s drift: each plan lists exactly its address, Apply puts it back', async () => {
+    const created = await api.call('POST', '/api/v1/stacks', tokens.devops, {
+      name: `web-revert-${Date.now()}`,
+      repository_url: bed.repoUrl,
+      cloud: 'aws',
+      scope_id: 'scope-web',
+      schedule: { cron: `${(new Date().getUTCMinutes() + 30) % 60} * * * *` },
+    });
+    expect(created.status).toBe(201);
+    const stackId = (created.body as { stack_uuid: string }).stack_uuid;
+    await bed.inject('ingress');
+    await bed.inject('attribute');
+    await triggerStackRun(api, h.client, tokens, stackId);
+    const { context, page, errors } = await signedIn(tokens.devops, `/inbox?stack=${stackId}`);
+    const item = page.locator(`tr[data-item="${DRIFT_ADDRESSES.ingress} data.ingress"]`);
+    await item.waitFor();
+    const rule8080 = { protocol: 'tcp', from_port: 8080, to_port: 8080, cidr_blocks: ['0.0.0.0/0'] };
+    expect(JSON.parse((await item.getByTestId('declared').textContent()) ?? '')).toEqual(SG_WEB_DEMO.ingress);
+    expect(JSON.parse((await item.getByTestId('actual').textContent()) ?? '')).toEqual([
+      ...SG_WEB_DEMO.ingress,
+      rule8080,
+    ]);
+    const replicas = page.locator(`tr[data-item="${DRIFT_ADDRESSES.attribute} data.replicas"]`);
+    expect(await replicas.getByTestId('declared').textContent()).toBe('2');
+    expect(await replicas.getByTestId('actual').textContent()).toBe('5');
+
+    // Revert the opened rule: a session whose pinned plan holds that one address; the replica
+    // change is listed beside it, not in it.
+    await page.getByLabel(`Choose ${DRIFT_ADDRESSES.ingress} data.ingress`).check();
+    await page.getByRole('button', { name: 'Revert in the cloud' }).click();
+    await page.waitForURL(/\/sessions\/s-/);
+    const change = page.locator(`tr[data-change="${DRIFT_ADDRESSES.ingress}"]`);
+    await change.waitFor({ timeout: 120_000 });
+    expect(await page.getByRole('table', { name: 'In this plan' }).locator('tbody tr').count()).toBe(1);
+    expect(await change.locator('td').nth(1).textContent()).toBe('update');
+    expect(await page.getByTestId('plan-targets').textContent()).toBe(
+      `Planned with -target ${DRIFT_ADDRESSES.ingress}: nothing else is applied.`,
+    );
+    expect(await page.getByTestId('not-in-plan').textContent()).toContain(
+      `${DRIFT_ADDRESSES.attribute} update`,
+    );
+    await expectAccessible(page, 'revert-plan');
+    await screenshot(page, 'revert-plan');
+    await page.getByRole('button', { name: 'Apply the pinned plan' }).click();
+    await expect
+      .poll(() => page.getByTestId('round-status').nth(1).textContent(), { timeout: 120_000 })
+      .toBe('completed');
+    expect((await bed.api.get(SG_WEB_DEMO.id))?.ingress).toEqual(SG_WEB_DEMO.ingress);
+    expect((await bed.api.get(APP_CONFIG.id))?.replicas).toBe(5);
+
+    // A drift session's found drift, reverted from its page.
+    const replicasItem = (
+      (await api.call('GET', `/api/v1/drift-items?stack=${stackId}&state=open`, tokens.devops)).body
+        .items as { drift_item_uuid: string; address: string }[]
+    ).find((i) => i.address === DRIFT_ADDRESSES.attribute);
+    const adopted = await api.call('POST', '/api/v1/drift-items/remediate', tokens.devops, {
+      item_uuids: [replicasItem?.drift_item_uuid],
+    });
+    const sessionId = (adopted.body as { session_id: string }).session_id;
+    await waitForSession(api, tokens.devops, sessionId, 1);
+    await page.goto(`${api.url}/sessions/${sessionId}`);
+    await page.getByRole('heading', { name: 'Drift found' }).waitFor();
+    await page.getByRole('checkbox', { name: DRIFT_ADDRESSES.attribute }).check();
+    await page.getByRole('button', { name: 'Revert in the cloud' }).click();
+    const replicasChange = page.locator(`tr[data-change="${DRIFT_ADDRESSES.attribute}"]`);
+    await replicasChange.waitFor({ timeout: 120_000 });
+    expect(await page.getByRole('table', { name: 'In this plan' }).locator('tbody tr').count()).toBe(1);
+    await page.getByRole('button', { name: 'Apply the pinned plan' }).click();
+    await expect
+      .poll(() => page.getByTestId('round-status').nth(2).textContent(), { timeout: 120_000 })
+      .toBe('completed');
+    expect((await bed.api.get(APP_CONFIG.id))?.replicas).toBe(2);
+    expect(errors).toEqual([]);
+    await context.close();
+    await api.call('DELETE', `/api/v1/stacks/${stackId}`, tokens.devops);
   });
 });

@@ -1,6 +1,20 @@
-// The drift mode of a request: Partial or Full Drift Remediation, both shown disabled below devops
+// The mode of a request: Partial or Full Drift Remediation (the code follows the cloud) or Generate
+// (a change to the infrastructure: a pinned, audited plan to apply), all shown disabled below devops
 // with the seed's hint.
-export type DriftMode = 'partial' | 'full';
+export type DriftMode = 'partial' | 'full' | 'generate';
+
+const LABELS: Record<DriftMode, string> = {
+  partial: 'Partial Drift Remediation',
+  full: 'Full Drift Remediation',
+  generate: 'Generate a change',
+};
+
+/** The route a request of this mode goes to. */
+export const MODE_ROUTES = {
+  partial: '/api/v1/drift/partial',
+  full: '/api/v1/drift/full',
+  generate: '/api/v1/generate',
+} as const;
 
 export const DEVOPS_HINT = 'Requires the devops operation role.';
 
@@ -19,7 +33,7 @@ export function ModeChoice({
   return (
     <fieldset>
       <legend>Mode</legend>
-      {(['partial', 'full'] as const).map((m) => (
+      {(['partial', 'full', 'generate'] as const).map((m) => (
         <label key={m} className={enabled ? '' : 'disabled'} title={enabled ? undefined : DEVOPS_HINT}>
           <input
             type="radio"
@@ -30,7 +44,7 @@ export function ModeChoice({
             onChange={() => onChange(m)}
             aria-describedby={enabled ? undefined : hintId}
           />
-          {m === 'partial' ? 'Partial Drift Remediation' : 'Full Drift Remediation'}
+          {LABELS[m]}
         </label>
       ))}
       {!enabled && (

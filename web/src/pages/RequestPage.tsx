@@ -1,7 +1,7 @@
 // The request wizard (seed 001): a session's first request — repository URL (checked as the person
 // types, by the API's own schema), cloud, scope id, optional IaC path, the request text — for
-// Partial or Full drift remediation. Both modes are shown disabled below devops with the seed's
-// hint. When the mapping sidecar knows the repository's cloud and scope, those two questions are
+// Partial or Full drift remediation, or Generate (a change whose plan is pinned for review and
+// apply). Every mode is shown disabled below devops with the seed's hint. When the mapping sidecar knows the repository's cloud and scope, those two questions are
 // skipped (null = ask). The authorization preflight runs before the request is sent; a denial is
 // shown with its reason. `/new?repository_url=…&cloud=…&scope_id=…&iac_path=…` opens it prefilled
 // (a failed session offers that link to its replacement).
@@ -10,7 +10,7 @@ import { useState, type FormEvent } from 'react';
 import { CLOUDS } from '../../../shared/drift-exceptions';
 import { repositoryUrlSchema } from '../../../shared/contracts';
 import { api, errorMessage, type Me } from '../api/client';
-import { ModeChoice, type DriftMode } from '../components/ModeChoice';
+import { ModeChoice, MODE_ROUTES, type DriftMode } from '../components/ModeChoice';
 import { navigate } from '../router';
 import { Alert } from '../components/Alert';
 
@@ -87,10 +87,7 @@ export function RequestPage({ me }: { me: Me }) {
         text,
         ...(iacPath ? { iac_path: iacPath } : {}),
       };
-      const res =
-        mode === 'partial'
-          ? await api.POST('/api/v1/drift/partial', { body })
-          : await api.POST('/api/v1/drift/full', { body });
+      const res = await api.POST(MODE_ROUTES[mode], { body });
       if (res.response.status !== 202 || !res.data) {
         setError(errorMessage(res.error, `The request was not accepted (HTTP ${res.response.status}).`));
         return;
@@ -162,7 +159,11 @@ export function RequestPage({ me }: { me: Me }) {
           rows={3}
           value={text}
           onChange={(e) => setText(e.target.value)}
-          placeholder="Resolve the drift on security group sg-web-demo."
+          placeholder={
+            mode === 'generate'
+              ? 'Add the tag CostCenter = cc-1234 to the bastion security group.'
+              : 'Resolve the drift on security group sg-web-demo.'
+          }
         />
         <button type="submit" disabled={!ready || busy}>
           {busy ? 'Sending…' : 'Send request'}

@@ -6,7 +6,7 @@ import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { lazy, Suspense, useEffect, useState, type FormEvent } from 'react';
 import { api, errorMessage, type Me } from '../api/client';
 import type { components } from '../api/schema';
-import { ModeChoice, type DriftMode } from '../components/ModeChoice';
+import { DEVOPS_HINT, ModeChoice, MODE_ROUTES, type DriftMode } from '../components/ModeChoice';
 import { navigate } from '../router';
 import { Alert } from '../components/Alert';
 
@@ -101,6 +101,7 @@ export function SessionPage({ sessionId, uiUrl, me }: { sessionId: string; uiUrl
         </div>
       )}
       {d.pinned_plan && <PinnedPlanPanel detail={d} plan={d.pinned_plan} onChange={refresh} />}
+      <LeftoverDrift detail={d} me={me} onChange={refresh} />
       <Results detail={d} onChange={refresh} />
       <h2>Rounds</h2>
       <ol className="rounds">
@@ -142,6 +143,92 @@ export function SessionPage({ sessionId, uiUrl, me }: { sessionId: string; uiUrl
   );
 }
 
+/**
+ * The drift a session's latest drift round found, and "Revert in the cloud" on chosen addresses: a
+ * generate round with no change to the code pins a plan of exactly those addresses (devops).
+ */
+function LeftoverDrift({ detail: d, me, onChange }: { detail: Detail; me: Me; onChange: () => void }) {
+  const canRevert = me.role === 'devops' || me.role === 'admin';
+  const lastDrift = [...d.rounds]
+    .reverse()
+    .find((r) => (r.kind === 'partial' || r.kind === 'full') && r.status === 'completed');
+  const revertable = useQuery({
+    queryKey: ['revertable', d.session_id, lastDrift?.round_id],
+    enabled: lastDrift !== undefined,
+    queryFn: async () => {
+      const { data, error } = await api.GET('/api/v1/sessions/{id}/revertable', {
+        params: { path: { id: d.session_id } },
+      });
+      if (error) throw new Error(errorMessage(error));
+      return data.addresses;
+    },
+  });
+  const [chosen, setChosen] = useState<Set<string>>(new Set());
+  const [error, setError] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+  const addresses = revertable.data ?? [];
+  if (!lastDrift || addresses.length === 0) return null;
+  const revert = async () => {
+    setBusy(true);
+    setError(null);
+    const res = await api.POST('/api/v1/sessions/{id}/revert', {
+      params: { path: { id: d.session_id } },
+      body: { addresses: [...chosen] },
+    });
+    setBusy(false);
+    const accepted = res.data as { accepted?: boolean; reason?: string } | undefined;
+    if (res.response.status !== 202) setError(errorMessage(res.error, `HTTP ${res.response.status}`));
+    else if (accepted?.accepted === false) setError(accepted.reason ?? 'The session refused the request.');
+    else setChosen(new Set());
+    onChange();
+  };
+  return (
+    <section aria-labelledby="leftover-title">
+      <h2 id="leftover-title">Drift found</h2>
+      <p className="hint">
+        Adopt it (a drift round: the code follows the cloud) or revert it: the cloud follows the code, with a
+        plan of exactly the chosen addresses pinned for review.
+      </p>
+      <ul className="choices">
+        {addresses.map((a) => (
+          <li key={a}>
+            <label>
+              <input
+                type="checkbox"
+                disabled={!canRevert}
+                checked={chosen.has(a)}
+                onChange={() =>
+                  setChosen((prev) => {
+                    const next = new Set(prev);
+                    if (next.has(a)) next.delete(a);
+                    else next.add(a);
+                    return next;
+                  })
+                }
+              />
+              <code>{a}</code>
+            </label>
+          </li>
+        ))}
+      </ul>
+      <button
+        type="button"
+        disabled={!canRevert || busy || chosen.size === 0 || d.in_flight !== null || d.status !== 'ACTIVE'}
+        aria-describedby={canRevert ? undefined : 'revert-hint'}
+        onClick={() => void revert()}
+      >
+        Revert in the cloud
+      </button>
+      {!canRevert && (
+        <p id="revert-hint" className="hint">
+          {DEVOPS_HINT}
+        </p>
+      )}
+      <Alert message={error} />
+    </section>
+  );
+}
+
 /** The wizard's link to a new session with this one's repository, cloud, scope and path. */
 function replacement(d: Detail): string {
   const q = new URLSearchParams({
@@ -166,10 +253,7 @@ function FollowUp({ detail: d, me, onSent }: { detail: Detail; me: Me; onSent: (
     setBusy(true);
     setError(null);
     const body = { session_id: d.session_id, text };
-    const res =
-      mode === 'partial'
-        ? await api.POST('/api/v1/drift/partial', { body })
-        : await api.POST('/api/v1/drift/full', { body });
+    const res = await api.POST(MODE_ROUTES[mode], { body });
     setBusy(false);
     const accepted = res.data as { accepted?: boolean; reason?: string } | undefined;
     if (res.response.status !== 202) setError(errorMessage(res.error, `HTTP ${res.response.status}`));
@@ -282,7 +366,8 @@ function Results({ detail: d, onChange }: { detail: Detail; onChange: () => void
 
 /**
  * The pinned plan of a generate round: the impact banner (what apply will create, update, replace
- * and destroy, with the destroyed and replaced addresses), its compliance audit, its approval when
+ * and destroy), every address in the plan with its action, the -target it was made with and the
+ * root's other pending changes it leaves out, its compliance audit, its approval when
  * the installation asks for a second person's (four eyes), and Apply.
  */
 function PinnedPlanPanel({
@@ -317,15 +402,45 @@ function PinnedPlanPanel({
         {impact.create} to create · {impact.update} to update · {impact.replace} to replace · {impact.destroy}{' '}
         to destroy
       </p>
-      {impact.destroyed.length > 0 && (
-        <p>
-          Destroyed: <code>{impact.destroyed.join(', ')}</code>
-        </p>
-      )}
-      {impact.replaced.length > 0 && (
-        <p>
-          Replaced: <code>{impact.replaced.join(', ')}</code>
-        </p>
+      <table aria-label="In this plan">
+        <thead>
+          <tr>
+            <th scope="col">Address</th>
+            <th scope="col">Action</th>
+          </tr>
+        </thead>
+        <tbody>
+          {(impact.changes ?? []).map((c) => (
+            <tr key={c.address} data-change={c.address}>
+              <td>
+                <code>{c.address}</code>
+              </td>
+              <td className={c.action === 'destroy' || c.action === 'replace' ? 'error' : undefined}>
+                {c.action}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      <p className="hint" data-testid="plan-targets">
+        {impact.targets?.length
+          ? `Planned with -target ${impact.targets.join(', ')}: nothing else is applied.`
+          : 'Planned on the whole root.'}
+      </p>
+      {(impact.not_in_plan ?? []).length > 0 && (
+        <div data-testid="not-in-plan">
+          <p>
+            Not in this plan: {impact.not_in_plan?.length} resource
+            {impact.not_in_plan?.length === 1 ? '' : 's'} would change — never applied with it:
+          </p>
+          <ul>
+            {impact.not_in_plan?.map((c) => (
+              <li key={c.address}>
+                <code>{c.address}</code> {c.action}
+              </li>
+            ))}
+          </ul>
+        </div>
       )}
       <p className="hint">
         Round {plan.round_id} · commit <code>{plan.commit.slice(0, 12)}</code> · state serial{' '}

@@ -1,6 +1,8 @@
 // Stacks and the drift inbox: the organization's registered roots with their Temporal Schedule
 // (paused or not, its note, the next run) and their detection runs; the inbox of drift items, open
-// or resolved, from which a devops opens a partial drift session on chosen items.
+// or resolved, each with what the code declares and what the cloud has, from which a devops either
+// adopts chosen items (a partial drift session: the code follows the cloud) or reverts them (a
+// session whose generate round pins a plan of the unchanged code for exactly their addresses).
 //   /stacks          the stacks, a new stack (devops)
 //   /stacks/<stack>  one stack: its schedule (pause, resume, run now) and its runs
 //   /inbox           the drift inbox
@@ -20,6 +22,10 @@ import { navigate } from '../router';
 
 /** A stack as the API answers it: the registered fields and its schedule's state. */
 type Stack = StackRecord & { schedule_state: ScheduleState | null };
+
+/** A value from an inbox item, as text (never markup): unset, a string as it is, anything else as JSON. */
+export const valueText = (v: unknown): string =>
+  v === null || v === undefined ? '(not set)' : typeof v === 'string' ? v : JSON.stringify(v);
 
 const when = (iso: string | null | undefined) =>
   iso ? <time dateTime={iso}>{new Date(iso).toLocaleString()}</time> : '—';
@@ -345,9 +351,11 @@ export function InboxPage({ me, search }: { me: Me; search: string }) {
       ).items,
   });
   const remediate = useMutation({
-    mutationFn: () =>
+    mutationFn: (how: 'remediate' | 'revert') =>
       ok<{ session_id: string }>(
-        api.POST('/api/v1/drift-items/remediate', { body: { item_uuids: [...chosen] } }),
+        how === 'remediate'
+          ? api.POST('/api/v1/drift-items/remediate', { body: { item_uuids: [...chosen] } })
+          : api.POST('/api/v1/drift-items/revert', { body: { item_uuids: [...chosen] } }),
       ),
     onSuccess: (r) => navigate(`/sessions/${r.session_id}`),
   });
@@ -402,6 +410,8 @@ export function InboxPage({ me, search }: { me: Me; search: string }) {
                 <th scope="col">Stack</th>
                 <th scope="col">Resource</th>
                 <th scope="col">Attribute</th>
+                <th scope="col">Code declares</th>
+                <th scope="col">Cloud has</th>
                 <th scope="col">Action</th>
                 <th scope="col">Seen</th>
                 <th scope="col">{state === 'open' ? 'Last seen' : 'Resolved'}</th>
@@ -434,6 +444,13 @@ export function InboxPage({ me, search }: { me: Me; search: string }) {
                   <td>
                     <code>{i.attribute}</code>
                     {i.whitelisted && <span className="hint"> · exception {i.rule_id}</span>}
+                    {i.note && <p className="hint">{i.note}</p>}
+                  </td>
+                  <td data-testid="declared">
+                    <code>{valueText(i.declared)}</code>
+                  </td>
+                  <td data-testid="actual">
+                    <code>{valueText(i.actual)}</code>
                   </td>
                   <td>{i.action}</td>
                   <td>{i.runs_seen} run(s)</td>
@@ -451,14 +468,22 @@ export function InboxPage({ me, search }: { me: Me; search: string }) {
             type="button"
             disabled={chosen.size === 0 || stacksChosen > 1 || remediate.isPending}
             aria-describedby="remediate-hint"
-            onClick={() => remediate.mutate()}
+            onClick={() => remediate.mutate('remediate')}
           >
-            Open a partial drift session on the chosen items
+            Open a session on the chosen items
+          </button>
+          <button
+            type="button"
+            disabled={chosen.size === 0 || stacksChosen > 1 || remediate.isPending}
+            aria-describedby="remediate-hint"
+            onClick={() => remediate.mutate('revert')}
+          >
+            Revert in the cloud
           </button>
           <p id="remediate-hint" className="hint">
             {stacksChosen > 1
               ? 'Choose items of one stack: a session works on one root.'
-              : 'The session plans and fixes the code of exactly these resources; it never applies.'}
+              : 'Open a session: the code follows the cloud for exactly these resources (a pull request; it never applies). Revert in the cloud: a plan of the unchanged code for exactly these resources, pinned for review; nothing changes until it is applied.'}
           </p>
           <Alert message={remediate.isError ? remediate.error.message : null} />
         </div>
