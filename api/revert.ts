@@ -1,6 +1,8 @@
-// What a session may revert in the cloud: the drift its latest drift round found — what the report
-// left (unreconciled_drift, whitelisted_exceptions) and every drifted address of its plans. Read
-// from the round's own artifacts; a person picks from these, never an address the round did not see.
+// What a session may revert in the cloud: the drift its latest drift round left — the report's
+// unreconciled_drift and whitelisted_exceptions, and every drifted address of the round's last plan.
+// Read from the round's own artifacts; a person picks from these, never an address the round did not
+// see. Drift the round adopted into the branch's code is not among them: there the code already
+// follows the cloud.
 import { z } from 'zod';
 import { sessionArtifacts } from '../shared/db/artifacts';
 import { sessionRounds } from '../shared/db/sessions';
@@ -25,7 +27,7 @@ const parsed = async <T>(
   }
 };
 
-/** The addresses of the drift the session's latest completed drift round found (empty: none). */
+/** The addresses of the drift the session's latest completed drift round left (empty: none). */
 export async function revertableAddresses(
   db: Db,
   artifacts: ArtifactStore,
@@ -34,17 +36,32 @@ export async function revertableAddresses(
   const rounds = await sessionRounds(db, sessionId);
   const last = [...rounds]
     .reverse()
-    .find((r) => (r.kind === 'partial' || r.kind === 'full') && r.status === 'completed' && r.report_key);
+    // Completed, or uncompleted with nothing to change (every drift excepted): both report.
+    .find(
+      (r) =>
+        (r.kind === 'partial' || r.kind === 'full') &&
+        (r.status === 'completed' || r.status === 'uncompleted') &&
+        r.report_key,
+    );
   if (!last?.report_key) return [];
   const out = new Set<string>();
   const report = await parsed(artifacts, last.report_key, driftReportSchema);
   for (const d of report?.unreconciled_drift ?? []) out.add(d.address);
   for (const w of report?.whitelisted_exceptions ?? []) out.add(w.address);
+  // The drift of its last plan: the last iteration's drift report, when that iteration found drift
+  // (what an earlier iteration found and a cycle reconciled is not drift any more).
   const prefix = `sessions/${sessionId}/rounds/${last.round_id}/iteration-`;
-  const keys = (await sessionArtifacts(db, sessionId)).filter(
-    (k) => k.startsWith(prefix) && k.endsWith('/drift-report.json'),
-  );
-  for (const k of keys)
-    for (const d of (await parsed(artifacts, k, iterationReportSchema))?.drift ?? []) out.add(d.address);
+  const iterations = (await sessionArtifacts(db, sessionId))
+    .filter((k) => k.startsWith(prefix))
+    .map((k) => Number(/^(\d+)\//.exec(k.slice(prefix.length))?.[1] ?? 0));
+  const lastIteration = Math.max(0, ...iterations);
+  if (lastIteration > 0) {
+    const found = await parsed(
+      artifacts,
+      `${prefix}${lastIteration}/drift-report.json`,
+      iterationReportSchema,
+    );
+    for (const d of found?.drift ?? []) out.add(d.address);
+  }
   return [...out].sort();
 }

@@ -315,6 +315,15 @@ describe('web application: artifacts, admin panel, runner groups (Chromium)', ()
             destroy: 1,
             destroyed: [evil],
             replaced: ['aws_instance.web'],
+            changes: [
+              { address: 'aws_instance.api', action: 'create' },
+              { address: 'aws_instance.web', action: 'replace' },
+              { address: evil, action: 'destroy' },
+              { address: 'aws_security_group.app', action: 'update' },
+              { address: 'aws_security_group.web', action: 'update' },
+            ],
+            targets: null,
+            not_in_plan: [{ address: `aws_s3_bucket.logs${SCRIPT}`, action: 'update' }],
           },
           compliance: {
             passed: false,
@@ -332,7 +341,14 @@ describe('web application: artifacts, admin panel, runner groups (Chromium)', ()
     expect(await page.getByTestId('impact-banner').textContent()).toBe(
       '1 to create · 2 to update · 1 to replace · 1 to destroy',
     );
-    expect(await page.getByText(`Destroyed: ${evil}`).count()).toBe(1);
+    // Every address with its action, and what the plan leaves out — all as text.
+    const rows = page.getByRole('table', { name: 'In this plan' }).locator('tbody tr');
+    expect(await rows.count()).toBe(5);
+    expect(await rows.nth(2).locator('td').allTextContents()).toEqual([evil, 'destroy']);
+    expect(await page.getByTestId('plan-targets').textContent()).toBe('Planned on the whole root.');
+    expect(await page.getByTestId('not-in-plan').textContent()).toBe(
+      `Not in this plan: 1 resource would change — never applied with it:aws_s3_bucket.logs${SCRIPT} update`,
+    );
     expect(await page.getByTestId('compliance').textContent()).toContain(
       '1 deny-level finding(s) — apply is blocked',
     );

@@ -15,7 +15,17 @@ import { roleTokens, startTestApi, waitForSession, type TestApi } from '../suppo
 import { expectAccessible, launchBrowser, signIn, screenshot } from '../support/browser';
 import { APP_CONFIG, DRIFT_ADDRESSES, SG_WEB_DEMO, type DriftTestBed } from '../support/drift-test-bed';
 import { triggerStackRun } from '../support/stack-runs';
-import { artifactStore, newTestBed, stack, temporalHarness, type TemporalHarness } from '../support/stack';
+import { rmSync } from 'node:fs';
+import {
+  artifactStore,
+  newTestBed,
+  promptsWithAwsRules,
+  REPLICAS_RULE,
+  stack,
+  temporalHarness,
+  testActivities,
+  type TemporalHarness,
+} from '../support/stack';
 
 describe('web application: stacks and the drift inbox (Chromium)', () => {
   let h: TemporalHarness;
@@ -24,10 +34,13 @@ describe('web application: stacks and the drift inbox (Chromium)', () => {
   let browser: Browser;
   let bed: DriftTestBed;
   let tokens: Record<'developer' | 'devops' | 'admin', string>;
+  let prompts = '';
 
   beforeAll(async () => {
     const webDist = await ensureWebBuild();
-    h = await temporalHarness('web-stacks');
+    // The bed's replica count is tuned by hand: an exception rule whitelists it.
+    prompts = promptsWithAwsRules(REPLICAS_RULE);
+    h = await temporalHarness('web-stacks', testActivities({ promptsDir: prompts }));
     db = createDb(stack().databaseUrl);
     tokens = await roleTokens(db, `web-stacks-${Date.now()}`);
     api = await startTestApi(h, db, undefined, undefined, undefined, undefined, webDist);
@@ -40,6 +53,7 @@ describe('web application: stacks and the drift inbox (Chromium)', () => {
     api?.close();
     await db?.destroy();
     await h?.close();
+    if (prompts) rmSync(prompts, { recursive: true, force: true });
   });
 
   const signedIn = (token: string, path: string) => signIn(browser, api.url, token, path);
@@ -168,6 +182,7 @@ describe('web application: stacks and the drift inbox (Chromium)', () => {
     const replicas = page.locator(`tr[data-item="${DRIFT_ADDRESSES.attribute} data.replicas"]`);
     expect(await replicas.getByTestId('declared').textContent()).toBe('2');
     expect(await replicas.getByTestId('actual').textContent()).toBe('5');
+    expect(await replicas.locator('td').first().textContent()).toBe('whitelisted');
 
     // Revert the opened rule: a session whose pinned plan holds that one address; the replica
     // change is listed beside it, not in it.
@@ -193,15 +208,15 @@ describe('web application: stacks and the drift inbox (Chromium)', () => {
     expect((await bed.api.get(SG_WEB_DEMO.id))?.ingress).toEqual(SG_WEB_DEMO.ingress);
     expect((await bed.api.get(APP_CONFIG.id))?.replicas).toBe(5);
 
-    // A drift session's found drift, reverted from its page.
-    const replicasItem = (
-      (await api.call('GET', `/api/v1/drift-items?stack=${stackId}&state=open`, tokens.devops)).body
-        .items as { drift_item_uuid: string; address: string }[]
-    ).find((i) => i.address === DRIFT_ADDRESSES.attribute);
-    const adopted = await api.call('POST', '/api/v1/drift-items/remediate', tokens.devops, {
-      item_uuids: [replicasItem?.drift_item_uuid],
+    // A drift session's leftover — the replica count its exception rule leaves alone — reverted
+    // from its page.
+    const full = await api.call('POST', '/api/v1/drift/full', tokens.devops, {
+      repository_url: bed.repoUrl,
+      cloud: 'aws',
+      scope_id: 'scope-web',
+      text: 'Reconcile everything.',
     });
-    const sessionId = (adopted.body as { session_id: string }).session_id;
+    const sessionId = (full.body as { session_id: string }).session_id;
     await waitForSession(api, tokens.devops, sessionId, 1);
     await page.goto(`${api.url}/sessions/${sessionId}`);
     await page.getByRole('heading', { name: 'Drift found' }).waitFor();

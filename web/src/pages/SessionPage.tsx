@@ -151,7 +151,11 @@ function LeftoverDrift({ detail: d, me, onChange }: { detail: Detail; me: Me; on
   const canRevert = me.role === 'devops' || me.role === 'admin';
   const lastDrift = [...d.rounds]
     .reverse()
-    .find((r) => (r.kind === 'partial' || r.kind === 'full') && r.status === 'completed');
+    .find(
+      (r) =>
+        (r.kind === 'partial' || r.kind === 'full') &&
+        (r.status === 'completed' || r.status === 'uncompleted'),
+    );
   const revertable = useQuery({
     queryKey: ['revertable', d.session_id, lastDrift?.round_id],
     enabled: lastDrift !== undefined,
@@ -364,6 +368,15 @@ function Results({ detail: d, onChange }: { detail: Detail; onChange: () => void
   );
 }
 
+/** Every address of a plan with its action (plans pinned before the list: destroyed and replaced). */
+function planned(impact: PinnedPlan['impact']): { address: string; action: string }[] {
+  if (impact.changes?.length) return impact.changes;
+  return [
+    ...impact.destroyed.map((address) => ({ address, action: 'destroy' })),
+    ...impact.replaced.map((address) => ({ address, action: 'replace' })),
+  ];
+}
+
 /**
  * The pinned plan of a generate round: the impact banner (what apply will create, update, replace
  * and destroy), every address in the plan with its action, the -target it was made with and the
@@ -410,7 +423,7 @@ function PinnedPlanPanel({
           </tr>
         </thead>
         <tbody>
-          {(impact.changes ?? []).map((c) => (
+          {planned(impact).map((c) => (
             <tr key={c.address} data-change={c.address}>
               <td>
                 <code>{c.address}</code>
