@@ -1,18 +1,23 @@
 // Offline generation: a small, stated set of requests carried out deterministically on resources
 // that exist in the root, and nothing else — anything outside the set is declined with "needs a
-// language model", never guessed. The set:
+// language model" and examples of what it does carry out, built from the root's own resources;
+// never guessed. The set (the words people type around it — "the", "a", "please" — are fine):
 //
 //   set <attribute> of <resource> to <value>          (a top-level attribute: number, true/false, text)
-//   add tag <key>=<value> to <resource>                (also "add the tag …", "add a tag …")
+//   resize <resource> to <instance type>               (instance_type)
+//   add tag <key>=<value> to <resource>                (also "add the tag K = V to …",
+//                                                        "tag <resource> with K=V", "set the tag K to V on …")
 //   remove tag <key> from <resource>
 //   add ingress rule <tcp|udp> <port>[-<port>] from <cidr> to <resource>
-//   remove ingress rule <tcp|udp> <port>[-<port>] from <resource>
-//   set count of <resource> to <n>                      (a literal count)
+//                                                      (also "open port N from <cidr> on <resource>")
+//   remove ingress rule <tcp|udp> <port>[-<port>] from <resource>   (also "close port N on <resource>")
+//   set count of <resource> to <n>                      (a literal count; also "scale <resource> to <n>")
 //
-// <resource> is an address (`aws_security_group.web`) or a name a person uses for it (its Name tag,
-// its cloud name). The change is made the way a drift is reconciled: the code is edited until it
-// declares the wanted value (activities/hcl-edit.ts), so a value that comes from a variable or a
-// local is changed there, and what cannot be edited safely is declined with the editor's reason.
+// <resource> is an address (`aws_security_group.web`), a name a person uses for it (its Name tag, its
+// cloud name or id), or a few words of its name with its kind ("the bastion security group") when
+// they name exactly one resource. The change is made the way a drift is reconciled: the code is edited
+// until it declares the wanted value (activities/hcl-edit.ts), so a value that comes from a variable
+// or a local is changed there, and what cannot be edited safely is declined with the editor's reason.
 import type { DriftOperation } from '../../shared/drift';
 import { applyEdits, reconcileOperation, Unfixable } from '../hcl-edit';
 import { hclString } from '../hcl';
@@ -30,8 +35,13 @@ type Intent =
   | { kind: 'remove-ingress'; protocol: string; from: number; to: number; target: string }
   | { kind: 'count'; count: number; target: string };
 
-const TARGET = String.raw`(?<target>[^\s"']+|"[^"]+"|'[^']+')`;
+const TARGET = String.raw`(?<target>"[^"]+"|'[^']+'|[^"'].*?)`;
 const unquote = (s: string): string => s.replace(/^["']|["']$/g, '');
+const KEY = String.raw`(?<key>[A-Za-z0-9_.:/-]+)`;
+const VALUE = String.raw`(?<value>"[^"]*"|'[^']*'|\S+)`;
+const RULE = String.raw`(?:an? |the )?ingress rule (?:for |allowing )?(?<proto>tcp|udp) (?:port )?(?<from>\d+)(?:-(?<to>\d+))?`;
+const PORT = String.raw`(?:(?<proto>tcp|udp) )?port (?<from>\d+)(?:-(?<to>\d+))?`;
+const CIDR = String.raw`(?<cidr>\d{1,3}(?:\.\d{1,3}){3}/\d{1,2})`;
 
 function scalar(text: string): unknown {
   const t = text.trim();
@@ -42,67 +52,138 @@ function scalar(text: string): unknown {
 
 /** The request as one of the offline set, or undefined. */
 export function parseGenerateRequest(text: string): Intent | undefined {
-  const t = text.trim().replace(/[.!]+$/, '');
+  const t = text
+    .trim()
+    .replace(/[.!]+$/, '')
+    .replace(/^(?:please|kindly)[, ]+/i, '')
+    .replace(/\s+please$/i, '');
+  const match = (pattern: string) => new RegExp(`^${pattern}$`, 'i').exec(t);
   let m: RegExpExecArray | null;
   const field = (x: RegExpExecArray, k: string): string => x.groups?.[k] ?? '';
-  if ((m = new RegExp(String.raw`^(?:set|change) (?:the )?count of ${TARGET} to (?<n>\d+)$`, 'i').exec(t)))
-    return { kind: 'count', count: Number(field(m, 'n')), target: unquote(field(m, 'target')) };
+  const target = (x: RegExpExecArray) => unquote(field(x, 'target').trim());
+  const ports = (x: RegExpExecArray) => ({
+    protocol: (field(x, 'proto') || 'tcp').toLowerCase(),
+    from: Number(field(x, 'from')),
+    to: Number(field(x, 'to') || field(x, 'from')),
+  });
   if (
-    (m = new RegExp(
-      String.raw`^add (?:an? |the )?tag (?<key>[A-Za-z0-9_.:/-]+)\s*=\s*(?<value>"[^"]*"|'[^']*'|\S+) (?:to|on) ${TARGET}$`,
-      'i',
-    ).exec(t))
+    (m = match(String.raw`(?:set|change) (?:the )?count of ${TARGET} to (?<n>\d+)`)) ||
+    (m = match(String.raw`scale ${TARGET} (?:to|out to|in to) (?<n>\d+)(?: instances)?`))
   )
-    return {
-      kind: 'add-tag',
-      key: field(m, 'key'),
-      value: unquote(field(m, 'value')),
-      target: unquote(field(m, 'target')),
-    };
+    return { kind: 'count', count: Number(field(m, 'n')), target: target(m) };
   if (
-    (m = new RegExp(String.raw`^remove (?:the )?tag (?<key>[A-Za-z0-9_.:/-]+) from ${TARGET}$`, 'i').exec(t))
+    (m = match(String.raw`add (?:an? |the )?tag ${KEY}\s*=\s*${VALUE} (?:to|on) ${TARGET}`)) ||
+    (m = match(String.raw`tag ${TARGET} with ${KEY}\s*=\s*${VALUE}`)) ||
+    (m = match(String.raw`set (?:the )?tag ${KEY} (?:to|=) ${VALUE} (?:on|of) ${TARGET}`))
   )
-    return { kind: 'remove-tag', key: field(m, 'key'), target: unquote(field(m, 'target')) };
-  const rule = String.raw`(?:an? |the )?ingress rule (?:for |allowing )?(?<proto>tcp|udp) (?:port )?(?<from>\d+)(?:-(?<to>\d+))?`;
+    return { kind: 'add-tag', key: field(m, 'key'), value: unquote(field(m, 'value')), target: target(m) };
+  if ((m = match(String.raw`remove (?:the )?tag ${KEY} from ${TARGET}`)))
+    return { kind: 'remove-tag', key: field(m, 'key'), target: target(m) };
   if (
-    (m = new RegExp(
-      String.raw`^add ${rule} from (?<cidr>\d{1,3}(?:\.\d{1,3}){3}/\d{1,2}) (?:to|on) ${TARGET}$`,
-      'i',
-    ).exec(t))
-  ) {
-    return {
-      kind: 'add-ingress',
-      protocol: field(m, 'proto').toLowerCase(),
-      from: Number(field(m, 'from')),
-      to: Number(field(m, 'to') || field(m, 'from')),
-      cidr: field(m, 'cidr'),
-      target: unquote(field(m, 'target')),
-    };
-  }
-  if ((m = new RegExp(String.raw`^remove ${rule} (?:from|on) ${TARGET}$`, 'i').exec(t))) {
-    return {
-      kind: 'remove-ingress',
-      protocol: field(m, 'proto').toLowerCase(),
-      from: Number(field(m, 'from')),
-      to: Number(field(m, 'to') || field(m, 'from')),
-      target: unquote(field(m, 'target')),
-    };
-  }
+    (m = match(String.raw`add ${RULE} from ${CIDR} (?:to|on) ${TARGET}`)) ||
+    (m = match(String.raw`open ${PORT} (?:from|to) ${CIDR} (?:on|in) ${TARGET}`))
+  )
+    return { kind: 'add-ingress', ...ports(m), cidr: field(m, 'cidr'), target: target(m) };
   if (
-    (m = new RegExp(
-      String.raw`^(?:set|change) (?:the )?(?<attr>[a-z_][a-z0-9_]*) (?:of|on) ${TARGET} to (?<value>.+)$`,
-      'i',
-    ).exec(t))
+    (m = match(String.raw`remove ${RULE} (?:from|on) ${TARGET}`)) ||
+    (m = match(String.raw`close ${PORT} (?:on|in) ${TARGET}`))
+  )
+    return { kind: 'remove-ingress', ...ports(m), target: target(m) };
+  if ((m = match(String.raw`resize ${TARGET} to (?<value>[a-z0-9]+\.[a-z0-9]+)`)))
+    return { kind: 'set', attribute: 'instance_type', value: field(m, 'value'), target: target(m) };
+  if (
+    (m = match(
+      String.raw`(?:set|change) (?:the )?(?<attr>[a-z_][a-z0-9_]*) (?:of|on) ${TARGET} to (?<value>.+)`,
+    ))
   ) {
     if (field(m, 'attr') === 'count') return undefined;
-    return {
-      kind: 'set',
-      attribute: field(m, 'attr'),
-      value: scalar(field(m, 'value')),
-      target: unquote(field(m, 'target')),
-    };
+    return { kind: 'set', attribute: field(m, 'attr'), value: scalar(field(m, 'value')), target: target(m) };
   }
   return undefined;
+}
+
+const FILLER = new Set(['the', 'a', 'an', 'our', 'my', 'resource']);
+const words = (s: string): string[] =>
+  s
+    .toLowerCase()
+    .split(/[^a-z0-9]+/)
+    .filter((w) => w && !FILLER.has(w))
+    // "the worker instances": plurals name the kind too (a name word still matches its singular).
+    .map((w) => (w.length > 3 && w.endsWith('s') && !w.endsWith('ss') ? w.slice(0, -1) : w));
+
+/**
+ * Resources named by a few words: the kind ("security group", "bucket", "instance" — the end of the
+ * resource type) and words of its name, Name tag or cloud name.
+ */
+function byWords(target: string, resources: ConfigResource[], state: StateResource[]): ConfigResource[] {
+  const said = words(target);
+  if (said.length === 0) return [];
+  const nameOf = (r: ConfigResource): string => {
+    const inState = state.filter((s) => s.address === r.address || s.address.startsWith(`${r.address}[`));
+    const extra = inState.flatMap((s) => [
+      s.values.name,
+      (s.values.tags as Record<string, unknown> | null | undefined)?.Name,
+      s.values.bucket,
+    ]);
+    return [r.name, r.address, ...(r.identifiers ?? []), ...extra]
+      .filter((x): x is string => typeof x === 'string')
+      .join(' ')
+      .toLowerCase();
+  };
+  return resources.filter((r) => {
+    if (r.type === 'module') return false;
+    const kind = r.type.split('_').slice(1);
+    // The longest end of the type's words the request says, in order ("security group", "group").
+    let rest = said;
+    for (let n = kind.length; n >= 1; n--) {
+      const phrase = kind.slice(kind.length - n).join(' ');
+      const at = ` ${said.join(' ')} `.indexOf(` ${phrase} `);
+      if (at >= 0) {
+        const before = said.join(' ').slice(0, Math.max(0, at - 1));
+        const after = said.join(' ').slice(at + phrase.length);
+        rest = `${before} ${after}`.split(' ').filter(Boolean);
+        break;
+      }
+    }
+    if (rest.length === said.length || rest.length === 0) return false;
+    const name = nameOf(r);
+    return rest.every((w) => name.includes(w));
+  });
+}
+
+/** What the offline model carries out, with examples built from the root's own resources. */
+export function offlinePhrasings(resources: ConfigResource[], state: StateResource[]): string {
+  const real = resources.filter((r) => r.type !== 'module');
+  const tagged =
+    real.find((r) => state.some((s) => s.address.startsWith(r.address) && 'tags' in s.values)) ?? real[0];
+  const someone = (r: ConfigResource | undefined): string => {
+    if (!r) return 'aws_security_group.web';
+    const s = state.find((x) => x.address === r.address);
+    const name = (s?.values.tags as Record<string, unknown> | null | undefined)?.Name;
+    return typeof name === 'string' ? name : r.address;
+  };
+  const group = real.find((r) =>
+    state.some((s) => s.address === r.address && Array.isArray(s.values.ingress)),
+  );
+  const sized = real.find((r) =>
+    state.some((s) => s.address.startsWith(r.address) && 'instance_type' in s.values),
+  );
+  const counted = real.find((r) => state.some((s) => s.address.startsWith(`${r.address}[0]`)));
+  const examples = [
+    `add the tag Team = platform to ${someone(tagged)}`,
+    `remove the tag Team from ${tagged?.address ?? 'aws_security_group.web'}`,
+    ...(group
+      ? [
+          `open port 8080 from 10.0.0.0/16 on ${group.address}`,
+          `remove the ingress rule tcp 8080 from ${group.address}`,
+        ]
+      : []),
+    ...(sized
+      ? [`resize ${sized.address} to t3.small`]
+      : [`set description of ${tagged?.address ?? 'x'} to "…"`]),
+    ...(counted ? [`set the count of ${counted.address} to 3`] : []),
+  ];
+  return `It carries out requests such as ${examples.map((e) => `"${e}"`).join('; ')} — naming a resource by its address, its Name tag, its cloud name or a few words of its name and kind.`;
 }
 
 /** The one resource the request names: by address, else by a name people use for it. */
@@ -128,10 +209,12 @@ function resolveTarget(
   const instanceOf = indexed ? wanted : undefined;
   const base = wanted.replace(/\[[^\]]*\]$/, '');
   const byAddress = resources.find((r) => r.address === base);
-  const named = byAddress
+  const direct = byAddress
     ? [byAddress]
     : resources.filter((r) => (r.identifiers ?? []).includes(target) || r.address.endsWith(`.${target}`));
-  if (named.length === 0) return { declined: `No resource ${target} exists in the root.` };
+  const named = direct.length > 0 ? direct : byWords(target, resources, state);
+  if (named.length === 0)
+    return { declined: `No resource ${target} exists in the root. ${offlinePhrasings(resources, state)}` };
   if (named.length > 1)
     return {
       declined: `${target} names ${named.length} resources (${named.map((r) => r.address).join(', ')}); name one by its address.`,
@@ -164,7 +247,12 @@ export async function offlineGenerate(input: {
   state: StateResource[];
 }): Promise<Generation> {
   const intent = parseGenerateRequest(input.text);
-  if (!intent) return { edits: [], declined: NEEDS_MODEL, summary: '' };
+  if (!intent)
+    return {
+      edits: [],
+      declined: `${NEEDS_MODEL} ${offlinePhrasings(input.resources, input.state)}`,
+      summary: '',
+    };
   const found = resolveTarget(intent.target, input.resources, input.state);
   if ('declined' in found) return { edits: [], declined: found.declined, summary: '' };
   const { resource, instances } = found;

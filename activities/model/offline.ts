@@ -27,7 +27,7 @@ import {
 const DRIFT_WORDS =
   /\b(drift\w*|reconcil\w*|resolv\w*|revert\w*|restor\w*|sync\w*|out[- ]of[- ]band|outside (of )?terraform|in the console|console|manual(ly)? chang\w*|hotfix\w*|diverg\w*|scope)\b/i;
 const CHANGE_WORDS =
-  /\b(create|add|provision|deploy|spin up|launch|build|new|increase|decrease|resize|scale|upgrade|rename|delete|destroy|remove|modify|change)\b/i;
+  /\b(create|add|provision|deploy|spin up|launch|build|new|increase|decrease|resize|scale|upgrade|rename|delete|destroy|remove|modify|change|tag|open|close)\b/i;
 
 /** Generate mode, the mirror of drift mode: create/modify requests in, drift requests out. */
 export function offlineGenerateFilter(text: string): FilterDecision {

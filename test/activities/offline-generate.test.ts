@@ -136,15 +136,53 @@ describe('offline generation', () => {
       expect(g.edits).toEqual([]);
       expect(g.declined).toBeTruthy();
     }
-    expect((await generate('Create an S3 bucket for the logs')).declined).toBe(NEEDS_MODEL);
+    // Declining, it says what it does carry out, with examples from this root's own resources.
+    const examples =
+      'It carries out requests such as "add the tag Team = platform to sg-web-demo"; "remove the tag Team from aws_security_group.web"; "open port 8080 from 10.0.0.0/16 on aws_security_group.web"; "remove the ingress rule tcp 8080 from aws_security_group.web"; "resize aws_instance.worker to t3.small"; "set the count of aws_instance.worker to 3" — naming a resource by its address, its Name tag, its cloud name or a few words of its name and kind.';
+    expect((await generate('Create an S3 bucket for the logs')).declined).toBe(`${NEEDS_MODEL} ${examples}`);
     expect((await generate('Add tag Team=platform to aws_s3_bucket.logs')).declined).toBe(
-      'No resource aws_s3_bucket.logs exists in the root.',
+      `No resource aws_s3_bucket.logs exists in the root. ${examples}`,
     );
     expect(parseGenerateRequest('set count of x to many')).toBeUndefined();
   });
 
+  it('meets people halfway: the phrasings people type, and resources named by a few words of their name and kind', async () => {
+    const tagged = await generate('Please add the tag CostCenter = cc-1234 to the web security group.');
+    expect(tagged.declined).toBeUndefined();
+    expect(tagged.summary).toBe('Added the tag CostCenter=cc-1234 to aws_security_group.web.');
+    expect(diff(tagged.edits[0]?.content ?? '')).toEqual(['    CostCenter = "cc-1234"']);
+    expect((await generate('Tag sg-web-demo with Team=platform')).summary).toBe(
+      'Added the tag Team=platform to aws_security_group.web.',
+    );
+    expect((await generate('set the tag Team to platform on aws_security_group.web')).summary).toBe(
+      'Added the tag Team=platform to aws_security_group.web.',
+    );
+    const opened = await generate('Open port 8080 from 10.0.0.0/16 on the web security group');
+    expect(opened.summary).toBe('Added an ingress rule tcp 8080 from 10.0.0.0/16 to aws_security_group.web.');
+    expect((await generate('close port 443 on sg-web-demo')).summary).toBe(
+      'Removed the ingress rule tcp 443 from aws_security_group.web.',
+    );
+    const resized = await generate('Resize the worker instances to t3.small');
+    expect(resized.declined).toBeUndefined();
+    expect(diff(resized.edits[0]?.content ?? '')).toEqual(['  default = "t3.small"']);
+    expect(diff((await generate('scale aws_instance.worker to 4')).edits[0]?.content ?? '')).toEqual([
+      '  count         = 4',
+    ]);
+    // Words that name no resource, or only a kind, are not guessed.
+    expect((await generate('add the tag A = b to the database security group')).declined).toMatch(
+      /^No resource the database security group exists in the root\./,
+    );
+    expect((await generate('add the tag A = b to the security group')).edits).toEqual([]);
+  });
+
   it("generate mode's filter is drift mode's mirror", () => {
-    expect(offlineGenerateFilter('Add tag Team=platform to sg-web-demo').accepted).toBe(true);
+    for (const text of [
+      'Add tag Team=platform to sg-web-demo',
+      'Tag sg-web-demo with Team=platform',
+      'Open port 8080 from 10.0.0.0/16 on the web security group',
+      'close port 443 on sg-web-demo',
+    ])
+      expect(offlineGenerateFilter(text).accepted).toBe(true);
     expect(offlineGenerateFilter('Resolve the drift on sg-web-demo')).toEqual({
       accepted: false,
       reason: GENERATE_MISMATCH,

@@ -210,9 +210,13 @@ describe('generate rounds and apply', () => {
   it('declines what the offline model cannot do, and drift requests, with the reason; the session goes on', async () => {
     const start = await post('/api/v1/generate', first('Create an S3 bucket for the access logs'));
     const d = await settled(start.session_id, 1);
-    expect(d.rounds[0]).toEqual(
-      expect.objectContaining({ kind: 'generate', status: 'uncompleted', reason: NEEDS_MODEL }),
-    );
+    expect(d.rounds[0]).toEqual(expect.objectContaining({ kind: 'generate', status: 'uncompleted' }));
+    // Declined, with what it does carry out, from this root's own resources.
+    expect(
+      d.rounds[0]?.reason?.startsWith(
+        `${NEEDS_MODEL} It carries out requests such as "add the tag Team = platform to sg-web-demo"`,
+      ),
+    ).toBe(true);
     expect(d.pinned_plan).toBeNull();
     expect(d.locked).toBe(false);
     await post('/api/v1/generate', {

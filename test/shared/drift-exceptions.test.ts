@@ -78,7 +78,10 @@ describe('drift-exception rules', () => {
       tags: { declared: { Team: 'web' }, actual: { Team: 'ops' } },
     });
     // And a rule written on the mirror covers the source.
-    const m = applyExceptions([op('aws_vpc.a', ['tags.aws:cf'])], [rule({ id: 'sys', attribute: 'tags_all.aws:*' })]);
+    const m = applyExceptions(
+      [op('aws_vpc.a', ['tags.aws:cf'])],
+      [rule({ id: 'sys', attribute: 'tags_all.aws:*' })],
+    );
     expect(m.survivors).toEqual([]);
   });
 
