@@ -491,10 +491,26 @@ export function createGenerateRoundActivities(deps: GenerateRoundDeps) {
             details: [{ log_key: logKey }],
           });
         }
+        // The proof: a fresh plan of the addresses the plan targeted shows nothing left to do.
+        const targets = pinned.impact.targets ?? [];
+        let proof = '';
+        if (targets.length > 0) {
+          const fresh = await ws.engine.plan(
+            { out: join(ws.scratch, `${ref.roundId}-apply-proof.tfplan`), targets },
+            h,
+          );
+          proof = fresh.hasChanges
+            ? ` A fresh plan of ${targets.join(', ')} still shows changes: see the apply log.`
+            : ` A fresh plan of ${targets.join(', ')} shows no change.`;
+          await artifacts.putText(
+            logKey,
+            `${override ? `Compliance findings overridden by an admin: ${override.reason}\n\n` : ''}${applied.output}\n\n# A fresh plan of ${targets.join(', ')}\n\n${fresh.output}`,
+          );
+        }
         const after = await ws.engine.stateVersion(h);
         const { create, update, replace, destroy } = pinned.impact;
         return {
-          summary: `Applied the pinned plan of round ${pinned.round_id}: ${create} to create, ${update} to update, ${replace} to replace, ${destroy} to destroy.`,
+          summary: `Applied the pinned plan of round ${pinned.round_id}: ${create} to create, ${update} to update, ${replace} to replace, ${destroy} to destroy.${proof}`,
           logKey,
           stateSerial: after?.serial ?? null,
           resumed: false,

@@ -60,12 +60,28 @@ class Schedules {
     }
   }
 
-  pause(key: string, note?: string): Promise<void> {
-    return this.handle(key).pause(note || 'Paused from the Kumoss API');
+  async pause(key: string, note?: string): Promise<void> {
+    await this.handle(key).pause(note || 'Paused from the Kumoss API');
+    await this.settled(key, true);
   }
 
-  resume(key: string, note?: string): Promise<void> {
-    return this.handle(key).unpause(note || 'Resumed from the Kumoss API');
+  async resume(key: string, note?: string): Promise<void> {
+    await this.handle(key).unpause(note || 'Resumed from the Kumoss API');
+    await this.settled(key, false);
+  }
+
+  /**
+   * Waits (a few seconds at most) until the schedule describes itself as `paused`: the server
+   * applies a pause or resume to the schedule after the call returns, and a describe in between —
+   * the answer, the page's refresh — would still show the state before it.
+   */
+  private async settled(key: string, paused: boolean): Promise<void> {
+    const deadline = Date.now() + 5_000;
+    for (;;) {
+      const d = await this.handle(key).describe();
+      if (d.state.paused === paused || Date.now() > deadline) return;
+      await new Promise((r) => setTimeout(r, 50));
+    }
   }
 
   /** A run now (skipped, as any run, while one is still going). */

@@ -151,7 +151,7 @@ describe('generate rounds and apply', () => {
       expect.objectContaining({ round_id: apply.round_id, kind: 'apply', status: 'completed' }),
     );
     expect(applied.rounds[2]?.summary).toBe(
-      `Applied the pinned plan of round ${start.round_id}: 0 to create, 1 to update, 0 to replace, 0 to destroy.`,
+      `Applied the pinned plan of round ${start.round_id}: 0 to create, 1 to update, 0 to replace, 0 to destroy. A fresh plan of aws_security_group.web shows no change.`,
     );
     expect(applied.status).toBe('ACTIVE');
     expect(applied.locked).toBe(false);

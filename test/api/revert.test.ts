@@ -296,7 +296,11 @@ describe('adopt or revert, with an exact blast radius', () => {
     expect(d.locked).toBe(true);
     await post(`/api/v1/sessions/${sessionId}/apply`);
     expect((await settled(sessionId, 2)).rounds[1]).toEqual(
-      expect.objectContaining({ kind: 'apply', status: 'completed' }),
+      expect.objectContaining({
+        kind: 'apply',
+        status: 'completed',
+        summary: `Applied the pinned plan of round ${d.rounds[0]?.round_id}: 0 to create, 1 to update, 0 to replace, 0 to destroy. A fresh plan of aws_security_group.web shows no change.`,
+      }),
     );
     expect(await ingress('aws_security_group.web')).toEqual([443]);
     expect(await tags('aws_security_group.web')).toEqual({ Name: `sg-web-${bed.suffix}` });

@@ -132,10 +132,14 @@ describe('web application: stacks and the drift inbox (Chromium)', () => {
     await page.getByRole('heading', { name }).waitFor();
     await page.getByLabel('Note (optional)').fill('freeze week');
     await page.getByRole('button', { name: 'Pause schedule' }).click();
-    await expect.poll(() => page.getByTestId('schedule-state').textContent()).toBe('paused: freeze week');
+    await expect
+      .poll(() => page.getByTestId('schedule-state').textContent(), { timeout: 15_000 })
+      .toBe('paused: freeze week');
     expect(await page.getByTestId('next-run').textContent()).toBe('—');
     await page.getByRole('button', { name: 'Resume schedule' }).click();
-    await expect.poll(() => page.getByTestId('schedule-state').textContent()).toBe('active');
+    await expect
+      .poll(() => page.getByTestId('schedule-state').textContent(), { timeout: 15_000 })
+      .toBe('active');
 
     await page.getByRole('link', { name: 'All stacks' }).click();
     const row = page.locator(`tr[data-stack="${name}"]`);
