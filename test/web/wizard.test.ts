@@ -1,7 +1,8 @@
 // The request wizard and the session page's other paths in a real browser (Debian's Chromium):
 // the mapping sidecar's answer skips the cloud and scope questions (null = ask); a failed session
 // says it must be replaced and opens the wizard prefilled with its repository, cloud, scope and
-// path; a follow-up request sends only its text and runs as the session's next round; the views
+// path; a Generate request runs as a generate round; a follow-up request sends only its text and
+// runs as the session's next round; the views
 // work with the keyboard alone and fit a laptop screen.
 import { randomUUID } from 'node:crypto';
 import type { Browser, Page } from 'playwright-core';
@@ -122,6 +123,30 @@ describe('web application: wizard, failed and follow-up sessions, keyboard (Chro
     expect(await page.getByLabel('Scope id').inputValue()).toBe('sub-0042');
     expect(await page.getByLabel('IaC path (optional)').inputValue()).toBe('envs/west');
     expect(new URL(page.url()).pathname).toBe('/new');
+    expect(errors).toEqual([]);
+    await context.close();
+  });
+
+  it('sends a Generate request from the wizard: a generate round, declined by the offline model with what it does carry out', async () => {
+    const { context, page, errors } = await signedIn(tokens.devops, '/new');
+    await page.getByRole('heading', { name: 'New drift request' }).waitFor();
+    await page.getByLabel('Generate a change').check();
+    expect(await page.locator('#text').getAttribute('placeholder')).toBe(
+      'Add the tag CostCenter = cc-1234 to the bastion security group.',
+    );
+    await page.getByLabel('Repository URL').fill(bed.repoUrl);
+    await page.getByLabel('Scope id').fill('scope-generate');
+    await page.locator('#text').fill('Create an S3 bucket for the access logs');
+    await page.getByRole('button', { name: 'Send request' }).click();
+    await page.waitForURL(/\/sessions\/s-/);
+    const round = page.locator('.rounds > li').first();
+    await expect
+      .poll(() => round.getByTestId('round-status').textContent(), { timeout: 120_000 })
+      .toBe('uncompleted');
+    expect(await round.locator('strong').first().textContent()).toBe('generate');
+    expect(await round.locator('.hint').textContent()).toMatch(
+      /^This request needs a language model: .* It carries out requests such as "add the tag Team = platform to /,
+    );
     expect(errors).toEqual([]);
     await context.close();
   });
