@@ -423,7 +423,8 @@ export async function session(input: SessionInput): Promise<SessionState> {
           // The new plan replaces any earlier one; the session is locked until it is applied.
           state.pinned_plan = result.pinned_plan.key;
           state.pinned = result.pinned_plan;
-          state.has_changes = true;
+          // A revert changes no code: nothing for a pull request to propose.
+          if (!op.revert?.length) state.has_changes = true;
           planChange = {
             pinned: result.pinned_plan,
             lock: { reason: planLockReason(op.round_id), locked_by: op.actor_uuid ?? null },

@@ -131,15 +131,18 @@ describe('web application: stacks and the drift inbox (Chromium)', () => {
     await page.goto(stackUrl);
     await page.getByRole('heading', { name }).waitFor();
     await page.getByLabel('Note (optional)').fill('freeze week');
+    const paused = page.waitForResponse((r) => r.url().endsWith('/pause') && r.request().method() === 'POST');
     await page.getByRole('button', { name: 'Pause schedule' }).click();
-    await expect
-      .poll(() => page.getByTestId('schedule-state').textContent(), { timeout: 15_000 })
-      .toBe('paused: freeze week');
+    expect((await paused).status()).toBe(200);
+    await expect.poll(() => page.getByTestId('schedule-state').textContent()).toBe('paused: freeze week');
     expect(await page.getByTestId('next-run').textContent()).toBe('—');
+    // The answer comes once the schedule says it is resumed (api/schedules.ts); the page then shows it.
+    const resumed = page.waitForResponse(
+      (r) => r.url().endsWith('/resume') && r.request().method() === 'POST',
+    );
     await page.getByRole('button', { name: 'Resume schedule' }).click();
-    await expect
-      .poll(() => page.getByTestId('schedule-state').textContent(), { timeout: 15_000 })
-      .toBe('active');
+    expect((await resumed).status()).toBe(200);
+    await expect.poll(() => page.getByTestId('schedule-state').textContent()).toBe('active');
 
     await page.getByRole('link', { name: 'All stacks' }).click();
     const row = page.locator(`tr[data-stack="${name}"]`);
@@ -203,6 +206,8 @@ describe('web application: stacks and the drift inbox (Chromium)', () => {
     expect(await page.getByTestId('not-in-plan').textContent()).toContain(
       `${DRIFT_ADDRESSES.attribute} update`,
     );
+    // A revert changes no code: there is no pull request to create.
+    expect(await page.getByRole('button', { name: 'Create Pull Request' }).count()).toBe(0);
     await expectAccessible(page, 'revert-plan');
     await screenshot(page, 'revert-plan');
     await page.getByRole('button', { name: 'Apply the pinned plan' }).click();

@@ -298,8 +298,19 @@ function FollowUp({ detail: d, me, onSent }: { detail: Detail; me: Me; onSent: (
 function Results({ detail: d, onChange }: { detail: Detail; onChange: () => void }) {
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
+  // A round that changed the code: a drift round that completed, or a generate round that wrote a
+  // change (a revert writes none).
   const changed = d.rounds.some(
-    (r) => (r.kind === 'partial' || r.kind === 'full' || r.kind === 'generate') && r.status === 'completed',
+    (r) =>
+      r.status === 'completed' &&
+      (r.kind === 'partial' ||
+        r.kind === 'full' ||
+        (r.kind === 'generate' &&
+          d.artifacts.some(
+            (a) =>
+              a.key.startsWith(`sessions/${d.session_id}/rounds/${r.round_id}/generate/`) &&
+              a.key.endsWith('/changes.diff'),
+          ))),
   );
   const generated = d.rounds.some((r) => r.kind === 'generate');
   const running = d.in_flight !== null;

@@ -216,14 +216,16 @@ function StackView({ stackId, me }: { stackId: string; me: Me }) {
       if (verb === 'trigger') return ok(api.POST('/api/v1/stacks/{id}/trigger', params));
       const body = note.trim() ? { note: note.trim() } : {};
       return verb === 'pause'
-        ? ok(api.POST('/api/v1/stacks/{id}/pause', { ...params, body }))
-        : ok(api.POST('/api/v1/stacks/{id}/resume', { ...params, body }));
+        ? ok<Stack>(api.POST('/api/v1/stacks/{id}/pause', { ...params, body }))
+        : ok<Stack>(api.POST('/api/v1/stacks/{id}/resume', { ...params, body }));
     },
     onMutate: (verb) => {
       if (verb === 'trigger') setAwaiting(runs.data?.length ?? 0);
     },
-    onSuccess: () => {
+    onSuccess: (answer, verb) => {
       setNote('');
+      // Pause and resume answer the stack as the schedule now describes itself: shown as it is.
+      if (verb !== 'trigger') qc.setQueryData(['stacks', stackId], answer);
       void qc.invalidateQueries({ queryKey: ['stacks', stackId] });
     },
   });
