@@ -2,12 +2,12 @@
 // `npm run doctor`: every component Kumoss needs, with version, path and readiness. Exits
 // non-zero when a required one is missing. Also says which services of `npm start` are running.
 import { execFileSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import {
   GO_TOOLS,
+  npmDependenciesMatch,
   PY_TOOLS,
   pyToolPath,
   PROVIDER_HOSTS,
@@ -43,12 +43,7 @@ for (const [name, cmd, args] of /** @type {[string, string, string[]][]} */ ([
   rows.push({ name, version: v.version, path: v.path, ready: v.ok, required: true });
 }
 
-const lock = join(projectRoot, 'package-lock.json');
-const stamp = join(projectRoot, 'node_modules', '.kumoss-lock-sha256');
-const depsReady =
-  existsSync(lock) &&
-  existsSync(stamp) &&
-  readFileSync(stamp, 'utf8') === createHash('sha256').update(readFileSync(lock)).digest('hex');
+const depsReady = npmDependenciesMatch();
 rows.push({
   name: 'npm dependencies',
   version: depsReady ? 'match package-lock.json' : 'missing or outdated',

@@ -23,6 +23,7 @@ import { fileURLToPath } from 'node:url';
 import {
   backgroundBuildFiles,
   GO_TOOLS,
+  npmDependenciesMatch,
   PROVIDER_HOSTS,
   PY_TOOLS,
   pyToolDir,
@@ -104,7 +105,11 @@ function ensureNodeModules() {
   if (!existsSync(lockFile)) fail('package-lock.json is missing; run `npm install` once');
   const want = createHash('sha256').update(readFileSync(lockFile)).digest('hex');
   const stamp = join(root, 'node_modules', '.kumoss-lock-sha256');
-  if (existsSync(stamp) && readFileSync(stamp, 'utf8') === want) return;
+  if (npmDependenciesMatch(root)) {
+    // A plain `npm ci` put them there: take npm's word, and remember it.
+    if (!existsSync(stamp) || readFileSync(stamp, 'utf8') !== want) writeFileSync(stamp, want);
+    return;
+  }
   const t0 = Date.now();
   log('installing npm dependencies (npm ci; packages come from the npm cache when present)');
   const r = spawnSync('npm', ['ci', '--no-audit', '--no-fund', '--loglevel=error'], {

@@ -31,6 +31,7 @@ import { startObjectStore } from './embedded/object-store';
 import { assertPortFree, PortTakenError } from './embedded/ports';
 import { loadDevServerSpec, startDevServer } from './embedded/temporal-dev';
 import { temporalTarget } from '../shared/temporal-connection';
+import { createInterface } from 'node:readline';
 
 const say = (msg: string): void => console.log(`[kumoss] ${msg}`);
 const stops: { name: string; stop: () => Promise<void> }[] = [];
@@ -82,10 +83,12 @@ function spawnService(
     });
     child = proc;
     if (proc.pid) writeFileSync(pidFile, `${proc.pid}\n`);
+    // Whole lines to the console (a chunk may end mid-line), every byte to the log file.
     for (const stream of [proc.stdout, proc.stderr]) {
-      stream?.on('data', (d: Buffer) => {
-        file.write(d);
-        for (const line of d.toString().split('\n')) if (line.trim()) console.log(`[${name}] ${line}`);
+      if (!stream) continue;
+      stream.on('data', (d: Buffer) => file.write(d));
+      createInterface({ input: stream, crlfDelay: Infinity }).on('line', (line) => {
+        if (line.trim()) console.log(`[${name}] ${line}`);
       });
     }
     proc.once('exit', (code, signal) => {

@@ -394,3 +394,29 @@ export async function waitForTool(name, timeoutMs = 30 * 60 * 1000) {
     await new Promise((r) => setTimeout(r, 2000));
   }
 }
+
+/**
+ * Whether node_modules holds what package-lock.json pins: Kumoss's own stamp (written by setup's
+ * `npm ci`), or npm's hidden lockfile (`node_modules/.package-lock.json`, which any `npm ci` or
+ * `npm install` writes) naming every locked package at its version — optional packages of other
+ * platforms may be absent.
+ */
+export function npmDependenciesMatch(root = projectRoot) {
+  const lockFile = join(root, 'package-lock.json');
+  if (!existsSync(lockFile)) return false;
+  const text = readFileSync(lockFile);
+  const stamp = join(root, 'node_modules', '.kumoss-lock-sha256');
+  if (existsSync(stamp) && readFileSync(stamp, 'utf8') === createHash('sha256').update(text).digest('hex'))
+    return true;
+  const hiddenFile = join(root, 'node_modules', '.package-lock.json');
+  if (!existsSync(hiddenFile)) return false;
+  try {
+    const locked = JSON.parse(text.toString('utf8')).packages ?? {};
+    const installed = JSON.parse(readFileSync(hiddenFile, 'utf8')).packages ?? {};
+    return Object.entries(locked).every(
+      ([path, pkg]) => path === '' || (installed[path] ? installed[path].version === pkg.version : pkg.optional === true),
+    );
+  } catch {
+    return false;
+  }
+}
