@@ -1,5 +1,6 @@
 // Errors at the edge: {"error": {"code", "message"}} with a 4xx for anything the caller got wrong.
 import type { ErrorRequestHandler, RequestHandler } from 'express';
+import { RegistryError } from '../shared/db/runners';
 
 export class HttpError extends Error {
   constructor(
@@ -11,6 +12,15 @@ export class HttpError extends Error {
   ) {
     super(message);
   }
+}
+
+/** A registry's refusal (not found, conflict, invalid) as the HTTP error it is. */
+export function registryError(err: unknown): never {
+  if (err instanceof RegistryError) {
+    const status = { not_found: 404, conflict: 409, invalid: 400 }[err.kind];
+    throw new HttpError(status, err.kind === 'invalid' ? 'invalid_request' : err.kind, err.message);
+  }
+  throw err;
 }
 
 /** gRPC UNAVAILABLE (14) or DEADLINE_EXCEEDED (4) from the Temporal client, or a refused connection. */

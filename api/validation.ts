@@ -17,3 +17,12 @@ export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.infe
       : `${field}: ${issue?.message ?? 'invalid'}`;
   throw new HttpError(400, 'invalid_request', message, field);
 }
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A path parameter that must be a UUID: anything else names nothing there is (404). */
+export function uuidParam(value: unknown, what: string): string {
+  const v = String(value);
+  if (!UUID.test(v)) throw new HttpError(404, 'not_found', `${what} ${v} not found.`);
+  return v;
+}

@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { authenticate, currentUser, requireRole, USERS_CHANGED } from '../auth';
 import { ownSession, type SessionRouteDeps } from '../session-operations';
 import { sessionWorkflowId } from '../../shared/ids';
-import { parseBody } from '../validation';
+import { parseBody, uuidParam } from '../validation';
 import { gitConnectionSchema } from '../../shared/contracts';
 import {
   createGitConnection,
@@ -16,7 +16,6 @@ import {
   listGitConnections,
 } from '../../shared/db/git-connections';
 import { requireAllowedTarget } from '../targets';
-import { uuidParam } from './runner-groups';
 import { HttpError } from '../errors';
 import { notifySessionChanged } from '../../shared/db/sessions';
 import { createUserInOrganization, issueUserToken, revokeUserToken, ROLES } from '../../shared/db/users';

@@ -11,29 +11,12 @@ import {
   getRunnerGroup,
   listCloudConnections,
   listRunnerGroups,
-  RegistryError,
   updateRunnerGroup,
 } from '../../shared/db/runners';
 import { cloudConnectionSchema, runnerGroupSchema } from '../../shared/runner-contracts';
 import { authenticate, currentUser, requireRole } from '../auth';
-import { HttpError } from '../errors';
-import { parseBody } from '../validation';
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-export function registryError(err: unknown): never {
-  if (err instanceof RegistryError) {
-    const status = { not_found: 404, conflict: 409, invalid: 400 }[err.kind];
-    throw new HttpError(status, err.kind === 'invalid' ? 'invalid_request' : err.kind, err.message);
-  }
-  throw err;
-}
-
-export function uuidParam(value: unknown, what: string): string {
-  const v = String(value);
-  if (!UUID.test(v)) throw new HttpError(404, 'not_found', `${what} ${v} not found.`);
-  return v;
-}
+import { HttpError, registryError } from '../errors';
+import { parseBody, uuidParam } from '../validation';
 
 export function createRunnerGroupsRouter(deps: { db: Db; secrets?: SecretBox }): Router {
   const router = Router();

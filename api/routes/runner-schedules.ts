@@ -11,8 +11,7 @@ import { scheduleNoteSchema } from '../../shared/stack-contracts';
 import { authenticate, currentUser, requireRole } from '../auth';
 import { HttpError } from '../errors';
 import { RunnerSchedules, scheduleUnavailable as unavailable } from '../schedules';
-import { parseBody } from '../validation';
-import { uuidParam } from './runner-groups';
+import { parseBody, uuidParam } from '../validation';
 
 export function createRunnerSchedulesRouter(deps: { db: Db; client: Client; taskQueue: string }): Router {
   const router = Router();

@@ -33,11 +33,10 @@ import {
 import { createWebhook, deleteWebhook, listDeliveries, listWebhooks } from '../../shared/db/webhooks';
 import { webhookSpecSchema } from '../../shared/webhooks';
 import { authenticate, currentUser, requireRole } from '../auth';
-import { HttpError } from '../errors';
+import { HttpError, registryError } from '../errors';
 import { acceptedBody, newRoundId, openSession, type SessionRouteDeps } from '../session-operations';
 import { scheduleUnavailable as unavailable, StackSchedules } from '../schedules';
-import { parseBody } from '../validation';
-import { registryError, uuidParam } from './runner-groups';
+import { parseBody, uuidParam } from '../validation';
 
 export type StacksDeps = SessionRouteDeps;
 
