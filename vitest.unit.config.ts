@@ -9,6 +9,7 @@ export default defineConfig({
       'test/shared/drift-exceptions.test.ts',
       'test/shared/drift-report.test.ts',
       'test/shared/runner-plan.test.ts',
+      'test/shared/ids.test.ts',
       'test/activities/hcl.test.ts',
       'test/activities/hcl-edit.test.ts',
       'test/activities/offline-generate.test.ts',

@@ -20,6 +20,7 @@ import {
   type Stack,
   type StackSchedule,
 } from '../shared/stack-contracts';
+import { runnerDetectWorkflowId, stackDetectionWorkflowId } from '../shared/ids';
 
 /** The 503 of a route whose schedule change Temporal did not take (nothing was changed). */
 export function scheduleUnavailable(err: unknown): never {
@@ -126,7 +127,7 @@ export class StackSchedules extends Schedules {
       action: {
         type: 'startWorkflow',
         workflowType: stackDetectionWorkflowType,
-        workflowId: `drift-detection:${stack.stack_uuid}`,
+        workflowId: stackDetectionWorkflowId(stack.stack_uuid),
         taskQueue: this.taskQueue,
         args: [{ stack_uuid: stack.stack_uuid }],
         typedSearchAttributes: [
@@ -175,7 +176,7 @@ export class RunnerSchedules extends Schedules {
     const action = {
       type: 'startWorkflow' as const,
       workflowType: DETECT_WORKFLOW_TYPE,
-      workflowId: `runner-detect:${group.runner_group_uuid}`,
+      workflowId: runnerDetectWorkflowId(group.runner_group_uuid),
       taskQueue: this.taskQueue,
       args: [
         {

@@ -1,4 +1,6 @@
-// ID and key helpers. Sandbox-safe (workflows use them).
+// Every workflow id, schedule id and key Kumoss names, in one place. Sandbox-safe (workflows use
+// them). Readable on purpose: an operator finds a run in the Web UI or with `temporal workflow
+// describe` from what the API shows.
 
 /** Artifact keys of a round: sessions/<session>/rounds/<round>/<name>. */
 export function roundArtifactKey(sessionId: string, roundId: string, name: string): string {
@@ -10,15 +12,17 @@ export function detectDriftWorkflowId(probeId: string): string {
   return `drift-detect:${probeId}`;
 }
 
-/** Workflow id of a drift round. */
+/** Workflow id of a generate round (a revert's too). */
 export function generateRoundWorkflowId(sessionId: string, roundId: string): string {
   return `generate-round:${sessionId}:${roundId}`;
 }
 
+/** Workflow id of an apply round. */
 export function applyRoundWorkflowId(sessionId: string, roundId: string): string {
   return `apply-round:${sessionId}:${roundId}`;
 }
 
+/** Workflow id of a drift round. */
 export function driftRoundWorkflowId(sessionId: string, roundId: string): string {
   return `drift-round:${sessionId}:${roundId}`;
 }
@@ -32,3 +36,15 @@ export function sessionBranch(sessionId: string): string {
 export function sessionWorkflowId(sessionId: string): string {
   return `session:${sessionId}`;
 }
+
+/** The Temporal Schedule of a stack. */
+export const stackScheduleId = (stackUuid: string): string => `drift-schedule:${stackUuid}`;
+
+/** The Temporal Schedule of a runner group. */
+export const runnerScheduleId = (groupUuid: string): string => `runner-schedule:${groupUuid}`;
+
+/** The id a stack's schedule starts its runs under (Temporal appends each run's scheduled time). */
+export const stackDetectionWorkflowId = (stackUuid: string): string => `drift-detection:${stackUuid}`;
+
+/** The id a runner group's schedule starts its detections under (with the scheduled time appended). */
+export const runnerDetectWorkflowId = (groupUuid: string): string => `runner-detect:${groupUuid}`;

@@ -202,7 +202,7 @@ export type RunnerGroupSpec = z.infer<typeof runnerGroupSchema>;
 
 export const DETECT_WORKFLOW_TYPE = 'runner.environment-drift-detect';
 /** The Temporal Schedule of a runner group's periodic detection. */
-export const runnerScheduleId = (groupUuid: string) => `runner-schedule:${groupUuid}`;
+export { runnerScheduleId } from './ids';
 
 /** A runner group's periodic detection: when (as a stack's schedule), and whether it may apply. */
 export const runnerScheduleSchema = z

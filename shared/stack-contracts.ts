@@ -139,7 +139,7 @@ export interface Stack {
 }
 
 /** The Temporal Schedule of a stack, and the workflow id of its runs. */
-export const stackScheduleId = (stackUuid: string) => `drift-schedule:${stackUuid}`;
+export { stackScheduleId } from './ids';
 export const stackDetectionWorkflowType = 'stackDetection';
 
 export const DRIFT_ITEM_STATES = ['open', 'resolved'] as const;

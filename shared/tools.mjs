@@ -414,7 +414,8 @@ export function npmDependenciesMatch(root = projectRoot) {
     const locked = JSON.parse(text.toString('utf8')).packages ?? {};
     const installed = JSON.parse(readFileSync(hiddenFile, 'utf8')).packages ?? {};
     return Object.entries(locked).every(
-      ([path, pkg]) => path === '' || (installed[path] ? installed[path].version === pkg.version : pkg.optional === true),
+      ([path, pkg]) =>
+        path === '' || (installed[path] ? installed[path].version === pkg.version : pkg.optional === true),
     );
   } catch {
     return false;
