@@ -3,7 +3,7 @@
 // (sessions/<session>/rounds/<round>/…) and only their keys travel through workflow history.
 // Every activity is idempotent: a retried cycle finds its commit by trailer instead of committing
 // twice, a retried push of a pushed commit is a no-op, an artifact is overwritten in place.
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
@@ -25,7 +25,7 @@ import type { GitClient } from './git';
 import { blockAddress } from './hcl-edit';
 import { confinedEditTarget, ModelEditRefused } from './model-edits';
 import { modulePrefixes, TerraformConfig } from './terraform-config';
-import { readPlanForDrift } from './plan-reader';
+import { readPlanForDrift, readStateResources } from './plan-reader';
 import type {
   ConfigResource,
   FilterDecision,
@@ -159,11 +159,6 @@ export async function configResources(iacDir: string, checkoutDir: string): Prom
   return out;
 }
 
-interface StateModule {
-  resources?: { address: string; mode?: string; values?: Record<string, unknown> }[];
-  child_modules?: StateModule[];
-}
-
 /**
  * What people call the resources that exist: cloud ids, ARNs, `Name` tags and names from the
  * state, by instance address (`aws_instance.worker[1]`). Empty when there is no state yet.
@@ -173,20 +168,14 @@ async function stateIdentifiers(ws: Workspace): Promise<Map<string, string[]>> {
   const file = join(ws.scratch, `state-${Date.now()}.json`);
   try {
     await ws.engine.stateJson(file);
-    const state = JSON.parse(readFileSync(file, 'utf8')) as { values?: { root_module?: StateModule } };
-    const walk = (m: StateModule | undefined): void => {
-      for (const r of m?.resources ?? []) {
-        if (r.mode === 'data') continue;
-        const v = r.values ?? {};
-        const tags = (v.tags ?? {}) as Record<string, unknown>;
-        const ids = [v.id, v.arn, tags.Name, v.name, v.bucket].filter(
-          (x): x is string => typeof x === 'string' && x.length >= 3,
-        );
-        out.set(r.address, [...new Set(ids)]);
-      }
-      for (const c of m?.child_modules ?? []) walk(c);
-    };
-    walk(state.values?.root_module);
+    for (const r of readStateResources(file)) {
+      const v = r.values;
+      const tags = (v.tags ?? {}) as Record<string, unknown>;
+      const ids = [v.id, v.arn, tags.Name, v.name, v.bucket].filter(
+        (x): x is string => typeof x === 'string' && x.length >= 3,
+      );
+      out.set(r.address, [...new Set(ids)]);
+    }
   } catch {
     // No state yet (nothing applied) or no backend access: targets come from the code alone.
   } finally {

@@ -10,6 +10,7 @@ import type { RunCredentials } from './cloud-credentials';
 import { gitDirOf, type ManagedRoot, type ManagedState } from './managed-state';
 import { ProcessError, runProcess, type RunResult } from './process';
 import { SANDBOX_HOME, SandboxUnavailable, type EngineSandbox } from './sandbox';
+import { stateVersionOf } from './plan-reader';
 
 export type EngineBinary = 'terraform' | 'tofu';
 
@@ -465,8 +466,7 @@ export class EngineClient {
     const r = await this.run(['state', 'pull'], hooks);
     if (r.exitCode !== 0) this.fail('state pull', r);
     if (!r.stdout.trim()) return null;
-    const state = JSON.parse(r.stdout) as { serial?: number; lineage?: string };
-    return typeof state.serial === 'number' ? { serial: state.serial, lineage: state.lineage ?? '' } : null;
+    return stateVersionOf(r.stdout);
   }
 
   /**

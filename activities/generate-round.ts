@@ -7,7 +7,9 @@ import { createReadStream, existsSync, readFileSync, readdirSync } from 'node:fs
 import { dirname, join, relative } from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import type { ComplianceResult, PinnedPlan, PlanImpact, PlannedChange } from '../shared/contracts';
+import { z } from 'zod';
 import { parsePlanJson } from '../shared/drift';
+import { readStateResources } from './plan-reader';
 import { complianceRefusal, stalePlanMessage } from '../shared/contracts';
 import type { Db } from '../shared/db';
 import { toolPath, waitForTool } from '../shared/tools.mjs';
@@ -48,24 +50,11 @@ export interface ApplyOutput {
 const generateMarker = (ref: RoundRef, cycle: number) =>
   `Kumoss-Generate: ${ref.sessionId}/${ref.roundId}/${cycle}`;
 
-interface StateModule {
-  resources?: { address: string; mode?: string; type: string; values?: Record<string, unknown> }[];
-  child_modules?: StateModule[];
-}
-
 /** The managed resource instances of the state, with their values (empty without a state). */
 async function stateResources(ws: Workspace): Promise<StateResource[]> {
   const file = join(ws.scratch, `state-${Date.now()}.json`);
   await ws.engine.stateJson(file, hooks());
-  const state = JSON.parse(readFileSync(file, 'utf8')) as { values?: { root_module?: StateModule } };
-  const out: StateResource[] = [];
-  const walk = (m: StateModule | undefined): void => {
-    for (const r of m?.resources ?? [])
-      if (r.mode !== 'data') out.push({ address: r.address, type: r.type, values: r.values ?? {} });
-    for (const c of m?.child_modules ?? []) walk(c);
-  };
-  walk(state.values?.root_module);
-  return out;
+  return readStateResources(file);
 }
 
 /** What a plan does, address by address (no-ops left out), in address order. */
@@ -128,6 +117,28 @@ export interface GenerateRoundDeps extends DriftRoundDeps {
   policiesDir: string;
 }
 
+/** `opa eval --format json` of `data.kumoss.compliance`: the deny and warn sets, as strings. */
+const opaAnswerSchema = z.looseObject({
+  result: z
+    .array(
+      z.looseObject({
+        expressions: z
+          .array(
+            z.looseObject({
+              value: z
+                .looseObject({
+                  deny: z.array(z.unknown().transform(String)).optional(),
+                  warn: z.array(z.unknown().transform(String)).optional(),
+                })
+                .optional(),
+            }),
+          )
+          .optional(),
+      }),
+    )
+    .optional(),
+});
+
 /** OPA's answer for `data.kumoss.compliance`: its deny and warn sets. */
 async function evaluatePolicies(policyDir: string, planJson: string, signal?: AbortSignal) {
   await waitForTool('opa');
@@ -142,12 +153,9 @@ async function evaluatePolicies(policyDir: string, planJson: string, signal?: Ab
       `The compliance policies in ${policyDir} do not evaluate: ${r.stderr.trim().split('\n')[0] ?? r.stdout.slice(0, 300)}`,
       'CompliancePolicyError',
     );
-  const out = JSON.parse(r.stdout) as {
-    result?: { expressions?: { value?: { deny?: unknown; warn?: unknown } }[] }[];
-  };
+  const out = opaAnswerSchema.parse(JSON.parse(r.stdout));
   const value = out.result?.[0]?.expressions?.[0]?.value ?? {};
-  const list = (v: unknown): string[] => (Array.isArray(v) ? v.map(String).sort() : []);
-  return { deny: list(value.deny), warn: list(value.warn) };
+  return { deny: [...(value.deny ?? [])].sort(), warn: [...(value.warn ?? [])].sort() };
 }
 
 export function createGenerateRoundActivities(deps: GenerateRoundDeps) {

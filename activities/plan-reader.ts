@@ -1,8 +1,10 @@
 // Reads the parts of a `show -json` plan that drift needs, streaming: large plans (tens of MB for
 // tens of thousands of resources) are never held in memory whole. Only `resource_drift` entries
 // are kept, and the `resource_changes` entries of drifted addresses; `planned_values`,
-// `prior_state` and `configuration` are skipped byte by byte.
-import { createReadStream } from 'node:fs';
+// `prior_state` and `configuration` are skipped byte by byte. Also the state's `show -json` and
+// `state pull`, checked with zod.
+import { createReadStream, readFileSync } from 'node:fs';
+import { z } from 'zod';
 import { parsePlanJson, type PlanJson } from '../shared/drift';
 
 const QUOTE = 0x22;
@@ -128,4 +130,55 @@ export async function readPlanForDrift(path: string): Promise<PlanJson> {
   for await (const chunk of createReadStream(path, { highWaterMark: 1 << 18 })) scanner.push(chunk as Buffer);
   for (const p of pendingChanges) if (driftAddresses.has(p.address)) changes.push(p.entry);
   return parsePlanJson({ ...scanner.topLevel, resource_drift: drift, resource_changes: changes });
+}
+
+interface StateModule {
+  resources?: { address: string; mode?: string; type: string; values?: Record<string, unknown> }[];
+  child_modules?: StateModule[];
+}
+
+const stateModuleSchema: z.ZodType<StateModule> = z.lazy(() =>
+  z.looseObject({
+    resources: z
+      .array(
+        z.looseObject({
+          address: z.string(),
+          mode: z.string().optional(),
+          type: z.string(),
+          values: z.record(z.string(), z.unknown()).optional(),
+        }),
+      )
+      .optional(),
+    child_modules: z.array(stateModuleSchema).optional(),
+  }),
+);
+
+const stateJsonSchema = z.looseObject({
+  values: z.looseObject({ root_module: stateModuleSchema.optional() }).optional(),
+});
+
+/** The managed resource instances of a state's `show -json` (read at `path`), with their values. */
+export function readStateResources(
+  path: string,
+): { address: string; type: string; values: Record<string, unknown> }[] {
+  const state = stateJsonSchema.parse(JSON.parse(readFileSync(path, 'utf8')));
+  const out: { address: string; type: string; values: Record<string, unknown> }[] = [];
+  const walk = (m: StateModule | undefined): void => {
+    for (const r of m?.resources ?? [])
+      if (r.mode !== 'data') out.push({ address: r.address, type: r.type, values: r.values ?? {} });
+    for (const c of m?.child_modules ?? []) walk(c);
+  };
+  walk(state.values?.root_module);
+  return out;
+}
+
+const stateVersionSchema = z.looseObject({
+  serial: z.number().int().optional(),
+  lineage: z.string().optional(),
+});
+
+/** The serial and lineage of a raw state (`state pull`); null without a serial. */
+export function stateVersionOf(raw: string): { serial: number; lineage: string } | null {
+  const state = stateVersionSchema.parse(JSON.parse(raw));
+  return state.serial !== undefined ? { serial: state.serial, lineage: state.lineage ?? '' } : null;
 }
