@@ -10,6 +10,7 @@ export default defineConfig({
       'test/shared/drift-report.test.ts',
       'test/shared/runner-plan.test.ts',
       'test/shared/ids.test.ts',
+      'test/workflows/detect-and-remediate-loop.test.ts',
       'test/activities/hcl.test.ts',
       'test/activities/hcl-edit.test.ts',
       'test/activities/offline-generate.test.ts',
