@@ -12,6 +12,7 @@ import { parsePlanJson } from '../shared/drift';
 import { readStateResources } from './plan-reader';
 import { complianceRefusal, stalePlanMessage } from '../shared/contracts';
 import type { Db } from '../shared/db';
+import { ErrorTypes } from '../shared/errors';
 import { toolPath, waitForTool } from '../shared/tools.mjs';
 import { diffHistory } from './diff-history';
 import { runProcess } from './process';
@@ -151,7 +152,7 @@ async function evaluatePolicies(policyDir: string, planJson: string, signal?: Ab
     // The policies do not compile: a person must fix them; retrying changes nothing.
     throw ApplicationFailure.nonRetryable(
       `The compliance policies in ${policyDir} do not evaluate: ${r.stderr.trim().split('\n')[0] ?? r.stdout.slice(0, 300)}`,
-      'CompliancePolicyError',
+      ErrorTypes.CompliancePolicyError,
     );
   const out = opaAnswerSchema.parse(JSON.parse(r.stdout));
   const value = out.result?.[0]?.expressions?.[0]?.value ?? {};
@@ -420,7 +421,7 @@ export function createGenerateRoundActivities(deps: GenerateRoundDeps) {
             stalePlanMessage(
               `the session branch moved from ${pinned.commit.slice(0, 12)} to ${head.slice(0, 12)} since it was planned`,
             ),
-            'StalePlan',
+            ErrorTypes.StalePlan,
           );
         const compliance = pinned.compliance;
         let override: { reason: string; by: string | null } | undefined;
@@ -432,7 +433,10 @@ export function createGenerateRoundActivities(deps: GenerateRoundDeps) {
             .executeTakeFirst();
           const o = row?.compliance_override;
           if (!o || o.round_id !== pinned.round_id)
-            throw ApplicationFailure.nonRetryable(complianceRefusal(compliance.deny), 'ComplianceViolation');
+            throw ApplicationFailure.nonRetryable(
+              complianceRefusal(compliance.deny),
+              ErrorTypes.ComplianceViolation,
+            );
           override = { reason: o.reason, by: o.by };
         }
         const startedKey = key(ref, 'apply/started.json');
@@ -442,7 +446,7 @@ export function createGenerateRoundActivities(deps: GenerateRoundDeps) {
         if (version && pinned.state_lineage && version.lineage !== pinned.state_lineage)
           throw ApplicationFailure.nonRetryable(
             stalePlanMessage('the state was replaced (another lineage) since it was planned'),
-            'StalePlan',
+            ErrorTypes.StalePlan,
           );
         if (serial !== pinned.state_serial) {
           const started = await artifacts
@@ -454,7 +458,7 @@ export function createGenerateRoundActivities(deps: GenerateRoundDeps) {
               stalePlanMessage(
                 `the state moved from serial ${pinned.state_serial ?? 'none'} to ${serial ?? 'none'} since it was planned`,
               ),
-              'StalePlan',
+              ErrorTypes.StalePlan,
             );
           // An earlier attempt of this apply ran and wrote the state: never apply twice. What is left?
           const check = join(ws.scratch, `${ref.roundId}-apply-check.tfplan`);
@@ -462,7 +466,7 @@ export function createGenerateRoundActivities(deps: GenerateRoundDeps) {
           if (left.hasChanges)
             throw ApplicationFailure.nonRetryable(
               `The apply was interrupted part-way (the state moved from serial ${pinned.state_serial ?? 'none'} to ${serial ?? 'none'}); what is left is not applied blind: run a new generate round.`,
-              'ApplyInterrupted',
+              ErrorTypes.ApplyInterrupted,
             );
           await artifacts.putText(
             logKey,
@@ -480,7 +484,7 @@ export function createGenerateRoundActivities(deps: GenerateRoundDeps) {
         if ((await sha256File(planFile)) !== pinned.sha256)
           throw ApplicationFailure.nonRetryable(
             'The pinned plan file does not match its SHA-256: it was changed after review; run a new generate round.',
-            'PlanTampered',
+            ErrorTypes.PlanTampered,
           );
         // Written before the engine touches the state: a retry that finds the serial moved knows it
         // was this apply, not someone else.
@@ -494,7 +498,7 @@ export function createGenerateRoundActivities(deps: GenerateRoundDeps) {
           // The log travels with the failure: the failed round still shows what the engine said.
           throw ApplicationFailure.create({
             message: `terraform apply failed: ${applied.error ?? 'see the apply log'}`,
-            type: 'ApplyFailed',
+            type: ErrorTypes.ApplyFailed,
             nonRetryable: true,
             details: [{ log_key: logKey }],
           });

@@ -21,6 +21,38 @@ export const ErrorTypes = {
   ModelRequestRejected: 'ModelRequestRejectedError',
   /** A DAG step failed after its retries; the details carry the DAG state. */
   DagStepFailed: 'DagStepFailedError',
+  /** The pinned plan no longer matches the branch or the state: apply refuses it, nothing applied. */
+  StalePlan: 'StalePlan',
+  /** The pinned plan has deny-level compliance findings and no admin override: apply refuses it. */
+  ComplianceViolation: 'ComplianceViolation',
+  /** The pinned plan's file does not match its SHA-256. */
+  PlanTampered: 'PlanTampered',
+  /** An earlier attempt applied part of the plan; what is left is not applied blind. */
+  ApplyInterrupted: 'ApplyInterrupted',
+  /** The engine's apply failed (its log travels in the failure's details). */
+  ApplyFailed: 'ApplyFailed',
+  /** The compliance policies do not evaluate. */
+  CompliancePolicyError: 'CompliancePolicyError',
+  /** A round's workflow failed (the innermost failure's message is its reason). */
+  DriftRoundFailed: 'DriftRoundFailed',
+  GenerateRoundFailed: 'GenerateRoundFailed',
+  ApplyRoundFailed: 'ApplyRoundFailed',
 } as const;
+
+/** An apply that refused its plan: nothing was applied, and a new generate round can pin another. */
+export const APPLY_REFUSALS: readonly string[] = [ErrorTypes.StalePlan, ErrorTypes.ComplianceViolation];
+
+/**
+ * The innermost failure of a cause chain (ChildWorkflowFailure → ApplicationFailure, ActivityFailure
+ * → ApplicationFailure): its message says what went wrong, its type (an ApplicationFailure's) what
+ * kind of failure it was. `depth` bounds how far down it looks (1: the direct cause only).
+ */
+export function innermostFailure(err: unknown, depth = Infinity): { message: string; type?: string } {
+  let e: unknown = err;
+  for (let d = 0; d < depth && e instanceof Error && e.cause instanceof Error; d++) e = e.cause;
+  if (!(e instanceof Error)) return { message: String(err) };
+  const type = (e as { type?: unknown }).type;
+  return { message: e.message, ...(typeof type === 'string' && type ? { type } : {}) };
+}
 
 export type ErrorType = (typeof ErrorTypes)[keyof typeof ErrorTypes];

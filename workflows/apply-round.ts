@@ -10,6 +10,7 @@ import {
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { applyRoundInputSchema, type ApplyRoundInput, type ApplyRoundResult } from '../shared/contracts';
+import { APPLY_REFUSALS, ErrorTypes, innermostFailure } from '../shared/errors';
 import {
   failureLogKey,
   parseRoundInput,
@@ -53,9 +54,11 @@ export async function applyRound(rawInput: ApplyRoundInput): Promise<ApplyRoundR
     rec.status('failed');
     const reason = roundFailureReason(err);
     setCurrentDetails(`Failed: ${reason}`);
+    // A refusal keeps its type (StalePlan, ComplianceViolation): the session decides by it.
+    const inner = innermostFailure(err, 1).type;
     throw ApplicationFailure.create({
       message: reason,
-      type: 'ApplyRoundFailed',
+      type: inner && APPLY_REFUSALS.includes(inner) ? inner : ErrorTypes.ApplyRoundFailed,
       nonRetryable: true,
       details: withLog ? [{ log_key: logKey }] : [],
     });

@@ -29,6 +29,7 @@ import { sessionBranch } from '../shared/ids';
 import { KumossOutcome } from '../shared/search-attributes';
 import { detectAndRemediate } from './detect-and-remediate';
 import { parseRoundInput, roundFailureReason } from './round-recorder';
+import { ErrorTypes } from '../shared/errors';
 
 export { roundProgressQuery };
 
@@ -246,6 +247,6 @@ async function runRound(
     setStatus('failed');
     const reason = roundFailureReason(err);
     setCurrentDetails(`Failed: ${reason}`);
-    throw ApplicationFailure.nonRetryable(`Drift round failed: ${reason}`, 'DriftRoundFailed');
+    throw ApplicationFailure.nonRetryable(`Drift round failed: ${reason}`, ErrorTypes.DriftRoundFailed);
   }
 }

@@ -18,6 +18,7 @@ import {
   type PinnedPlan,
 } from '../shared/contracts';
 import { parseRoundInput, roundFailureReason, roundRecorder, roundRefOf } from './round-recorder';
+import { ErrorTypes } from '../shared/errors';
 
 const retry: RetryPolicy = {
   initialInterval: '2s',
@@ -159,7 +160,7 @@ export async function generateRound(rawInput: GenerateRoundInput): Promise<Gener
     rec.status('failed');
     const reason = roundFailureReason(err);
     setCurrentDetails(`Failed: ${reason}`);
-    throw ApplicationFailure.nonRetryable(`Generate round failed: ${reason}`, 'GenerateRoundFailed');
+    throw ApplicationFailure.nonRetryable(`Generate round failed: ${reason}`, ErrorTypes.GenerateRoundFailed);
   } finally {
     await rec.flushed();
   }

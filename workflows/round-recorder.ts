@@ -3,7 +3,7 @@
 // is under way (drift rounds keep their own, behind the patches their older runs replay with).
 import { ApplicationFailure, proxyActivities, setCurrentDetails, setHandler } from '@temporalio/workflow';
 import type { z } from 'zod';
-import { ErrorTypes } from '../shared/errors';
+import { ErrorTypes, innermostFailure } from '../shared/errors';
 import { sessionBranch } from '../shared/ids';
 import type { RoundRef } from '../activities/workspace';
 import type { Activities } from '../activities';
@@ -77,9 +77,9 @@ export function parseRoundInput<S extends z.ZodType>(schema: S, raw: unknown, wh
   );
 }
 
-/** Why a round failed: the innermost message (an activity's failure is the cause of Temporal's). */
+/** Why a round failed: its step's message (an activity's failure is the cause of Temporal's). */
 export function roundFailureReason(err: unknown): string {
-  return err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err);
+  return innermostFailure(err, 1).message;
 }
 
 /**

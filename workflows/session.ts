@@ -50,6 +50,7 @@ import { failureLogKey } from './round-recorder';
 import { driftRound } from './drift-round';
 import { generateRound } from './generate-round';
 import { operationSignal, operationUpdate, sessionQuery } from '../shared/messages';
+import { APPLY_REFUSALS, ErrorTypes, innermostFailure } from '../shared/errors';
 
 /** The patch that moved session state, rounds and events into the metadata store. */
 export const SESSION_STORE_PATCH = 'session-store';
@@ -86,11 +87,9 @@ export function initialState(settings: SessionSettings): SessionState {
   };
 }
 
+/** The innermost cause says what went wrong (ChildWorkflowFailure → ApplicationFailure). */
 function failureReason(err: unknown): string {
-  let e: unknown = err;
-  // The innermost cause says what went wrong (ChildWorkflowFailure → ApplicationFailure).
-  while (e instanceof Error && e.cause instanceof Error) e = e.cause;
-  return e instanceof Error ? e.message : String(err);
+  return innermostFailure(err).message;
 }
 
 /** What every round child of the session is given: where it works and how long its steps may be silent. */
@@ -374,10 +373,13 @@ export async function session(input: SessionInput): Promise<SessionState> {
         } catch (err) {
           if (isCancellation(err) && CancellationScope.current().consideredCancelled) throw err;
           const reason = isCancellation(err) ? 'The round was cancelled.' : failureReason(err);
-          if (
-            reason.startsWith('The pinned plan is stale:') ||
-            reason.startsWith('The pinned plan violates')
-          ) {
+          const type = innermostFailure(err).type;
+          // Decided by the failure's type; runs whose apply round failed before it carried the
+          // refusal's type are recognised by the refusal's text.
+          const refusedByText =
+            type === ErrorTypes.ApplyRoundFailed &&
+            (reason.startsWith('The pinned plan is stale:') || reason.startsWith('The pinned plan violates'));
+          if ((type !== undefined && APPLY_REFUSALS.includes(type)) || refusedByText) {
             // Refused, not failed: nothing was applied, and a new generate round can pin a fresh plan.
             round.status = 'uncompleted';
             round.reason = reason;
