@@ -9,33 +9,24 @@
 // Versioning: sessions started before the session store have no `session-store` patch marker in
 // their history and go on exactly as they ran (rounds kept in the workflow state, operations as
 // signals); a new run writes the marker and takes the new path. When no running session lacks the
-// marker any more, the old path goes (deprecatePatch, then remove). README "Shipping a workflow change".
+// marker any more, the old path goes (deprecatePatch, then remove): docs/api.md, "Shipping a workflow change". Each
+// operation kind is run by its handler in workflows/session-handlers.ts.
 import {
   allHandlersFinished,
   ApplicationFailure,
-  CancellationScope,
   condition,
   continueAsNew,
-  executeChild,
-  isCancellation,
   log,
   patched,
-  proxyActivities,
   proxyLocalActivities,
   setCurrentDetails,
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
 import {
-  NO_PINNED_PLAN,
-  planLockReason,
   SessionRefusals,
   sessionBusyMessage,
   sessionFinishedMessage,
-  type ApplyRoundResult,
-  type DriftRoundInput,
-  type DriftRoundResult,
-  type GenerateRoundResult,
   type SessionOperation,
   type SessionRound,
   type SessionSettings,
@@ -43,22 +34,12 @@ import {
 } from '../shared/contracts';
 import type { SessionEventInput } from '../shared/db/sessions';
 import { applyRoundWorkflowId, driftRoundWorkflowId, generateRoundWorkflowId } from '../shared/ids';
-import { driftRoundSearchAttributes } from '../shared/search-attributes';
 import type { Activities } from '../activities';
-import { applyRound } from './apply-round';
-import { failureLogKey } from './round-recorder';
-import { driftRound } from './drift-round';
-import { generateRound } from './generate-round';
 import { operationSignal, operationUpdate, sessionQuery } from '../shared/messages';
-import { APPLY_REFUSALS, ErrorTypes, innermostFailure } from '../shared/errors';
+import { OPERATION_HANDLERS } from './session-handlers';
 
 /** The patch that moved session state, rounds and events into the metadata store. */
 export const SESSION_STORE_PATCH = 'session-store';
-
-const git = proxyActivities<Activities>({
-  startToCloseTimeout: '10 minutes',
-  retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 5 },
-});
 
 /** Metadata-store writes: short, retried until the store answers (a session waits for it). */
 const store = proxyLocalActivities<Activities>({
@@ -84,28 +65,6 @@ export function initialState(settings: SessionSettings): SessionState {
     round_count: 0,
     has_changes: false,
     pull_request: null,
-  };
-}
-
-/** The innermost cause says what went wrong (ChildWorkflowFailure → ApplicationFailure). */
-function failureReason(err: unknown): string {
-  return innermostFailure(err).message;
-}
-
-/** What every round child of the session is given: where it works and how long its steps may be silent. */
-function roundSettings(state: SessionState, op: SessionOperation) {
-  return {
-    session_id: state.session_id,
-    round_id: op.round_id,
-    repository_url: state.repository_url,
-    cloud: state.cloud,
-    scope_id: state.scope_id,
-    iac_path: state.iac_path,
-    state_project_id: state.state_project_id,
-    branch: state.branch,
-    ...(state.activity_heartbeat_seconds
-      ? { heartbeat_timeout_seconds: state.activity_heartbeat_seconds }
-      : {}),
   };
 }
 
@@ -240,10 +199,6 @@ export async function session(input: SessionInput): Promise<SessionState> {
       round.workflow_id = driftRoundWorkflowId(id, op.round_id);
     if (op.kind === 'generate') round.workflow_id = generateRoundWorkflowId(id, op.round_id);
     if (op.kind === 'apply' && state.pinned) round.workflow_id = applyRoundWorkflowId(id, op.round_id);
-    /** What this operation changes about the pinned plan and its lock (written with the round's end). */
-    let planChange:
-      | { pinned: SessionState['pinned']; lock: { reason: string; locked_by: string | null } | null }
-      | undefined;
     if (stored) {
       await store.recordSession({
         sessionId: id,
@@ -262,225 +217,7 @@ export async function session(input: SessionInput): Promise<SessionState> {
       state.rounds?.push(round);
     }
     describe();
-    const extra: SessionEventInput[] = [];
-    if (op.kind === 'merge') {
-      // A drift session ends at the merge of its pull request.
-      try {
-        const lock = stored ? await git.sessionLock({ sessionId: id }) : { locked: false, reason: '' };
-        if (lock.locked) {
-          round.status = 'failed';
-          round.failure_reason =
-            'kind' in lock && lock.kind === 'plan'
-              ? `Session ${id} is locked: ${lock.reason}`
-              : `Session ${id} is locked; merging is blocked until an admin clears the lock.`;
-        } else {
-          const message = op.text ?? `Merge ${state.branch}`;
-          const pr = state.pull_request ?? op.pull_request;
-          const onForge =
-            pr !== undefined &&
-            pr !== null &&
-            pr.provider !== 'git_host' &&
-            pr.provider !== 'local' &&
-            pr.number !== null;
-          const merged =
-            onForge && stored
-              ? await git.mergePullRequest({
-                  sessionId: id,
-                  provider: pr.provider as 'github' | 'gitlab' | 'gitea',
-                  repositoryUrl: state.repository_url,
-                  number: pr.number as number,
-                  message,
-                })
-              : onForge && pr?.provider === 'github'
-                ? await git.mergeGitHubPullRequest({
-                    repositoryUrl: state.repository_url,
-                    number: pr.number as number,
-                    message,
-                  })
-                : await git.mergeSessionBranch({
-                    sessionId: id,
-                    repositoryUrl: state.repository_url,
-                    head: state.branch,
-                    message,
-                    ...(state.pull_request ? { base: state.pull_request.base } : {}),
-                  });
-          if (stored) await git.recordPullRequestMerged({ sessionId: id, commit: merged.commit });
-          round.status = 'completed';
-          round.commit = merged.commit;
-          state.status = 'MERGED';
-        }
-      } catch (err) {
-        if (isCancellation(err)) throw err;
-        round.status = 'failed';
-        round.failure_reason = failureReason(err);
-      }
-    } else if (op.kind === 'pull_request') {
-      try {
-        const target = { sessionId: id, repositoryUrl: state.repository_url, head: state.branch };
-        const { facts, existing } = await git.pullRequestFacts(target);
-        const pr =
-          existing ??
-          (await git.openPullRequest({
-            ...target,
-            base: facts.base,
-            text: await git.writePullRequestText(facts),
-          }));
-        state.pull_request = {
-          provider: pr.provider === 'local' ? 'git_host' : pr.provider,
-          number: pr.number,
-          base: pr.base,
-        };
-        round.status = 'completed';
-        round.summary = pr.title;
-        extra.push({
-          source_key: `${op.round_id}:pull_request`,
-          round_id: op.round_id,
-          type: 'pull_request',
-          data: { round_id: op.round_id, ...pr },
-        });
-      } catch (err) {
-        if (isCancellation(err)) throw err;
-        round.status = 'failed';
-        round.failure_reason = failureReason(err);
-      }
-    } else if (op.kind === 'apply') {
-      // Only a generate round pins a plan; drift rounds never do.
-      const pinned = state.pinned;
-      if (!state.pinned_plan || !pinned) {
-        round.status = 'failed';
-        round.failure_reason = NO_PINNED_PLAN;
-        state.status = 'FAILED';
-        log.warn(`Session ${id}: ${NO_PINNED_PLAN}`);
-      } else {
-        try {
-          const result: ApplyRoundResult = await executeChild(applyRound, {
-            workflowId: applyRoundWorkflowId(id, op.round_id),
-            args: [
-              {
-                ...roundSettings(state, op),
-                pinned,
-              },
-            ],
-            staticSummary: `Apply round ${op.round_id} of session ${id} (plan of ${pinned.round_id})`,
-          });
-          round.status = 'completed';
-          round.summary = result.summary;
-          round.report_key = result.log_key;
-          // Applied: nothing is pinned any more, and the plan's lock goes.
-          state.pinned_plan = null;
-          state.pinned = null;
-          planChange = { pinned: null, lock: null };
-        } catch (err) {
-          if (isCancellation(err) && CancellationScope.current().consideredCancelled) throw err;
-          const reason = isCancellation(err) ? 'The round was cancelled.' : failureReason(err);
-          const type = innermostFailure(err).type;
-          // Decided by the failure's type; runs whose apply round failed before it carried the
-          // refusal's type are recognised by the refusal's text.
-          const refusedByText =
-            type === ErrorTypes.ApplyRoundFailed &&
-            (reason.startsWith('The pinned plan is stale:') || reason.startsWith('The pinned plan violates'));
-          if ((type !== undefined && APPLY_REFUSALS.includes(type)) || refusedByText) {
-            // Refused, not failed: nothing was applied, and a new generate round can pin a fresh plan.
-            round.status = 'uncompleted';
-            round.reason = reason;
-          } else {
-            round.status = 'failed';
-            round.failure_reason = reason;
-            // The apply log of a failed apply: what the engine said.
-            const logKey = failureLogKey(err);
-            if (logKey) round.report_key = logKey;
-            state.status = 'FAILED';
-          }
-        }
-      }
-    } else if (op.kind === 'generate') {
-      try {
-        const result: GenerateRoundResult = await executeChild(generateRound, {
-          workflowId: generateRoundWorkflowId(id, op.round_id),
-          args: [
-            {
-              ...roundSettings(state, op),
-              text: op.text ?? '',
-              ...(op.revert?.length ? { revert: op.revert } : {}),
-              ...(state.max_repair_cycles !== undefined
-                ? { max_repair_cycles: state.max_repair_cycles }
-                : {}),
-            },
-          ],
-          memo: {
-            request: {
-              mode: 'generate',
-              text: op.text ?? '',
-              actor_uuid: op.actor_uuid ?? null,
-              ...(op.revert?.length ? { revert: op.revert } : {}),
-            },
-          },
-          staticSummary: `${op.revert?.length ? 'Revert (generate) round' : 'Generate round'} ${op.round_id} of session ${id}`,
-        });
-        round.status = result.status;
-        if (result.summary) round.summary = result.summary;
-        if (result.report_key) round.report_key = result.report_key;
-        if (result.reason) round.reason = result.reason;
-        if (result.pinned_plan) {
-          // The new plan replaces any earlier one; the session is locked until it is applied.
-          state.pinned_plan = result.pinned_plan.key;
-          state.pinned = result.pinned_plan;
-          // A revert changes no code: nothing for a pull request to propose.
-          if (!op.revert?.length) state.has_changes = true;
-          planChange = {
-            pinned: result.pinned_plan,
-            lock: { reason: planLockReason(op.round_id), locked_by: op.actor_uuid ?? null },
-          };
-        }
-      } catch (err) {
-        if (isCancellation(err) && CancellationScope.current().consideredCancelled) throw err;
-        round.status = 'failed';
-        round.failure_reason = isCancellation(err) ? `The round was cancelled.` : failureReason(err);
-        state.status = 'FAILED';
-      }
-    } else {
-      const workflowId = driftRoundWorkflowId(id, op.round_id);
-      const roundInput: DriftRoundInput = {
-        session_id: id,
-        round_id: op.round_id,
-        mode: op.kind,
-        repository_url: state.repository_url,
-        cloud: state.cloud,
-        scope_id: state.scope_id,
-        iac_path: state.iac_path,
-        state_project_id: state.state_project_id,
-        text: op.text ?? '',
-        ...(op.targets?.length ? { targets: op.targets } : {}),
-        branch: state.branch,
-        max_drift_reports: state.max_drift_reports,
-        drift_group_operations: state.drift_group_operations,
-        ...(state.activity_heartbeat_seconds
-          ? { heartbeat_timeout_seconds: state.activity_heartbeat_seconds }
-          : {}),
-      };
-      try {
-        const result: DriftRoundResult = await executeChild(driftRound, {
-          workflowId,
-          args: [roundInput],
-          // Found with `temporal workflow list --query "KumossSessionId='…'"`; the request is in the memo.
-          typedSearchAttributes: driftRoundSearchAttributes(roundInput),
-          memo: { request: { mode: op.kind, text: op.text ?? '', actor_uuid: op.actor_uuid ?? null } },
-          staticSummary: `${op.kind === 'partial' ? 'Partial' : 'Full'} drift round ${op.round_id} of session ${id}`,
-        });
-        round.status = result.status;
-        if (result.outcome) round.outcome = result.outcome;
-        if (result.summary) round.summary = result.summary;
-        if (result.report_key) round.report_key = result.report_key;
-        if (result.reason) round.reason = result.reason;
-        if (result.status === 'completed') state.has_changes = true;
-      } catch (err) {
-        // The session itself is being cancelled: it ends cancelled.
-        if (isCancellation(err) && CancellationScope.current().consideredCancelled) throw err;
-        round.status = 'failed';
-        round.failure_reason = isCancellation(err) ? `The round was cancelled.` : failureReason(err);
-        state.status = 'FAILED';
-      }
-    }
+    const { events: extra, planChange } = await OPERATION_HANDLERS[op.kind]({ id, state, stored, op, round });
     state.in_flight = null;
     pending = undefined;
     if (stored) {
