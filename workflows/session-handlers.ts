@@ -57,6 +57,24 @@ function failureReason(err: unknown): string {
   return innermostFailure(err).message;
 }
 
+/** A pull request or merge that failed: the round says why; the session goes on. */
+function stepFailed(round: SessionRound, err: unknown): void {
+  if (isCancellation(err)) throw err;
+  round.status = 'failed';
+  round.failure_reason = failureReason(err);
+}
+
+/**
+ * A round child that failed fails the session, as the seed says; a session being cancelled itself
+ * ends cancelled.
+ */
+function roundFailed(state: SessionState, round: SessionRound, err: unknown): void {
+  if (isCancellation(err) && CancellationScope.current().consideredCancelled) throw err;
+  round.status = 'failed';
+  round.failure_reason = isCancellation(err) ? `The round was cancelled.` : failureReason(err);
+  state.status = 'FAILED';
+}
+
 /** What every round child of the session is given: where it works and how long its steps may be silent. */
 function roundSettings(state: SessionState, op: SessionOperation) {
   return {
@@ -77,8 +95,7 @@ function roundSettings(state: SessionState, op: SessionOperation) {
 /** Merge: the pull request (or the session branch) merges, unless the session is locked; a drift session ends there. */
 async function merge(ctx: OperationContext): Promise<OperationOutcome> {
   const { id, state, stored, op, round } = ctx;
-  const events: SessionEventInput[] = [];
-  const outcome: OperationOutcome = { events };
+  const outcome: OperationOutcome = { events: [] };
   // A drift session ends at the merge of its pull request.
   try {
     const lock = stored ? await git.sessionLock({ sessionId: id }) : { locked: false, reason: '' };
@@ -125,9 +142,7 @@ async function merge(ctx: OperationContext): Promise<OperationOutcome> {
       state.status = 'MERGED';
     }
   } catch (err) {
-    if (isCancellation(err)) throw err;
-    round.status = 'failed';
-    round.failure_reason = failureReason(err);
+    stepFailed(round, err);
   }
   return outcome;
 }
@@ -135,8 +150,7 @@ async function merge(ctx: OperationContext): Promise<OperationOutcome> {
 /** Pull request: opened from the session branch (or the one already open adopted), its title written by the model. */
 async function pullRequest(ctx: OperationContext): Promise<OperationOutcome> {
   const { id, state, op, round } = ctx;
-  const events: SessionEventInput[] = [];
-  const outcome: OperationOutcome = { events };
+  const outcome: OperationOutcome = { events: [] };
   try {
     const target = { sessionId: id, repositoryUrl: state.repository_url, head: state.branch };
     const { facts, existing } = await git.pullRequestFacts(target);
@@ -154,16 +168,14 @@ async function pullRequest(ctx: OperationContext): Promise<OperationOutcome> {
     };
     round.status = 'completed';
     round.summary = pr.title;
-    events.push({
+    outcome.events.push({
       source_key: `${op.round_id}:pull_request`,
       round_id: op.round_id,
       type: 'pull_request',
       data: { round_id: op.round_id, ...pr },
     });
   } catch (err) {
-    if (isCancellation(err)) throw err;
-    round.status = 'failed';
-    round.failure_reason = failureReason(err);
+    stepFailed(round, err);
   }
   return outcome;
 }
@@ -171,8 +183,7 @@ async function pullRequest(ctx: OperationContext): Promise<OperationOutcome> {
 /** Apply: exactly the pinned plan, in its own round; a refused plan (stale, denied) leaves the session going. */
 async function apply(ctx: OperationContext): Promise<OperationOutcome> {
   const { id, state, op, round } = ctx;
-  const events: SessionEventInput[] = [];
-  const outcome: OperationOutcome = { events };
+  const outcome: OperationOutcome = { events: [] };
   // Only a generate round pins a plan; drift rounds never do.
   const pinned = state.pinned;
   if (!state.pinned_plan || !pinned) {
@@ -228,8 +239,7 @@ async function apply(ctx: OperationContext): Promise<OperationOutcome> {
 /** Generate (and revert, a generate round with no change to the code): pins a plan and locks the session. */
 async function generate(ctx: OperationContext): Promise<OperationOutcome> {
   const { id, state, op, round } = ctx;
-  const events: SessionEventInput[] = [];
-  const outcome: OperationOutcome = { events };
+  const outcome: OperationOutcome = { events: [] };
   try {
     const result: GenerateRoundResult = await executeChild(generateRound, {
       workflowId: generateRoundWorkflowId(id, op.round_id),
@@ -267,10 +277,7 @@ async function generate(ctx: OperationContext): Promise<OperationOutcome> {
       };
     }
   } catch (err) {
-    if (isCancellation(err) && CancellationScope.current().consideredCancelled) throw err;
-    round.status = 'failed';
-    round.failure_reason = isCancellation(err) ? `The round was cancelled.` : failureReason(err);
-    state.status = 'FAILED';
+    roundFailed(state, round, err);
   }
   return outcome;
 }
@@ -278,8 +285,7 @@ async function generate(ctx: OperationContext): Promise<OperationOutcome> {
 /** A partial or full drift round. */
 async function drift(ctx: OperationContext): Promise<OperationOutcome> {
   const { id, state, op, round } = ctx;
-  const events: SessionEventInput[] = [];
-  const outcome: OperationOutcome = { events };
+  const outcome: OperationOutcome = { events: [] };
   const workflowId = driftRoundWorkflowId(id, op.round_id);
   const roundInput: DriftRoundInput = {
     session_id: id,
@@ -315,11 +321,7 @@ async function drift(ctx: OperationContext): Promise<OperationOutcome> {
     if (result.reason) round.reason = result.reason;
     if (result.status === 'completed') state.has_changes = true;
   } catch (err) {
-    // The session itself is being cancelled: it ends cancelled.
-    if (isCancellation(err) && CancellationScope.current().consideredCancelled) throw err;
-    round.status = 'failed';
-    round.failure_reason = isCancellation(err) ? `The round was cancelled.` : failureReason(err);
-    state.status = 'FAILED';
+    roundFailed(state, round, err);
   }
   return outcome;
 }
