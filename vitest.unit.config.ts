@@ -1,9 +1,14 @@
 import { defineConfig } from 'vitest/config';
 
-// The fast tier: pure logic, no stack (no global setup). `npm run test:unit`; the full suite
-// (`npm test`) runs these files too.
+// The fast tier: pure logic, and workflows on TestWorkflowEnvironment (a local server from setup's
+// own Temporal CLI) with stub activities — no engine, no store, no global setup. `npm run
+// test:unit`; the full suite (`npm test`) runs these files too.
 export default defineConfig({
   test: {
+    // Temporal's core bridge misbehaves in worker threads.
+    pool: 'forks',
+    testTimeout: 60_000,
+    hookTimeout: 120_000,
     include: [
       'test/shared/drift.test.ts',
       'test/shared/drift-exceptions.test.ts',
@@ -11,6 +16,7 @@ export default defineConfig({
       'test/shared/runner-plan.test.ts',
       'test/shared/ids.test.ts',
       'test/workflows/detect-and-remediate-loop.test.ts',
+      'test/workflows/session-handlers.test.ts',
       'test/activities/hcl.test.ts',
       'test/activities/hcl-edit.test.ts',
       'test/activities/offline-generate.test.ts',

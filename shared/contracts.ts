@@ -373,6 +373,10 @@ export type SessionStatus = (typeof SESSION_STATUSES)[number];
 export const NO_PINNED_PLAN =
   'No reviewed plan is pinned for this session; run a generate or drift round before applying.';
 
+/** A pull request asked for on a session whose rounds changed nothing: refused before it starts. */
+export const NOTHING_TO_PROPOSE =
+  'The session branch has no changes yet: no round of this session completed with changes.';
+
 export type OperationKind = 'partial' | 'full' | 'generate' | 'apply' | 'pull_request' | 'merge';
 
 /** Where a session's pull request lives: a forge (GitHub, GitLab, Gitea), or the bare git host (a reviewed branch merge). */

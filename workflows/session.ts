@@ -24,6 +24,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import {
+  NOTHING_TO_PROPOSE,
   SessionRefusals,
   sessionBusyMessage,
   sessionFinishedMessage,
@@ -67,9 +68,6 @@ export function initialState(settings: SessionSettings): SessionState {
     pull_request: null,
   };
 }
-
-const NOTHING_TO_PROPOSE =
-  'The session branch has no changes yet: no round of this session completed with changes.';
 
 function roundEndEvent(round: SessionRound, state: SessionState): SessionEventInput {
   return {
