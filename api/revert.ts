@@ -48,19 +48,19 @@ export async function revertableAddresses(
   const report = await parsed(artifacts, last.report_key, driftReportSchema);
   for (const d of report?.unreconciled_drift ?? []) out.add(d.address);
   for (const w of report?.whitelisted_exceptions ?? []) out.add(w.address);
-  // The drift of its last plan: the last iteration's drift report, when that iteration found drift
-  // (what an earlier iteration found and a cycle reconciled is not drift any more).
+  // The drift of its last plan: the round's final plan when it ran one (the iteration bound
+  // reached), else its last iteration's — when that plan found drift (what an earlier iteration
+  // found and a cycle reconciled is not drift any more).
   const prefix = `sessions/${sessionId}/rounds/${last.round_id}/iteration-`;
-  const iterations = (await sessionArtifacts(db, sessionId))
-    .filter((k) => k.startsWith(prefix))
-    .map((k) => Number(/^(\d+)\//.exec(k.slice(prefix.length))?.[1] ?? 0));
-  const lastIteration = Math.max(0, ...iterations);
-  if (lastIteration > 0) {
-    const found = await parsed(
-      artifacts,
-      `${prefix}${lastIteration}/drift-report.json`,
-      iterationReportSchema,
-    );
+  const steps = new Set(
+    (await sessionArtifacts(db, sessionId))
+      .filter((k) => k.startsWith(prefix))
+      .map((k) => k.slice(prefix.length).split('/')[0] ?? ''),
+  );
+  const numbered = [...steps].map(Number).filter((n) => Number.isInteger(n) && n > 0);
+  const lastStep = steps.has('final') ? 'final' : numbered.length ? String(Math.max(...numbered)) : undefined;
+  if (lastStep) {
+    const found = await parsed(artifacts, `${prefix}${lastStep}/drift-report.json`, iterationReportSchema);
     for (const d of found?.drift ?? []) out.add(d.address);
   }
   return [...out].sort();
