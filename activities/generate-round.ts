@@ -490,10 +490,8 @@ export function createGenerateRoundActivities(deps: GenerateRoundDeps) {
         // was this apply, not someone else.
         await artifacts.putJson(startedKey, { serial: pinned.state_serial, at: new Date().toISOString() });
         const applied = await ws.engine.applyPlan(planFile, h);
-        await artifacts.putText(
-          logKey,
-          `${override ? `Compliance findings overridden by an admin: ${override.reason}\n\n` : ''}${applied.output}`,
-        );
+        const log = `${override ? `Compliance findings overridden by an admin: ${override.reason}\n\n` : ''}${applied.output}`;
+        await artifacts.putText(logKey, log);
         if (!applied.ok) {
           // The log travels with the failure: the failed round still shows what the engine said.
           throw ApplicationFailure.create({
@@ -516,7 +514,7 @@ export function createGenerateRoundActivities(deps: GenerateRoundDeps) {
             : ` A fresh plan of ${targets.join(', ')} shows no change.`;
           await artifacts.putText(
             logKey,
-            `${override ? `Compliance findings overridden by an admin: ${override.reason}\n\n` : ''}${applied.output}\n\n# A fresh plan of ${targets.join(', ')}\n\n${fresh.output}`,
+            `${log}\n\n# A fresh plan of ${targets.join(', ')}\n\n${fresh.output}`,
           );
         }
         const after = await ws.engine.stateVersion(h);
