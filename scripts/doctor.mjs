@@ -43,6 +43,21 @@ for (const [name, cmd, args] of /** @type {[string, string, string[]][]} */ ([
   rows.push({ name, version: v.version, path: v.path, ready: v.ok, required: true });
 }
 
+// The embedded metadata store's server (scripts/embedded/postgres.ts finds it the same way).
+const pgBin = process.env.KUMOSS_POSTGRES_BIN_DIR
+  ? join(process.env.KUMOSS_POSTGRES_BIN_DIR, 'postgres')
+  : (['17', '16', '15', '14']
+      .map((v) => `/usr/lib/postgresql/${v}/bin/postgres`)
+      .find((p) => existsSync(p)) ?? '/usr/lib/postgresql/<n>/bin/postgres');
+const pgVersion = existsSync(pgBin) ? versionOf(pgBin, ['--version']) : { ok: false, version: 'missing' };
+rows.push({
+  name: 'PostgreSQL server',
+  version: pgVersion.version,
+  path: pgBin,
+  ready: pgVersion.ok,
+  required: true,
+});
+
 const depsReady = npmDependenciesMatch();
 rows.push({
   name: 'npm dependencies',

@@ -431,14 +431,14 @@ const ensureBubblewrap = () =>
   ensureDebianPackage('bubblewrap', 'bubblewrap', 'the engine sandbox', () => shellOk('command -v bwrap'));
 
 /**
- * PostgreSQL's server binaries for the cluster test tier (a real Temporal cluster persists to it,
- * Kumoss's metadata beside it).
+ * PostgreSQL's server binaries: the embedded metadata store of `npm start` and of the test stack
+ * (scripts/embedded/database.ts), and the cluster tier's Temporal persistence.
  */
 const ensurePostgres = () =>
   ensureDebianPackage(
     'postgresql',
     'PostgreSQL',
-    'the cluster test tier',
+    'the metadata store',
     () => Boolean(process.env.KUMOSS_POSTGRES_BIN_DIR) || shellOk('ls /usr/lib/postgresql/*/bin/postgres'),
   );
 

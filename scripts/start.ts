@@ -223,12 +223,21 @@ async function main(config: KumossConfig): Promise<void> {
     say(`object store (s3rver) on ${store.endpoint}, bucket ${config.storage.bucket}`);
   }
   if (embeddedDb) {
+    const dbLog = createWriteStream(join(logDir, 'postgres.log'), { flags: 'a' });
+    const t0 = Date.now();
     const db = await startEmbeddedDatabase({
-      dataDir: join(data, 'pgdata'),
+      data,
       port: config.database.embedded_port,
+      log: (l) => dbLog.write(`${l}\n`),
     });
     stops.push({ name: 'database', stop: () => db.close() });
-    say(`metadata store (PGlite) on 127.0.0.1:${db.port}`);
+    if (existsSync(join(data, 'pgdata')))
+      say(
+        `${join(data, 'pgdata')} holds an earlier embedded store (PGlite), which is no longer read: the organizations and tokens in it are not carried over; delete it when you have no use for it`,
+      );
+    say(
+      `metadata store (PostgreSQL, data in ${join(data, 'postgres')}) on 127.0.0.1:${db.port} in ${((Date.now() - t0) / 1000).toFixed(1)} s`,
+    );
   }
   const gitHost = await startGitHost({
     reposDir: gitReposDir(config),

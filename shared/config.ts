@@ -384,9 +384,26 @@ export function gitTrustBundle(config: KumossConfig, env: NodeJS.ProcessEnv = pr
   return bundle;
 }
 
-/** DATABASE_URL, or the embedded engine the launcher serves on loopback. */
+/** The embedded PostgreSQL's passwords, kept in `<data_dir>/database.json` (scripts/embedded/database.ts). */
+export const embeddedDatabaseSecrets = z.object({
+  superuser: z.string().min(16),
+  kumoss: z.string().min(16),
+});
+
+export function embeddedDatabaseSecretsFile(config: KumossConfig): string {
+  return join(dataDir(config), 'database.json');
+}
+
+/** DATABASE_URL, or the embedded PostgreSQL the launcher runs on loopback (as the `kumoss` role). */
 export function databaseUrl(config: KumossConfig): string {
-  return config.database.url || `postgres://postgres@127.0.0.1:${config.database.embedded_port}/postgres`;
+  if (config.database.url) return config.database.url;
+  const file = embeddedDatabaseSecretsFile(config);
+  if (!existsSync(file))
+    throw new Error(
+      `DATABASE_URL is not set and there is no embedded metadata store yet (${file} is missing): run npm start, or set DATABASE_URL`,
+    );
+  const { kumoss } = embeddedDatabaseSecrets.parse(JSON.parse(readFileSync(file, 'utf8')));
+  return `postgres://kumoss:${encodeURIComponent(kumoss)}@127.0.0.1:${config.database.embedded_port}/kumoss`;
 }
 
 /** True when an address or URL points at this machine's loopback (an embedded component). */

@@ -1,8 +1,10 @@
-// A real PostgreSQL server on loopback (Debian's postgresql package): initdb into a fresh data
-// directory, `postgres` on a free port, trust authentication for loopback only. PostgreSQL will
-// not run as root: when this process is root, the server runs as the package's `postgres` user.
+// A real PostgreSQL server on loopback (Debian's postgresql package): initdb into a data directory
+// (once), `postgres` on the given port, listening on 127.0.0.1 only. With a superuser password
+// every connection authenticates with it (scram-sha-256), the socket's too; without one loopback is
+// trusted (the test tiers' throwaway servers). PostgreSQL will not run as root: when this process
+// is root, the server runs as the package's `postgres` user.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { chownSync, existsSync, mkdirSync, readdirSync, statSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 
@@ -36,12 +38,13 @@ export interface PostgresServer {
 export async function startPostgres(opts: {
   dataDir: string;
   port: number;
+  /** The `postgres` role's password; set at initdb, required of every connection. */
+  superuserPassword?: string;
   log?: (line: string) => void;
 }): Promise<PostgresServer> {
   const bin = postgresBinDir();
   const root = process.getuid?.() === 0;
-  const asUser = (cmd: string, args: string[]): [string, string[]] =>
-    root ? ['runuser', ['-u', 'postgres', '--', cmd, ...args]] : [cmd, args];
+  const owner = { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 };
   mkdirSync(opts.dataDir, { recursive: true });
   const socketDir = join(opts.dataDir, 'socket');
   const data = join(opts.dataDir, 'data');
@@ -51,26 +54,35 @@ export async function startPostgres(opts: {
     const gid = spawnSync('id', ['-g', 'postgres'], { encoding: 'utf8' });
     if (pw.status !== 0)
       throw new Error('running as root and there is no postgres user to run PostgreSQL as');
-    for (const d of [opts.dataDir, socketDir]) chownSync(d, Number(pw.stdout), Number(gid.stdout));
+    owner.uid = Number(pw.stdout);
+    owner.gid = Number(gid.stdout);
+    for (const d of [opts.dataDir, socketDir]) chownSync(d, owner.uid, owner.gid);
     // The server's user must reach its directory through every parent.
     for (let d = opts.dataDir; d !== '/' && d !== '.'; d = join(d, '..')) {
       if ((statSync(d).mode & 0o001) === 0) spawnSync('chmod', ['o+x', d]);
     }
   }
+  const runAs = root ? { uid: owner.uid, gid: owner.gid, env: { ...process.env, HOME: opts.dataDir } } : {};
   if (!existsSync(join(data, 'PG_VERSION'))) {
-    const [cmd, args] = asUser(join(bin, 'initdb'), [
-      '-D',
-      data,
-      '-U',
-      'postgres',
-      '--auth=trust',
-      '--encoding=UTF8',
-      '--no-sync',
-    ]);
-    const r = spawnSync(cmd, args, { encoding: 'utf8' });
+    // The password reaches initdb through a file only the server's user reads, gone at once.
+    const pwfile = join(opts.dataDir, '.initdb-password');
+    if (opts.superuserPassword !== undefined) {
+      writeFileSync(pwfile, `${opts.superuserPassword}\n`, { mode: 0o600 });
+      chownSync(pwfile, owner.uid, owner.gid);
+    }
+    const auth =
+      opts.superuserPassword === undefined
+        ? ['--auth=trust']
+        : ['--auth=scram-sha-256', `--pwfile=${pwfile}`];
+    const r = spawnSync(
+      join(bin, 'initdb'),
+      ['-D', data, '-U', 'postgres', ...auth, '--encoding=UTF8', '--no-sync'],
+      { encoding: 'utf8', ...runAs },
+    );
+    rmSync(pwfile, { force: true });
     if (r.status !== 0) throw new Error(`initdb failed: ${r.stderr || r.stdout}`);
   }
-  const [cmd, args] = asUser(join(bin, 'postgres'), [
+  const args = [
     '-D',
     data,
     '-p',
@@ -83,8 +95,12 @@ export async function startPostgres(opts: {
     'fsync=off',
     '-c',
     'max_connections=300',
-  ]);
-  const child: ChildProcess = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  ];
+  // The server is this process's own child (no runuser between), so a signal reaches it.
+  const child: ChildProcess = spawn(join(bin, 'postgres'), args, {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    ...runAs,
+  });
   const state: { exited: number | null; tail: string } = { exited: null, tail: '' };
   child.once('exit', (code) => {
     state.exited = code ?? -1;
@@ -94,7 +110,11 @@ export async function startPostgres(opts: {
       state.tail = (state.tail + d.toString()).slice(-2000);
       opts.log?.(d.toString().trimEnd());
     });
-  const url = (database = 'postgres') => `postgres://postgres@127.0.0.1:${opts.port}/${database}`;
+  const credentials =
+    opts.superuserPassword === undefined
+      ? 'postgres'
+      : `postgres:${encodeURIComponent(opts.superuserPassword)}`;
+  const url = (database = 'postgres') => `postgres://${credentials}@127.0.0.1:${opts.port}/${database}`;
   const deadline = Date.now() + 60_000;
   for (;;) {
     if (state.exited !== null)
@@ -145,7 +165,7 @@ export async function startPostgres(opts: {
     async stop() {
       if (state.exited !== null) return;
       const done = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-      // SIGINT: fast shutdown (runuser passes it on).
+      // SIGINT: fast shutdown.
       child.kill('SIGINT');
       await Promise.race([done, new Promise((r) => setTimeout(r, 10_000))]);
       if (state.exited === null) child.kill('SIGKILL');

@@ -1,5 +1,5 @@
-// The metadata store: PostgreSQL through `pg` + Kysely. DATABASE_URL selects a real server; by
-// default the embedded PGlite engine that the launcher serves on loopback.
+// The metadata store: PostgreSQL through `pg` + Kysely. DATABASE_URL selects the server; by
+// default the embedded PostgreSQL that the launcher runs on loopback.
 import { Kysely, PostgresDialect, sql, type ColumnType, type Generated } from 'kysely';
 import { Migrator } from 'kysely/migration';
 import pg from 'pg';

@@ -29,7 +29,7 @@ describe('a real Temporal cluster on PostgreSQL', () => {
     }
   };
   const database = (name: string) => {
-    const u = new URL(stack().cluster!.postgresUrl);
+    const u = new URL(stack().postgresUrl);
     u.pathname = `/${name}`;
     return u.toString();
   };

@@ -31,7 +31,6 @@ import { projectRoot } from '../../shared/config';
 import { createDb, migrate, type Db } from '../../shared/db';
 import { artifactIndex } from '../../shared/db/artifacts';
 import { startAwsEmulator } from '../../scripts/embedded/aws-emulator';
-import { startEmbeddedDatabase } from '../../scripts/embedded/database';
 import { startGitHost } from '../../scripts/embedded/git-host';
 import { startObjectStore } from '../../scripts/embedded/object-store';
 import { freePort } from '../../scripts/embedded/ports';
@@ -50,60 +49,68 @@ export interface TestStack {
   gitHostUrl: string;
   gitReposDir: string;
   gitCaFile: string;
+  /** Kumoss's metadata store: the `kumoss` role's URL of the `kumoss` database. */
   databaseUrl: string;
+  /** The `postgres` superuser's URL of that PostgreSQL server (for tests that make databases). */
+  postgresUrl: string;
   workflowBundlePath: string;
   /** moto_server: the AWS APIs behind the kumoss/aws provider of the real-root test beds. */
   awsEndpoint: string;
   /** Set on the cluster tier: Temporal is a four-process cluster on a real PostgreSQL server. */
   cluster?: {
-    /** A superuser URL of that PostgreSQL server (Temporal's databases and Kumoss's are on it). */
-    postgresUrl: string;
     /** The Temporal service processes' ids, by service. */
     pids: Record<string, number>;
   };
 }
 
 /**
- * Which Temporal and metadata store a test run gets: `dev` — `temporal server start-dev` and the
- * embedded PGlite (the default); `cluster` — the Temporal server's four services on PostgreSQL,
- * with Kumoss's metadata on the same PostgreSQL server (npm run test:cluster).
+ * Which Temporal a test run gets: `dev` — `temporal server start-dev` (the default); `cluster` —
+ * the Temporal server's four services on PostgreSQL (npm run test:cluster). Kumoss's metadata is
+ * on a real PostgreSQL server in both, as under `npm start`.
  */
 export type StackShape = 'dev' | 'cluster';
 
-/** Temporal and the metadata store of one shape. */
+/** Temporal and the metadata store of one shape; both put Kumoss's metadata on a real PostgreSQL. */
 async function startTemporalAndStore(shape: StackShape, root: string) {
-  if (shape === 'dev') {
-    const spec = {
-      ...loadDevServerSpec(),
-      port: await freePort(),
-      http_port: await freePort(),
-      db_filename: undefined,
-      headless: true,
-    };
-    const [temporal, db] = await Promise.all([
-      startDevServer(spec, { dataDir: root }),
-      startEmbeddedDatabase({}),
-    ]);
-    return {
-      temporalAddress: temporal.address,
-      databaseUrl: db.url,
-      stop: async () => {
-        await Promise.allSettled([temporal.stop(), db.close()]);
-      },
-    };
-  }
-  const pg = await startPostgres({ dataDir: join(root, 'postgres'), port: await freePort() });
+  const pg = await startPostgres({
+    dataDir: join(root, 'postgres'),
+    port: await freePort(),
+    superuserPassword: 'postgres-test',
+  });
+  const user = { user: 'kumoss', password: 'kumoss-test' };
+  const store = {
+    databaseUrl: `postgres://${user.user}:${user.password}@127.0.0.1:${pg.port}/kumoss`,
+    postgresUrl: pg.url(),
+  };
   try {
-    const user = { user: 'kumoss', password: 'kumoss-test' };
+    if (shape === 'dev') {
+      const spec = {
+        ...loadDevServerSpec(),
+        port: await freePort(),
+        http_port: await freePort(),
+        db_filename: undefined,
+        headless: true,
+      };
+      const [temporal] = await Promise.all([
+        startDevServer(spec, { dataDir: root }),
+        pg.createDatabase('kumoss', user),
+      ]);
+      return {
+        temporalAddress: temporal.address,
+        ...store,
+        stop: async () => {
+          await Promise.allSettled([temporal.stop(), pg.stop()]);
+        },
+      };
+    }
     const [cluster] = await Promise.all([
       startTemporalCluster({ pg, dir: join(root, 'temporal') }),
       pg.createDatabase('kumoss', user),
     ]);
     return {
       temporalAddress: cluster.address,
-      databaseUrl: `postgres://${user.user}:${user.password}@127.0.0.1:${pg.port}/kumoss`,
+      ...store,
       cluster: {
-        postgresUrl: pg.url(),
         pids: Object.fromEntries(Object.entries(cluster.processes).map(([k, p]) => [k, p.pid ?? 0])),
       },
       stop: async () => {
@@ -167,6 +174,7 @@ export async function startTestStack(
       gitReposDir: gitHost.reposDir,
       gitCaFile: gitHost.caPath,
       databaseUrl: db.url,
+      postgresUrl: core.postgresUrl,
       workflowBundlePath,
       awsEndpoint: aws.endpoint,
       ...('cluster' in core ? { cluster: core.cluster } : {}),
