@@ -52,28 +52,40 @@ export default tseslint.config(
                 '@temporalio/activity',
                 '@temporalio/client',
                 '@temporalio/worker',
-                '**/shared/config',
                 '**/activities',
                 '**/activities/*',
-                // shared/'s Node-only infrastructure: the metadata store, the object store,
-                // connections, tracing, logging, secrets, signatures, the tool cache.
-                '**/shared/db',
-                '**/shared/db/*',
-                '**/shared/object-store',
-                '**/shared/tracing',
-                '**/shared/temporal-connection',
-                '**/shared/temporal-setup',
-                '**/shared/tools.mjs',
-                '**/shared/secret-box',
-                '**/shared/logger',
-                '**/shared/http-json',
-                '**/shared/network-targets',
-                '**/shared/webhooks',
-                '**/shared/payload-codec',
+                // shared/infra/ is Node-only infrastructure: the configuration, the metadata store,
+                // the object store, connections, tracing, logging, secrets, signatures, the tool cache.
+                '**/shared/infra',
+                '**/shared/infra/*',
+                '**/shared/infra/**',
               ],
               allowTypeImports: true,
               message:
-                'Workflows import activities, clients and shared/ infrastructure (db, object store, connections, tracing, logger, secrets) as types only.',
+                'Workflows import activities, clients and shared/infra/ (Node-only infrastructure) as types only.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // shared/ outside infra/ is what workflows may import: contracts, ids, errors, pure drift
+    // logic, message definitions. It stays sandbox-safe itself.
+    files: ['shared/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['node:*', 'fs', 'path', 'child_process', 'crypto', 'os', 'pg', 'pino', 'kysely'],
+              message: 'shared/ is imported by workflows: Node-only code goes in shared/infra/.',
+            },
+            {
+              group: ['./infra', './infra/*', './infra/**', '@temporalio/client', '@temporalio/activity'],
+              allowTypeImports: true,
+              message: 'shared/ is imported by workflows: it imports shared/infra/ as types only.',
             },
           ],
         },

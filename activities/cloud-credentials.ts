@@ -14,10 +14,10 @@
 import { AssumeRoleCommand, type STSClient } from '@aws-sdk/client-sts';
 import { IdentityPoolClient, JWT } from 'google-auth-library';
 import { GOOGLE_AUTH_ORIGINS, googleCredentialProblem } from '../shared/google-credentials';
-import type { Db } from '../shared/db';
-import { engineCloudConnection, openConnectionCredentials } from '../shared/db/runners';
-import { sessionOrganization } from '../shared/db/sessions';
-import type { SecretBox } from '../shared/secret-box';
+import type { Db } from '../shared/infra/db';
+import { engineCloudConnection, openConnectionCredentials } from '../shared/infra/db/runners';
+import { sessionOrganization } from '../shared/infra/db/sessions';
+import type { SecretBox } from '../shared/infra/secret-box';
 
 /**
  * The worker's own cloud credential settings, of every cloud: never given to a run that has

@@ -8,7 +8,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { driftedAddresses } from '../shared/drift';
 import { ErrorTypes } from '../shared/errors';
-import type { ArtifactStore } from '../shared/object-store';
+import type { ArtifactStore } from '../shared/infra/object-store';
 import { EngineClient, EngineError, type EngineBinary, type EngineCall } from './engine';
 import type { GitAccess } from './git-access';
 import type { GitClient } from './git';
@@ -17,7 +17,7 @@ import type { ManagedState } from './managed-state';
 import type { EngineSandbox } from './sandbox';
 import type { CloudCredentials } from './cloud-credentials';
 import { readPlanForDrift } from './plan-reader';
-import { legacyStateProjectId } from '../shared/db/sessions';
+import { legacyStateProjectId } from '../shared/infra/db/sessions';
 
 export interface EngineDeps {
   kind: EngineBinary;
@@ -45,26 +45,8 @@ export interface DriftDetectionDeps {
   artifacts: ArtifactStore;
 }
 
-export interface DetectDriftInput {
-  repositoryUrl: string;
-  /** Branch to read; default: the repository's default branch. */
-  branch?: string;
-  iacPath?: string;
-  scopeId: string;
-  /** The managed state to read (a session's or stack's stored id); default: the legacy id of the three. */
-  stateProjectId?: string;
-  targets?: string[];
-  /** Object-storage prefix for the plan artifacts. */
-  artifactPrefix: string;
-}
-
-export interface DetectDriftOutput {
-  drifted: string[];
-  hasChanges: boolean;
-  planKey: string;
-  planJsonKey: string;
-  terraformVersion?: string;
-}
+import type { DetectDriftInput, DetectDriftOutput } from '../shared/round-contracts';
+export type { DetectDriftInput, DetectDriftOutput };
 
 function hooks() {
   const ctx = Context.current();

@@ -17,7 +17,7 @@ import {
 } from '../shared/drift-report';
 import { ErrorTypes } from '../shared/errors';
 import { roundArtifactKey } from '../shared/ids';
-import type { ArtifactStore } from '../shared/object-store';
+import type { ArtifactStore } from '../shared/infra/object-store';
 import { toActivityFailure } from './drift-detection';
 import { diffHistory } from './diff-history';
 import { EngineError } from './engine';
@@ -53,40 +53,8 @@ export interface PrepareRoundOutput {
   promptKey: string;
 }
 
-export interface IterationInput {
-  ref: RoundRef;
-  /** `1`, `2`, … or `final` (the examination after the last iteration's cycles). */
-  iteration: string;
-  targets: string[];
-  /** The plan the predecessor's last cycle validated; absent: plan now. */
-  planKey?: string;
-  groupSize: number;
-}
-
-export interface IterationOutput {
-  inSync: boolean;
-  /** Live drift before exceptions. */
-  driftCount: number;
-  /** Operations left after the exception rules. */
-  operationCount: number;
-  whitelistedCount: number;
-  groupCount: number;
-  planKey: string;
-  reportKey: string;
-  operationsKey: string;
-  whitelistedKey: string;
-  planned: boolean;
-  reinitialized: boolean;
-}
-
-export interface CycleInput {
-  ref: RoundRef;
-  iteration: string;
-  group: number;
-  operationsKey: string;
-  groupSize: number;
-  targets: string[];
-}
+import type { CycleInput, IterationInput, IterationOutput } from '../shared/round-contracts';
+export type { CycleInput, IterationInput, IterationOutput };
 
 export interface GenerateOutput {
   changed: boolean;

@@ -4,7 +4,7 @@
 // a provider or a module). The scope id reaches every call as TF_VAR_kumoss_scope_id: a root that
 // declares `variable "kumoss_scope_id"` sees it, one that does not is unaffected.
 import { dirname } from 'node:path';
-import { inSpan } from '../shared/tracing';
+import { inSpan } from '../shared/infra/tracing';
 import type { EngineSlots } from './engine-slots';
 import type { RunCredentials } from './cloud-credentials';
 import { gitDirOf, type ManagedRoot, type ManagedState } from './managed-state';
@@ -36,7 +36,7 @@ export interface EngineOptions {
    * state in the object store under its state project id, one engine call at a time.
    */
   managedState?: ManagedState;
-  /** The root's state project id (shared/db/sessions.ts: stateProjectId); with managedState. */
+  /** The root's state project id (shared/infra/db/sessions.ts: stateProjectId); with managedState. */
   stateProjectId?: string;
   /**
    * The engine's sandbox (activities/sandbox.ts); without one, or with `engine.sandbox: off`, the

@@ -2,7 +2,7 @@
 // repository path of an https URL, and one classification of their refusals by HTTP status.
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorTypes } from '../shared/errors';
-import { HttpJsonError, requestJson } from '../shared/http-json';
+import { HttpJsonError, requestJson } from '../shared/infra/http-json';
 
 export interface OpenedPullRequest {
   number: number;

@@ -5,10 +5,10 @@
 // configured GitHub/GitLab hosts, GITEA_TOKEN for Gitea) when the organization has connected it
 // and is one the operator's tokens serve (security.operator_git_credentials_for). A host the
 // organization has not connected gets nothing, nor does any other origin.
-import type { Db } from '../shared/db';
-import { gitConnectionFor, openGitCredential, repositoryOrigin } from '../shared/db/git-connections';
-import { sessionOrganization } from '../shared/db/sessions';
-import type { SecretBox } from '../shared/secret-box';
+import type { Db } from '../shared/infra/db';
+import { gitConnectionFor, openGitCredential, repositoryOrigin } from '../shared/infra/db/git-connections';
+import { sessionOrganization } from '../shared/infra/db/sessions';
+import type { SecretBox } from '../shared/infra/secret-box';
 import type { GitClient } from './git';
 
 export interface GitAccessDeps {

@@ -1,6 +1,6 @@
 // All activities, built from their clients (createActivities(deps)); workflows import the type only.
 import { join } from 'node:path';
-import { projectRoot } from '../shared/config';
+import { projectRoot } from '../shared/infra/config';
 import { createDriftDetectionActivities, type DriftDetectionDeps } from './drift-detection';
 import { createDriftRoundActivities, type DriftRoundDeps } from './drift-round';
 import { createGenerateRoundActivities } from './generate-round';
@@ -9,7 +9,7 @@ import { createPullRequestActivities, type PullRequestDeps } from './pull-reques
 import { createSessionStoreActivities } from './session-store';
 import { createStackDetectionActivities, type StackDetectionDeps } from './stack-detection';
 import { createWebhookActivities } from './webhooks';
-import type { TargetPolicy } from '../shared/network-targets';
+import type { TargetPolicy } from '../shared/infra/network-targets';
 import { createRunnerActivities, type RunnerDeps } from './runners';
 
 export type ActivityDeps = DriftDetectionDeps &
@@ -21,7 +21,7 @@ export type ActivityDeps = DriftDetectionDeps &
     runners?: RunnerDeps;
     /** The compliance policies (`<dir>/<cloud>/*.rego`; default: the project's policies/). */
     policiesDir?: string;
-    /** Private targets webhooks may reach (shared/network-targets.ts); absent: none. */
+    /** Private targets webhooks may reach (shared/infra/network-targets.ts); absent: none. */
     targets?: TargetPolicy;
   };
 

@@ -4,7 +4,7 @@
 // state instead: the object `<prefix>/<state project id>/terraform.tfstate` of the configured
 // store, served to the engine by the worker's state server (activities/state-server.ts) over
 // Terraform's `http` backend, so every worker's plan and apply read and write one state — and a
-// lease per state project id in the metadata store (shared/db/state-locks.ts) lets one engine call
+// lease per state project id in the metadata store (shared/infra/db/state-locks.ts) lets one engine call
 // at a time change it.
 //
 // How: an override file (never committed: the checkout's .git/info/exclude names it, and the
@@ -16,14 +16,14 @@ import { appendFileSync, existsSync, readdirSync, readFileSync, writeFileSync } 
 import { hostname } from 'node:os';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Db } from '../shared/db';
+import type { Db } from '../shared/infra/db';
 import {
   currentStateLockHolder,
   releaseStateLock,
   renewStateLock,
   tryAcquireStateLock,
-} from '../shared/db/state-locks';
-import { createS3Client } from '../shared/object-store';
+} from '../shared/infra/db/state-locks';
+import { createS3Client } from '../shared/infra/object-store';
 import { StateServer } from './state-server';
 import { blockLabels, parseHcl, topBlocks } from './hcl';
 import { blockNodes, bodyOf } from './terraform-config';

@@ -2,8 +2,8 @@
 // and their start and end; a round records its own events. Idempotent: rounds are upserted by id,
 // events skipped when their source key is already written, so a retried activity adds nothing.
 import type { RoundEvent } from '../shared/contracts';
-import type { Db } from '../shared/db';
-import { recordEvents, recordSession, type SessionRecord } from '../shared/db/sessions';
+import type { Db } from '../shared/infra/db';
+import { recordEvents, recordSession, type SessionRecord } from '../shared/infra/db/sessions';
 
 export function createSessionStoreActivities(deps: { db: Db }) {
   return {

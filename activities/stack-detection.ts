@@ -10,10 +10,10 @@ import { ApplicationFailure } from '@temporalio/common';
 import { deriveDrift, type AttributeChange } from '../shared/drift';
 import { activeRules, applyExceptions } from '../shared/drift-exceptions';
 import { ErrorTypes } from '../shared/errors';
-import type { Db } from '../shared/db';
-import { RegistryError } from '../shared/db/runners';
+import type { Db } from '../shared/infra/db';
+import { RegistryError } from '../shared/infra/db/runners';
 import type { SessionSettings } from '../shared/contracts';
-import type { SessionDefaults } from '../shared/db/sessions';
+import type { SessionDefaults } from '../shared/infra/db/sessions';
 import {
   claimRemediation,
   failDetectionRun,
@@ -21,8 +21,8 @@ import {
   recordDetection,
   startDetectionRun,
   type InboxChange,
-} from '../shared/db/stacks';
-import type { ArtifactStore } from '../shared/object-store';
+} from '../shared/infra/db/stacks';
+import type { ArtifactStore } from '../shared/infra/object-store';
 import { itemValue, remediationRequest, type DetectedDrift, type Stack } from '../shared/stack-contracts';
 import { toActivityFailure, type EngineDeps } from './drift-detection';
 import { EngineClient } from './engine';

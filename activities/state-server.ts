@@ -132,7 +132,7 @@ export class StateServer {
     const key = this.store.key(stateProjectId);
     if (m[2]) {
       req.resume();
-      // The state's lease (shared/db/state-locks.ts) is the lock: a call that changes the state
+      // The state's lease (shared/infra/db/state-locks.ts) is the lock: a call that changes the state
       // holds it before its engine starts, so the engine's own LOCK finds it taken by itself.
       if (req.method === 'UNLOCK') return reply(200);
       if (req.method !== 'LOCK') return reply(405, 'LOCK or UNLOCK');

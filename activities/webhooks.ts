@@ -1,14 +1,14 @@
 // Delivers one event to every endpoint of the organization subscribed to it: the body signed with
-// the endpoint's secret (shared/webhooks.ts), each attempt logged with its status code. An endpoint
+// the endpoint's secret (shared/infra/webhooks.ts), each attempt logged with its status code. An endpoint
 // that answered 2xx before is skipped; any other answer fails the attempt, and Temporal retries it
 // with backoff (the workflow's retry policy). The secret never leaves this activity; the log keeps
 // the status code or the local error, never what the endpoint answered. A private, loopback or
 // link-local endpoint the configuration does not allow is not contacted.
 import { ApplicationFailure } from '@temporalio/common';
-import type { Db } from '../shared/db';
-import { recordDeliveryAttempt, subscribedEndpoints, wasDelivered } from '../shared/db/webhooks';
-import { refusedTarget, type TargetPolicy } from '../shared/network-targets';
-import { SIGNATURE_HEADER, signatureHeader, type WebhookEvent } from '../shared/webhooks';
+import type { Db } from '../shared/infra/db';
+import { recordDeliveryAttempt, subscribedEndpoints, wasDelivered } from '../shared/infra/db/webhooks';
+import { refusedTarget, type TargetPolicy } from '../shared/infra/network-targets';
+import { SIGNATURE_HEADER, signatureHeader, type WebhookEvent } from '../shared/infra/webhooks';
 
 export interface WebhookDeliveryInput {
   organization_uuid: string;

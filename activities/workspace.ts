@@ -7,40 +7,16 @@
 // did not just hold is always brought to the remote's branch first.
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join, normalize, relative, sep } from 'node:path';
-import type { ExceptionRule } from '../shared/drift-exceptions';
 import { EngineClient } from './engine';
 import type { EngineDeps } from './drift-detection';
 import type { GitAccess } from './git-access';
 import type { GitClient } from './git';
-import { legacyStateProjectId } from '../shared/db/sessions';
+import { legacyStateProjectId } from '../shared/infra/db/sessions';
 import { MANAGED_BACKEND_FILE } from './managed-state';
 import { TerraformConfig } from './terraform-config';
 
-/** What every round activity gets: which round, which repository, which root. */
-export interface RoundRef {
-  sessionId: string;
-  roundId: string;
-  repositoryUrl: string;
-  /** Root module inside the repository; '' or '.' for the top. */
-  iacPath: string;
-  scopeId: string;
-  cloud: 'azure' | 'gcp' | 'aws' | 'oci' | 'kubernetes';
-  /** The session branch the round commits to. */
-  branch: string;
-  /** Branch the session branch starts from (default: the repository's default branch). */
-  baseBranch?: string;
-  engine?: 'terraform' | 'tofu';
-  /** The session's stored state project id (absent in rounds started before it was passed). */
-  stateProjectId?: string;
-  /** Exception rules in force for the round (loaded once, at its start). */
-  rules?: ExceptionRule[];
-  /**
-   * The commit the session branch is at for this step, as the round's last step left it (absent in
-   * runs recorded before it was carried). A checkout this worker holds for the round but at another
-   * commit — a step of the round ran on another worker and pushed — is brought to the remote first.
-   */
-  head?: string;
-}
+import type { RoundRef } from '../shared/round-contracts';
+export type { RoundRef };
 
 export interface Workspace {
   /** The checkout. */

@@ -3,7 +3,7 @@
 // they are for devops and admin. Developers get what is rendered from them — the drift report
 // (sensitive values replaced by shared/drift.ts), the diffs, and the engine's plan text, which
 // prints a sensitive value as `(sensitive value)` as Terraform does.
-import { roleAtLeast, type Role } from '../shared/db/users';
+import { roleAtLeast, type Role } from '../shared/infra/db/users';
 
 /** The role a raw plan artifact needs. */
 export const RAW_PLAN_ROLE: Role = 'devops';

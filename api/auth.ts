@@ -5,9 +5,9 @@
 // header without a CORS preflight this API never grants, and SameSite=Strict keeps the cookie off
 // cross-site requests in the first place.
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import type { Db } from '../shared/db';
-import { findUserByAuthSession } from '../shared/db/auth-sessions';
-import { findUserByToken, roleAtLeast, type Role, type User } from '../shared/db/users';
+import type { Db } from '../shared/infra/db';
+import { findUserByAuthSession } from '../shared/infra/db/auth-sessions';
+import { findUserByToken, roleAtLeast, type Role, type User } from '../shared/infra/db/users';
 import { HttpError } from './errors';
 import type { EventsHub } from './events-hub';
 

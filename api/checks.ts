@@ -3,11 +3,11 @@ import { request } from 'node:https';
 import { readFileSync } from 'node:fs';
 import { HeadBucketCommand } from '@aws-sdk/client-s3';
 import type { Connection } from '@temporalio/client';
-import type { ArtifactStore } from '../shared/object-store';
-import type { Db } from '../shared/db';
-import { ping } from '../shared/db';
+import type { ArtifactStore } from '../shared/infra/object-store';
+import type { Db } from '../shared/infra/db';
+import { ping } from '../shared/infra/db';
 import type { ComponentCheck } from './routes/health';
-import { requestJson } from '../shared/http-json';
+import { requestJson } from '../shared/infra/http-json';
 import { sandboxOfIdentity } from '../shared/worker-identity';
 
 export function temporalCheck(connection: Connection, namespace: string): ComponentCheck {

@@ -1,6 +1,6 @@
 // Errors at the edge: {"error": {"code", "message"}} with a 4xx for anything the caller got wrong.
 import type { ErrorRequestHandler, RequestHandler } from 'express';
-import { RegistryError } from '../shared/db/runners';
+import { RegistryError } from '../shared/infra/db/runners';
 
 export class HttpError extends Error {
   constructor(

@@ -1,10 +1,10 @@
 // One LISTEN connection per API process on the metadata store's `kumoss_session_events` channel
-// (shared/db/sessions.ts notifies it in the transaction that records a session's rounds, status or
+// (shared/infra/db/sessions.ts notifies it in the transaction that records a session's rounds, status or
 // events), fanned out to every event stream of that session in this process: a subscriber sleeps
 // until its session changes instead of polling the store. The connection reconnects with backoff;
 // while it is down the streams fall back to polling (`connected` is false).
 import pg from 'pg';
-import { SESSION_EVENTS_CHANNEL } from '../shared/db/sessions';
+import { SESSION_EVENTS_CHANNEL } from '../shared/infra/db/sessions';
 
 /** One event stream's watch on its session: notifications mark it changed. */
 export interface SessionWatch {

@@ -1,16 +1,16 @@
 // The API process.
 import { Client } from '@temporalio/client';
 import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
-import { ArtifactStore, createS3Client } from '../shared/object-store';
+import { ArtifactStore, createS3Client } from '../shared/infra/object-store';
 import { join } from 'node:path';
-import { databaseUrl, gitTrustBundle, loadConfig, projectRoot, targetPolicy } from '../shared/config';
-import { createDb, migrate } from '../shared/db';
-import { logger, quietKnownWarnings } from '../shared/logger';
-import { dataConverter, payloadCodecFromEnv } from '../shared/payload-codec';
-import { secretBoxFromEnv } from '../shared/secret-box';
-import { connectClient, temporalTarget } from '../shared/temporal-connection';
-import { ensureSearchAttributes } from '../shared/temporal-setup';
-import { startTracing } from '../shared/tracing';
+import { databaseUrl, gitTrustBundle, loadConfig, projectRoot, targetPolicy } from '../shared/infra/config';
+import { createDb, migrate } from '../shared/infra/db';
+import { logger, quietKnownWarnings } from '../shared/infra/logger';
+import { dataConverter, payloadCodecFromEnv } from '../shared/infra/payload-codec';
+import { secretBoxFromEnv } from '../shared/infra/secret-box';
+import { connectClient, temporalTarget } from '../shared/infra/temporal-connection';
+import { ensureSearchAttributes } from '../shared/infra/temporal-setup';
+import { startTracing } from '../shared/infra/tracing';
 import { createApp } from './app';
 import { startEventsHub } from './events-hub';
 import { databaseCheck, forgeCheck, gitHostCheck, storageCheck, temporalCheck, workerCheck } from './checks';

@@ -5,7 +5,7 @@
 import type { NextFunction, Request, Response } from 'express';
 import { sql } from 'kysely';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { Db } from '../shared/db';
+import type { Db } from '../shared/infra/db';
 
 export interface ApiMetrics {
   registry: Registry;

@@ -19,7 +19,7 @@ import {
 } from '../shared/runner-contracts';
 import { lockRequestSchema, newUserSchema, roleChangeSchema } from './routes/admin';
 import { authorizeRequestSchema } from './routes/authorize';
-import { webhookSpecSchema } from '../shared/webhooks';
+import { webhookSpecSchema } from '../shared/infra/webhooks';
 import {
   backfillSchema,
   scheduleNoteSchema,

@@ -1,7 +1,7 @@
-// The HTTP server span of every API request (shared/tracing.ts: off unless tracing is on, then
+// The HTTP server span of every API request (shared/infra/tracing.ts: off unless tracing is on, then
 // the OpenTelemetry API's no-op).
 import { context, propagation, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
-import { tracer } from '../shared/tracing';
+import { tracer } from '../shared/infra/tracing';
 import { matchedRoute } from './metrics';
 
 interface TracedRequest {

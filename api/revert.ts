@@ -4,11 +4,11 @@
 // see. Drift the round adopted into the branch's code is not among them: there the code already
 // follows the cloud.
 import { z } from 'zod';
-import { sessionArtifacts } from '../shared/db/artifacts';
-import { sessionRounds } from '../shared/db/sessions';
-import type { Db } from '../shared/db';
+import { sessionArtifacts } from '../shared/infra/db/artifacts';
+import { sessionRounds } from '../shared/infra/db/sessions';
+import type { Db } from '../shared/infra/db';
 import { driftReportSchema } from '../shared/drift-report';
-import type { ArtifactStore } from '../shared/object-store';
+import type { ArtifactStore } from '../shared/infra/object-store';
 
 const iterationReportSchema = z.looseObject({
   drift: z.array(z.looseObject({ address: z.string() })),

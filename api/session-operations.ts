@@ -4,8 +4,8 @@
 // the seed's contract has it, with `accepted: false` and the reason; the refusal is logged with the
 // seed's exact line and written to the session's event log, and nothing else changes.
 import type { AuthzConfig } from './authz';
-import type { TargetPolicy } from '../shared/network-targets';
-import type { SecretBox } from '../shared/secret-box';
+import type { TargetPolicy } from '../shared/infra/network-targets';
+import type { SecretBox } from '../shared/infra/secret-box';
 import { randomUUID } from 'node:crypto';
 import type { Request } from 'express';
 import { WithStartWorkflowOperation, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
@@ -17,10 +17,10 @@ import {
   type SessionSettings,
 } from '../shared/contracts';
 import type { EventsHub } from './events-hub';
-import type { Db } from '../shared/db';
-import { insertSession, recordEvents } from '../shared/db/sessions';
+import type { Db } from '../shared/infra/db';
+import { insertSession, recordEvents } from '../shared/infra/db/sessions';
 import { sessionWorkflowId } from '../shared/ids';
-import { logger } from '../shared/logger';
+import { logger } from '../shared/infra/logger';
 import { operationUpdate, SESSION_WORKFLOW_TYPE } from '../shared/messages';
 import { KumossCloud, KumossSessionId } from '../shared/search-attributes';
 import { currentUser } from './auth';

@@ -1,10 +1,10 @@
 // Repository URLs and webhook endpoints a request names are checked where they enter: a private,
 // loopback or link-local target the configuration does not allow is a 400 naming the field
-// (shared/network-targets.ts). A repository URL must also be on one of the caller's organization's
-// git connections (shared/db/git-connections.ts).
-import type { Db } from '../shared/db';
-import { gitConnectionFor } from '../shared/db/git-connections';
-import { refusedTarget, type TargetPolicy } from '../shared/network-targets';
+// (shared/infra/network-targets.ts). A repository URL must also be on one of the caller's organization's
+// git connections (shared/infra/db/git-connections.ts).
+import type { Db } from '../shared/infra/db';
+import { gitConnectionFor } from '../shared/infra/db/git-connections';
+import { refusedTarget, type TargetPolicy } from '../shared/infra/network-targets';
 import { HttpError } from './errors';
 
 export async function requireAllowedTarget(

@@ -5,7 +5,7 @@
 // and the run exits non-zero.
 import { spawn } from 'node:child_process';
 import { cpus, totalmem } from 'node:os';
-import { projectRoot } from '../shared/config';
+import { projectRoot } from '../shared/infra/config';
 
 const BENCHES = [
   'drift-pipeline', // (a) derivation vs jq

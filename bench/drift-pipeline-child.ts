@@ -3,7 +3,7 @@
 import { join } from 'node:path';
 import { readPlanForDrift } from '../activities/plan-reader';
 import { PromptCatalogue } from '../activities/prompt-catalogue';
-import { projectRoot } from '../shared/config';
+import { projectRoot } from '../shared/infra/config';
 import { deriveDrift, groupOperations } from '../shared/drift';
 import { applyExceptions } from '../shared/drift-exceptions';
 

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { EngineClient } from '../activities/engine';
 import { EngineSandbox } from '../activities/sandbox';
 import { runProcess } from '../activities/process';
-import { cliConfigPath, providerMirrorDir, toolPath } from '../shared/tools.mjs';
+import { cliConfigPath, providerMirrorDir, toolPath } from '../shared/infra/tools.mjs';
 
 const CALLS = Number(process.env.BENCH_SANDBOX_CALLS ?? 15);
 const sandbox = new EngineSandbox({

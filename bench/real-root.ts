@@ -20,7 +20,7 @@ import { GitClient } from '../activities/git';
 import type { DriftRoundInput, DriftRoundResult } from '../shared/contracts';
 import { deriveDrift } from '../shared/drift';
 import { driftRoundWorkflowId, roundArtifactKey } from '../shared/ids';
-import { quietKnownWarnings } from '../shared/logger';
+import { quietKnownWarnings } from '../shared/infra/logger';
 import { awsClients, trustPolicy } from '../test/support/aws-test-bed';
 import { startStackWorker, startTestStackProcess, stackEngineDeps } from '../test/support/test-stack';
 import { EngineTimes } from './engine-busy';

@@ -3,7 +3,7 @@
 // dev server, moto_server, the loopback Google APIs, the metadata store; one worker).
 import { randomUUID } from 'node:crypto';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
-import { quietKnownWarnings } from '../shared/logger';
+import { quietKnownWarnings } from '../shared/infra/logger';
 import type { RunnerDagState } from '../shared/runner-contracts';
 import {
   awsEnvironment,

@@ -16,13 +16,13 @@ import { Client, Connection, type WorkflowExecutionInfo } from '@temporalio/clie
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { GitClient } from '../activities/git';
 import { StackSchedules } from '../api/schedules';
-import { projectRoot } from '../shared/config';
-import { createDb, migrate } from '../shared/db';
-import { createStack } from '../shared/db/stacks';
-import { createUser } from '../shared/db/users';
-import { quietKnownWarnings } from '../shared/logger';
+import { projectRoot } from '../shared/infra/config';
+import { createDb, migrate } from '../shared/infra/db';
+import { createStack } from '../shared/infra/db/stacks';
+import { createUser } from '../shared/infra/db/users';
+import { quietKnownWarnings } from '../shared/infra/logger';
 import { stackScheduleId } from '../shared/stack-contracts';
-import { cliConfigPath, toolPath } from '../shared/tools.mjs';
+import { cliConfigPath, toolPath } from '../shared/infra/tools.mjs';
 import { createDriftTestBed, DRIFT_ADDRESSES } from '../test/support/drift-test-bed';
 import { startTestStack } from '../test/support/test-stack';
 

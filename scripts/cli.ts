@@ -2,9 +2,9 @@
 // (DATABASE_URL, or the embedded engine of a running `npm start`) and prints the new token as the
 // last line of its output. The token is shown this once; only its hash is stored.
 import { parseArgs } from 'node:util';
-import { databaseUrl, loadConfig } from '../shared/config';
-import { createDb, migrate } from '../shared/db';
-import { createUser, ROLES, type Role } from '../shared/db/users';
+import { databaseUrl, loadConfig } from '../shared/infra/config';
+import { createDb, migrate } from '../shared/infra/db';
+import { createUser, ROLES, type Role } from '../shared/infra/db/users';
 
 const USAGE = 'usage: kumoss user add <name> --role <developer|devops|admin> [--org <organization>]';
 

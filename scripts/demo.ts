@@ -7,13 +7,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { Client } from '@temporalio/client';
-import { ArtifactStore, createS3Client } from '../shared/object-store';
+import { ArtifactStore, createS3Client } from '../shared/infra/object-store';
 import { GitClient } from '../activities/git';
-import { gitTrustBundle, loadConfig, projectRoot } from '../shared/config';
-import { connectClient, temporalTarget } from '../shared/temporal-connection';
+import { gitTrustBundle, loadConfig, projectRoot } from '../shared/infra/config';
+import { connectClient, temporalTarget } from '../shared/infra/temporal-connection';
 import type { DriftRoundInput, DriftRoundResult } from '../shared/contracts';
 import { driftRoundWorkflowId } from '../shared/ids';
-import { quietKnownWarnings } from '../shared/logger';
+import { quietKnownWarnings } from '../shared/infra/logger';
 import { driftRoundSearchAttributes } from '../shared/search-attributes';
 import { awsClients, createAwsTestBed, DEMO_ROOT } from '../test/support/aws-test-bed';
 import { awsEngineEnv } from '../test/support/test-stack';

@@ -17,7 +17,7 @@ import {
   providerMirrorBinary,
   toolPath,
   toolsDir,
-} from '../shared/tools.mjs';
+} from '../shared/infra/tools.mjs';
 
 /** @type {{ name: string, version: string, path: string, ready: boolean, required: boolean }[]} */
 const rows = [];

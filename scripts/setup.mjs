@@ -37,7 +37,7 @@ import {
   toolInstallDir,
   toolPath,
   toolsDir,
-} from '../shared/tools.mjs';
+} from '../shared/infra/tools.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const started = Date.now();
@@ -147,7 +147,7 @@ function goEnv() {
   return { ...process.env, CGO_ENABLED: '0', GOFLAGS: '-buildvcs=false' };
 }
 
-/** @param {import('../shared/tools.mjs').GoTool} tool */
+/** @param {import('../shared/infra/tools.mjs').GoTool} tool */
 async function ensureGoTool(tool) {
   const dir = toolInstallDir(tool);
   const bin = join(dir, tool.bin);
@@ -208,7 +208,7 @@ async function ensureGoTool(tool) {
  * a wrapper module requires it under its declared path, replaces that with the proxy's module,
  * and repeats the module's own replace lines; its `static` directories are copied beside the
  * binary.
- * @param {import('../shared/tools.mjs').GoTool} tool @param {string} staging @param {string} ldflags
+ * @param {import('../shared/infra/tools.mjs').GoTool} tool @param {string} staging @param {string} ldflags
  */
 async function buildThroughWrapper(tool, staging, ldflags) {
   const w = /** @type {NonNullable<typeof tool.wrapper>} */ (tool.wrapper);
@@ -261,7 +261,7 @@ async function buildThroughWrapper(tool, staging, ldflags) {
  * A module's web assets, built from its own package.json: the Node and pnpm it asks for from the
  * npm registry (cached in the tool cache), its dependencies with pnpm (pnpm's store, outside the
  * clone), then `vite build`; the output directory replaces the copy under static/.
- * @param {import('../shared/tools.mjs').GoTool} tool @param {string} moduleDir @param {string} staging
+ * @param {import('../shared/infra/tools.mjs').GoTool} tool @param {string} moduleDir @param {string} staging
  * @param {{ packages: string[], output: string }} fe
  */
 async function buildFrontend(tool, moduleDir, staging, fe) {
@@ -325,7 +325,7 @@ function ensureProviderMirror(only) {
 }
 
 /** A PyPI tool in a virtual environment of its own under the cache, keyed by version. */
-/** @param {import('../shared/tools.mjs').PyTool} tool */
+/** @param {import('../shared/infra/tools.mjs').PyTool} tool */
 async function ensurePyTool(tool) {
   const override = process.env[tool.envOverride];
   if (override) {

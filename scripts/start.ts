@@ -6,10 +6,10 @@
 // DATABASE_URL pointing elsewhere) is used as it is instead of being started here.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createDb } from '../shared/db';
-import { ensureGitConnection, type GitConnectionKind } from '../shared/db/git-connections';
-import { ensureOrganization } from '../shared/db/users';
-import { newSecretsKey } from '../shared/secret-box';
+import { createDb } from '../shared/infra/db';
+import { ensureGitConnection, type GitConnectionKind } from '../shared/infra/db/git-connections';
+import { ensureOrganization } from '../shared/infra/db/users';
+import { newSecretsKey } from '../shared/infra/secret-box';
 import { join } from 'node:path';
 import {
   ConfigError,
@@ -20,17 +20,17 @@ import {
   loadConfig,
   projectRoot,
   type KumossConfig,
-} from '../shared/config';
+} from '../shared/infra/config';
 import { startAwsEmulator } from './embedded/aws-emulator';
 import { startEmbeddedDatabase } from './embedded/database';
 import { startGitea } from './embedded/gitea';
 import { ensureWebBuild } from './web-build';
 import { startGitHost } from './embedded/git-host';
-import { toolReady } from '../shared/tools.mjs';
+import { toolReady } from '../shared/infra/tools.mjs';
 import { startObjectStore } from './embedded/object-store';
 import { assertPortFree, PortTakenError } from './embedded/ports';
 import { loadDevServerSpec, startDevServer } from './embedded/temporal-dev';
-import { temporalTarget } from '../shared/temporal-connection';
+import { temporalTarget } from '../shared/infra/temporal-connection';
 import { createInterface } from 'node:readline';
 
 const say = (msg: string): void => console.log(`[kumoss] ${msg}`);

@@ -4,7 +4,7 @@
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { build } from 'vite';
-import { projectRoot } from '../shared/config';
+import { projectRoot } from '../shared/infra/config';
 import { renderWebTypes } from './web-types';
 
 export const webDir = join(projectRoot, 'web');

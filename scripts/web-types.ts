@@ -5,7 +5,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import openapiTS, { astToString } from 'openapi-typescript';
 import { openApiDocument } from '../api/openapi';
-import { projectRoot } from '../shared/config';
+import { projectRoot } from '../shared/infra/config';
 
 export async function renderWebTypes(): Promise<string> {
   const ast = await openapiTS(openApiDocument() as unknown as Parameters<typeof openapiTS>[0]);

@@ -5,7 +5,7 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { toolsDir } from '../shared/tools.mjs';
+import { toolsDir } from '../shared/infra/tools.mjs';
 
 const [version, cmd, ...args] = process.argv.slice(2);
 if (!version || !/^\d+\.\d+\.\d+$/.test(version) || !cmd) {

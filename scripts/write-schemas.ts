@@ -1,7 +1,7 @@
 // Writes the published JSON Schemas (schemas/*.schema.json) from the zod contracts.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { projectRoot } from '../shared/config';
+import { projectRoot } from '../shared/infra/config';
 import { driftReportJsonSchema } from '../shared/drift-report';
 
 export const SCHEMAS: Record<string, () => unknown> = {

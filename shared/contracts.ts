@@ -458,7 +458,7 @@ export interface SessionState extends SessionSettings {
   /** That plan's hash, commit, state serial and impact (absent in sessions before generate rounds). */
   pinned?: PinnedPlan | null;
   in_flight: { round_id: string; kind: OperationKind } | null;
-  /** Rounds accepted so far; their records live in the metadata store (shared/db/sessions.ts). */
+  /** Rounds accepted so far; their records live in the metadata store (shared/infra/db/sessions.ts). */
   round_count: number;
   /** A drift round completed with changes: the branch has something to propose. */
   has_changes: boolean;

@@ -14,7 +14,7 @@ export const KumossOrganization = defineSearchAttributeKey('KumossOrganization',
 export const KumossPlanStatus = defineSearchAttributeKey('KumossPlanStatus', SearchAttributeType.KEYWORD);
 export const KumossStack = defineSearchAttributeKey('KumossStack', SearchAttributeType.KEYWORD);
 
-/** Every custom search attribute Kumoss sets: registered at start-up (shared/temporal-setup.ts). */
+/** Every custom search attribute Kumoss sets: registered at start-up (shared/infra/temporal-setup.ts). */
 export const KUMOSS_SEARCH_ATTRIBUTES = [
   KumossSessionId,
   KumossRoundId,

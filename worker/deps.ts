@@ -1,8 +1,8 @@
 // The real clients the activities get, built from configuration.
 import { join } from 'node:path';
 import { createActivities, type Activities } from '../activities';
-import { artifactIndex } from '../shared/db/artifacts';
-import { ArtifactStore, createS3Client, storageCredentials } from '../shared/object-store';
+import { artifactIndex } from '../shared/infra/db/artifacts';
+import { ArtifactStore, createS3Client, storageCredentials } from '../shared/infra/object-store';
 import { ManagedState } from '../activities/managed-state';
 import type { EngineDeps } from '../activities/drift-detection';
 import { EngineSlots } from '../activities/engine-slots';
@@ -14,7 +14,7 @@ import { GitLabMergeRequests } from '../activities/gitlab';
 import { GitHubPullRequests } from '../activities/github';
 import { createModel } from '../activities/model';
 import { awsClientFactory, GcpClient } from '../activities/runners/clouds';
-import type { Db } from '../shared/db';
+import type { Db } from '../shared/infra/db';
 import { PromptCatalogue } from '../activities/prompt-catalogue';
 import { RoundWorkspaces } from '../activities/workspace';
 import {
@@ -25,12 +25,12 @@ import {
   policiesDir,
   promptsDir,
   type KumossConfig,
-} from '../shared/config';
-import { cliConfigPath, providerMirrorDir, toolPath } from '../shared/tools.mjs';
+} from '../shared/infra/config';
+import { cliConfigPath, providerMirrorDir, toolPath } from '../shared/infra/tools.mjs';
 import { EngineSandbox } from '../activities/sandbox';
 import { CloudCredentials } from '../activities/cloud-credentials';
 import { STSClient } from '@aws-sdk/client-sts';
-import { secretBoxFromEnv } from '../shared/secret-box';
+import { secretBoxFromEnv } from '../shared/infra/secret-box';
 
 /** Environment variables that carry cloud credentials and settings to the engine's providers. */
 const CLOUD_ENV = /^(AWS_|GOOGLE_|CLOUDSDK_|ARM_|AZURE_|OCI_|KUBECONFIG$|KUBE_)/;

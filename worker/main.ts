@@ -1,11 +1,11 @@
 // The worker process: every workflow and activity on the configured task queue.
-import { databaseUrl, loadConfig } from '../shared/config';
-import { createDb, migrate } from '../shared/db';
-import { logger, quietKnownWarnings } from '../shared/logger';
-import { dataConverter, payloadCodecFromEnv } from '../shared/payload-codec';
-import { connectNative, temporalTarget } from '../shared/temporal-connection';
-import { ensureSearchAttributes } from '../shared/temporal-setup';
-import { startTracing } from '../shared/tracing';
+import { databaseUrl, loadConfig } from '../shared/infra/config';
+import { createDb, migrate } from '../shared/infra/db';
+import { logger, quietKnownWarnings } from '../shared/infra/logger';
+import { dataConverter, payloadCodecFromEnv } from '../shared/infra/payload-codec';
+import { connectNative, temporalTarget } from '../shared/infra/temporal-connection';
+import { ensureSearchAttributes } from '../shared/infra/temporal-setup';
+import { startTracing } from '../shared/infra/tracing';
 import { buildActivities } from './deps';
 import { installRuntime } from './runtime';
 import { createWorker, workerIdentity } from './worker';

@@ -5,7 +5,7 @@ import { SANDBOX_IDENTITY_KEY } from '../shared/worker-identity';
 import type { NativeConnection } from '@temporalio/worker';
 import { Worker, type WorkerOptions } from '@temporalio/worker';
 import { OpenTelemetryPlugin } from '@temporalio/interceptors-opentelemetry';
-import type { Tracing } from '../shared/tracing';
+import type { Tracing } from '../shared/infra/tracing';
 import type { Activities } from '../activities';
 import { autoHeartbeat } from './heartbeat';
 
@@ -19,10 +19,10 @@ export interface CreateWorkerOptions {
   /** A prebuilt bundle (tests build one per run); default: bundle workflows/ at start. */
   workflowBundlePath?: string;
   identity?: string;
-  /** Payload codecs (encryption): shared/payload-codec.ts. */
+  /** Payload codecs (encryption): shared/infra/payload-codec.ts. */
   dataConverter?: WorkerOptions['dataConverter'];
   /**
-   * Traces (shared/tracing.ts): workflow, activity and client-call spans joined to the caller's
+   * Traces (shared/infra/tracing.ts): workflow, activity and client-call spans joined to the caller's
    * trace. Its workflow interceptors are bundled in, so a traced worker bundles workflows/ itself
    * (a prebuilt bundle without them is refused).
    */

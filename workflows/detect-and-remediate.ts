@@ -4,8 +4,8 @@
 // nothing; drift split into operations, exceptions dropped (the loop stops when every operation is
 // excluded), survivors in groups, one generate-and-validate cycle per group.
 import { setCurrentDetails } from '@temporalio/workflow';
-import type { DriftRoundActivities, IterationOutput } from '../activities/drift-round';
-import type { RoundRef } from '../activities/workspace';
+import type { DriftRoundActivities } from '../activities/drift-round';
+import type { IterationOutput, RoundRef } from '../shared/round-contracts';
 import type { RoundStatus } from '../shared/contracts';
 
 export interface LoopHooks {

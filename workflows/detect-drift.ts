@@ -3,7 +3,7 @@
 // (`temporal workflow start --type detectDrift`).
 import { proxyActivities, setCurrentDetails, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { DetectDriftInput, DetectDriftOutput } from '../activities/drift-detection';
+import type { DetectDriftInput, DetectDriftOutput } from '../shared/round-contracts';
 
 const { detectDrift: detect } = proxyActivities<Activities>({
   startToCloseTimeout: '45 minutes',

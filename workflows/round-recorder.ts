@@ -5,7 +5,7 @@ import { ApplicationFailure, proxyActivities, setCurrentDetails, setHandler } fr
 import type { z } from 'zod';
 import { ErrorTypes, innermostFailure } from '../shared/errors';
 import { sessionBranch } from '../shared/ids';
-import type { RoundRef } from '../activities/workspace';
+import type { RoundRef } from '../shared/round-contracts';
 import type { Activities } from '../activities';
 import type { RoundEvent, RoundProgress, RoundStatus } from '../shared/contracts';
 import { roundProgressQuery } from '../shared/messages';

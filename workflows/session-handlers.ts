@@ -17,7 +17,7 @@ import {
   type SessionRound,
   type SessionState,
 } from '../shared/contracts';
-import type { SessionEventInput } from '../shared/db/sessions';
+import type { SessionEventInput } from '../shared/infra/db/sessions';
 import { APPLY_REFUSALS, ErrorTypes, innermostFailure } from '../shared/errors';
 import { applyRoundWorkflowId, driftRoundWorkflowId, generateRoundWorkflowId } from '../shared/ids';
 import { driftRoundSearchAttributes } from '../shared/search-attributes';

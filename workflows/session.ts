@@ -33,7 +33,7 @@ import {
   type SessionSettings,
   type SessionState,
 } from '../shared/contracts';
-import type { SessionEventInput } from '../shared/db/sessions';
+import type { SessionEventInput } from '../shared/infra/db/sessions';
 import { applyRoundWorkflowId, driftRoundWorkflowId, generateRoundWorkflowId } from '../shared/ids';
 import type { Activities } from '../activities';
 import { operationSignal, operationUpdate, sessionQuery } from '../shared/messages';

@@ -1,5 +1,5 @@
 // Chooses the model provider from configuration.
-import type { KumossConfig } from '../../shared/config';
+import type { KumossConfig } from '../../shared/infra/config';
 import { AnthropicModel } from './anthropic';
 import { OfflineModel } from './offline';
 import type { ModelProvider } from './port';

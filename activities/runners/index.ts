@@ -2,7 +2,7 @@
 // (runner.drift_detect_init, …). Each takes the DAG state and returns its output plus the fields it
 // sets on the state; each is safe to run twice.
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import type { Db } from '../../shared/db';
+import type { Db } from '../../shared/infra/db';
 import {
   ensureExecution,
   finishExecution,
@@ -13,7 +13,7 @@ import {
   savePlan,
   updatePlan,
   type CloudConnection,
-} from '../../shared/db/runners';
+} from '../../shared/infra/db/runners';
 import { ErrorTypes } from '../../shared/errors';
 import {
   DETECT_WORKFLOW_TYPE,

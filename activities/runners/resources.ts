@@ -19,7 +19,7 @@ import {
   type TaskDefinition,
 } from '@aws-sdk/client-ecs';
 import { DescribeSecretCommand, RestoreSecretCommand } from '@aws-sdk/client-secrets-manager';
-import type { CloudConnection } from '../../shared/db/runners';
+import type { CloudConnection } from '../../shared/infra/db/runners';
 import type {
   DetectorResult,
   PlannedAction,

@@ -14,11 +14,16 @@ import {
   deleteGitConnection,
   GitConnectionConflict,
   listGitConnections,
-} from '../../shared/db/git-connections';
+} from '../../shared/infra/db/git-connections';
 import { requireAllowedTarget } from '../targets';
 import { HttpError } from '../errors';
-import { notifySessionChanged } from '../../shared/db/sessions';
-import { createUserInOrganization, issueUserToken, revokeUserToken, ROLES } from '../../shared/db/users';
+import { notifySessionChanged } from '../../shared/infra/db/sessions';
+import {
+  createUserInOrganization,
+  issueUserToken,
+  revokeUserToken,
+  ROLES,
+} from '../../shared/infra/db/users';
 
 /** Why an admin locks a session: shown to whoever is refused the merge. */
 export const newUserSchema = z

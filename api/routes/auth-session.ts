@@ -4,9 +4,13 @@
 // GET /api/v1/auth/me says who is signed in. The token itself never travels again.
 import { Router } from 'express';
 import { z } from 'zod';
-import type { Db } from '../../shared/db';
-import { AUTH_SESSION_HOURS, createAuthSession, revokeAuthSession } from '../../shared/db/auth-sessions';
-import { findUserByToken } from '../../shared/db/users';
+import type { Db } from '../../shared/infra/db';
+import {
+  AUTH_SESSION_HOURS,
+  createAuthSession,
+  revokeAuthSession,
+} from '../../shared/infra/db/auth-sessions';
+import { findUserByToken } from '../../shared/infra/db/users';
 import { authenticate, cookieValue, CSRF_HEADER, currentUser, SESSION_COOKIE } from '../auth';
 import { HttpError } from '../errors';
 import { parseBody } from '../validation';

@@ -7,7 +7,7 @@ import { Router } from 'express';
 import { z } from 'zod';
 import { CLOUDS } from '../../shared/drift-exceptions';
 import { iacPathSchema, repositoryUrlSchema } from '../../shared/contracts';
-import type { Db } from '../../shared/db';
+import type { Db } from '../../shared/infra/db';
 import { authenticate, requireRole } from '../auth';
 import { askAuthz, type AuthzConfig } from '../authz';
 import { parseBody } from '../validation';

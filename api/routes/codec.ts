@@ -7,9 +7,9 @@
 import express, { Router, type Request } from 'express';
 import type { PayloadCodec } from '@temporalio/common';
 import { z } from 'zod';
-import type { Db } from '../../shared/db';
-import { findUserByAuthSession } from '../../shared/db/auth-sessions';
-import { findUserByToken } from '../../shared/db/users';
+import type { Db } from '../../shared/infra/db';
+import { findUserByAuthSession } from '../../shared/infra/db/auth-sessions';
+import { findUserByToken } from '../../shared/infra/db/users';
 import { cookieValue, SESSION_COOKIE } from '../auth';
 import { HttpError } from '../errors';
 import { parseBody } from '../validation';

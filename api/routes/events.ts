@@ -1,6 +1,6 @@
 // GET /api/v1/events/subscribe/{session_id}: server-sent events of a session — every round
 // accepted, status change, artifact, report, pull request, refusal and round end — read from the
-// session's event log in the metadata store (shared/db/sessions.ts), never from Temporal: a
+// session's event log in the metadata store (shared/infra/db/sessions.ts), never from Temporal: a
 // finished session's events outlive its workflow. Event ids are the log's sequence numbers, the
 // same on every connection, so a client that reconnects with Last-Event-ID gets exactly what it
 // missed. With the events hub (api/events-hub.ts) a stream reads the store only when the session
@@ -9,7 +9,7 @@
 // of those intervals. When users change (a token revoked, a role changed: USERS_CHANGED on the
 // hub), every open stream checks its own credential again and ends at once if it no longer holds.
 import { Router, type Response } from 'express';
-import { eventsAfter, type SessionEventRow } from '../../shared/db/sessions';
+import { eventsAfter, type SessionEventRow } from '../../shared/infra/db/sessions';
 import { authenticate, currentUser, requireRole, stillAuthenticated, USERS_CHANGED } from '../auth';
 import { mayFetchArtifact } from '../artifact-access';
 import { ownSession } from '../session-operations';

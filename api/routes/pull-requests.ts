@@ -6,7 +6,7 @@
 // branch merge: it has no number and no page.
 import { Router } from 'express';
 import { SessionRefusals, type PullRequestRecord } from '../../shared/contracts';
-import { sessionRounds } from '../../shared/db/sessions';
+import { sessionRounds } from '../../shared/infra/db/sessions';
 import { authenticate, currentUser, requireRole } from '../auth';
 import { HttpError } from '../errors';
 import {

@@ -1,9 +1,9 @@
 // The runner registry over HTTP, always within the caller's organization: cloud connections,
 // runner groups (the environment each should have), their executions and drift plans.
-import type { SecretBox } from '../../shared/secret-box';
-import { roleAtLeast } from '../../shared/db/users';
+import type { SecretBox } from '../../shared/infra/secret-box';
+import { roleAtLeast } from '../../shared/infra/db/users';
 import { Router } from 'express';
-import type { Db } from '../../shared/db';
+import type { Db } from '../../shared/infra/db';
 import {
   createCloudConnection,
   createRunnerGroup,
@@ -12,7 +12,7 @@ import {
   listCloudConnections,
   listRunnerGroups,
   updateRunnerGroup,
-} from '../../shared/db/runners';
+} from '../../shared/infra/db/runners';
 import { cloudConnectionSchema, runnerGroupSchema } from '../../shared/runner-contracts';
 import { authenticate, currentUser, requireRole } from '../auth';
 import { HttpError, registryError } from '../errors';

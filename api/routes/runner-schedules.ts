@@ -4,8 +4,8 @@
 // pause and resume (with a note) and a run now. Devops change it, developers read it.
 import { Router } from 'express';
 import type { Client } from '@temporalio/client';
-import type { Db } from '../../shared/db';
-import { getRunnerGroup, getRunnerSchedule, setRunnerSchedule } from '../../shared/db/runners';
+import type { Db } from '../../shared/infra/db';
+import { getRunnerGroup, getRunnerSchedule, setRunnerSchedule } from '../../shared/infra/db/runners';
 import { runnerScheduleSchema } from '../../shared/runner-contracts';
 import { scheduleNoteSchema } from '../../shared/stack-contracts';
 import { authenticate, currentUser, requireRole } from '../auth';

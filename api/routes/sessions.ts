@@ -6,16 +6,16 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import { parseBody } from '../validation';
-import { reuseMargin, type ArtifactStore } from '../../shared/object-store';
-import { sessionArtifacts } from '../../shared/db/artifacts';
-import { notifySessionChanged, sessionRounds } from '../../shared/db/sessions';
+import { reuseMargin, type ArtifactStore } from '../../shared/infra/object-store';
+import { sessionArtifacts } from '../../shared/infra/db/artifacts';
+import { notifySessionChanged, sessionRounds } from '../../shared/infra/db/sessions';
 import { HttpError } from '../errors';
 import { revertBodySchema, revertText, type SessionDetail } from '../../shared/contracts';
 import { revertableAddresses } from '../revert';
 import { authenticate, currentUser, requireRole } from '../auth';
 import { mayFetchArtifact } from '../artifact-access';
 import { requireAuthorized } from '../authz';
-import type { Role } from '../../shared/db/users';
+import type { Role } from '../../shared/infra/db/users';
 import {
   acceptedBody,
   newRoundId,

@@ -16,7 +16,7 @@ import {
   listDriftItems,
   listStacks,
   updateStack,
-} from '../../shared/db/stacks';
+} from '../../shared/infra/db/stacks';
 import {
   backfillSchema,
   CLOUD_FILTER,
@@ -30,8 +30,8 @@ import {
   type DriftItemState,
   type Stack,
 } from '../../shared/stack-contracts';
-import { createWebhook, deleteWebhook, listDeliveries, listWebhooks } from '../../shared/db/webhooks';
-import { webhookSpecSchema } from '../../shared/webhooks';
+import { createWebhook, deleteWebhook, listDeliveries, listWebhooks } from '../../shared/infra/db/webhooks';
+import { webhookSpecSchema } from '../../shared/infra/webhooks';
 import { authenticate, currentUser, requireRole } from '../auth';
 import { HttpError, registryError } from '../errors';
 import { acceptedBody, newRoundId, openSession, type SessionRouteDeps } from '../session-operations';

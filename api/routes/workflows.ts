@@ -13,9 +13,9 @@ import {
 } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
-import type { Db } from '../../shared/db';
-import { getPlan, getRunnerGroup, RegistryError } from '../../shared/db/runners';
-import type { Role } from '../../shared/db/users';
+import type { Db } from '../../shared/infra/db';
+import { getPlan, getRunnerGroup, RegistryError } from '../../shared/infra/db/runners';
+import type { Role } from '../../shared/infra/db/users';
 import {
   DETECT_WORKFLOW_TYPE,
   detectInputSchema,

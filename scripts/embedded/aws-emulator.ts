@@ -5,7 +5,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { pyToolPath } from '../../shared/tools.mjs';
+import { pyToolPath } from '../../shared/infra/tools.mjs';
 import { freePort } from './ports';
 
 export interface AwsEmulator {

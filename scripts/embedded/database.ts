@@ -2,11 +2,11 @@
 // with its data under the data directory, listening on loopback. Kumoss connects as the `kumoss`
 // role, owner of the `kumoss` database and nothing else; the `postgres` superuser is the
 // launcher's. Both passwords are made on first start and kept in `<data_dir>/database.json`
-// (mode 0600), where `databaseUrl()` (shared/config.ts) finds them for the CLI.
+// (mode 0600), where `databaseUrl()` (shared/infra/config.ts) finds them for the CLI.
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { embeddedDatabaseSecrets } from '../../shared/config';
+import { embeddedDatabaseSecrets } from '../../shared/infra/config';
 import { startPostgres } from './postgres';
 
 export interface EmbeddedDatabase {

@@ -7,8 +7,8 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { requestJson } from '../../shared/http-json';
-import { toolPath } from '../../shared/tools.mjs';
+import { requestJson } from '../../shared/infra/http-json';
+import { toolPath } from '../../shared/infra/tools.mjs';
 import { ensureCertificates } from './git-host';
 import { freePort } from './ports';
 

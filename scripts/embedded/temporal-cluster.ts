@@ -3,15 +3,15 @@
 // services — frontend, history, matching, worker — each a process of its own, as a self-hosted
 // deployment runs them. The schema comes from the server's own SQL tool; the namespaces are
 // registered and Kumoss's search attributes added through the operator service
-// (shared/temporal-setup.ts), as on any cluster.
+// (shared/infra/temporal-setup.ts), as on any cluster.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Connection } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time';
 import { stringify } from 'yaml';
-import { ensureSearchAttributes } from '../../shared/temporal-setup';
-import { toolPath, waitForTool } from '../../shared/tools.mjs';
+import { ensureSearchAttributes } from '../../shared/infra/temporal-setup';
+import { toolPath, waitForTool } from '../../shared/infra/tools.mjs';
 import { freeLowPort } from './ports';
 import type { PostgresServer } from './postgres';
 

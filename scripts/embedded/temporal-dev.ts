@@ -7,8 +7,8 @@ import { isAbsolute, join } from 'node:path';
 import { Connection } from '@temporalio/client';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { projectRoot } from '../../shared/config';
-import { toolPath } from '../../shared/tools.mjs';
+import { projectRoot } from '../../shared/infra/config';
+import { toolPath } from '../../shared/infra/tools.mjs';
 
 const devServerSchema = z.object({
   ip: z.string().default('127.0.0.1'),

@@ -7,7 +7,7 @@ import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EngineClient, EngineError } from '../../activities/engine';
 import { EngineSandbox } from '../../activities/sandbox';
-import { cliConfigPath, toolsDir } from '../../shared/tools.mjs';
+import { cliConfigPath, toolsDir } from '../../shared/infra/tools.mjs';
 import { engineDeps } from '../support/stack';
 
 /** A secret the test process (standing for the worker) holds in its environment. */

@@ -8,7 +8,7 @@ import { startAuthRecorder, type AuthRecorder } from '../support/auth-recorder';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GitClient } from '../../activities/git';
 import { ensureCertificates } from '../../scripts/embedded/git-host';
-import { loadConfig } from '../../shared/config';
+import { loadConfig } from '../../shared/infra/config';
 import { gitHostTokens } from '../../worker/deps';
 
 describe('git credentials are bound to the origin they were given for', () => {

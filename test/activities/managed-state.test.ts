@@ -20,10 +20,10 @@ import {
 import { SECRET_MARKER } from '../support/secret-scan';
 import { unzipSync } from 'fflate';
 import { readConfigFiles, RoundWorkspaces, type RoundRef } from '../../activities/workspace';
-import { createDb } from '../../shared/db';
-import { legacyStateProjectId, stateProjectId } from '../../shared/db/sessions';
-import { releaseStateLock, tryAcquireStateLock } from '../../shared/db/state-locks';
-import { createS3Client } from '../../shared/object-store';
+import { createDb } from '../../shared/infra/db';
+import { legacyStateProjectId, stateProjectId } from '../../shared/infra/db/sessions';
+import { releaseStateLock, tryAcquireStateLock } from '../../shared/infra/db/state-locks';
+import { createS3Client } from '../../shared/infra/object-store';
 import { ENGINES, engineDeps, gitClient, seedRepository as seedRepo, stack } from '../support/stack';
 import { stackManagedState } from '../support/test-stack';
 

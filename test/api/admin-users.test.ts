@@ -3,10 +3,10 @@
 // browser sessions stop working at once) and issues a new one. Bad input is a 4xx that changes
 // nothing; nobody changes their own account; other organizations' users are out of reach.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDb, migrate, type Db } from '../../shared/db';
+import { createDb, migrate, type Db } from '../../shared/infra/db';
 import { randomUUID } from 'node:crypto';
-import { insertSession, recordEvents } from '../../shared/db/sessions';
-import { hashToken } from '../../shared/db/users';
+import { insertSession, recordEvents } from '../../shared/infra/db/sessions';
+import { hashToken } from '../../shared/infra/db/users';
 import { roleTokens, signInCookie, startTestApi, type TestApi } from '../support/api';
 import { stack, temporalHarness, type TemporalHarness } from '../support/stack';
 

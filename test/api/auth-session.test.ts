@@ -2,7 +2,7 @@
 // cookie; the cookie authenticates reads and the event stream; a cookie-authenticated write needs
 // the CSRF header and the API's own origin; signing out revokes the session. And the session list.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDb, type Db } from '../../shared/db';
+import { createDb, type Db } from '../../shared/infra/db';
 import { startTestApi, type TestApi, testUser } from '../support/api';
 import { stack, temporalHarness, type TemporalHarness } from '../support/stack';
 

@@ -3,9 +3,9 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDb, migrate, type Db } from '../../shared/db';
+import { createDb, migrate, type Db } from '../../shared/infra/db';
 import { insertSessionRow, roleTokens, startTestApi, type TestApi, testUser } from '../support/api';
-import { findUserByToken } from '../../shared/db/users';
+import { findUserByToken } from '../../shared/infra/db/users';
 import { stack, temporalHarness, type TemporalHarness } from '../support/stack';
 
 describe('POST /api/v1/auth/authorize', () => {

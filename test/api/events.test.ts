@@ -3,8 +3,8 @@
 // resume with Last-Event-ID, and the subscription closing after
 // orchestration.max_session_events_iteration polls.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDb, migrate, type Db } from '../../shared/db';
-import { eventsAfter, recordEvents } from '../../shared/db/sessions';
+import { createDb, migrate, type Db } from '../../shared/infra/db';
+import { eventsAfter, recordEvents } from '../../shared/infra/db/sessions';
 import { startTestApi, type TestApi, testUser } from '../support/api';
 import { subscribe, type Received } from '../support/sse';
 import type { DriftTestBed } from '../support/drift-test-bed';

@@ -3,9 +3,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { PinnedPlan } from '../../shared/contracts';
-import { createDb, migrate, type Db } from '../../shared/db';
-import { createUserInOrganization, findUserByToken, type Role } from '../../shared/db/users';
-import { notifySessionChanged } from '../../shared/db/sessions';
+import { createDb, migrate, type Db } from '../../shared/infra/db';
+import { createUserInOrganization, findUserByToken, type Role } from '../../shared/infra/db/users';
+import { notifySessionChanged } from '../../shared/infra/db/sessions';
 import { insertSessionRow, roleTokens, startTestApi, type TestApi } from '../support/api';
 import { stack, temporalHarness, type TemporalHarness } from '../support/stack';
 

@@ -11,7 +11,7 @@ import { DeleteSecurityGroupCommand, DescribeSecurityGroupsCommand } from '@aws-
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EngineClient } from '../../activities/engine';
 import { GENERATE_MISMATCH, type PinnedPlan, type SessionRound } from '../../shared/contracts';
-import { createDb, migrate, type Db } from '../../shared/db';
+import { createDb, migrate, type Db } from '../../shared/infra/db';
 import { NEEDS_MODEL } from '../../activities/model/offline-generate';
 import { postAccepted, roleTokens, startTestApi, waitForSession, type TestApi } from '../support/api';
 import { awsClients, type AwsTestBed } from '../support/aws-test-bed';

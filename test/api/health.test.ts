@@ -6,8 +6,8 @@ import { Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { databaseCheck, gitHostCheck, storageCheck, temporalCheck, workerCheck } from '../../api/checks';
 import { createApp } from '../../api/app';
-import { ArtifactStore, createS3Client } from '../../shared/object-store';
-import { createDb, migrate, type Db } from '../../shared/db';
+import { ArtifactStore, createS3Client } from '../../shared/infra/object-store';
+import { createDb, migrate, type Db } from '../../shared/infra/db';
 import { artifactStore, stack, temporalHarness } from '../support/stack';
 
 async function listen(app: ReturnType<typeof createApp>): Promise<{ server: Server; url: string }> {

@@ -1,7 +1,7 @@
 // A corpus of malformed requests (hand-written and generated), every one answered 4xx with a JSON
 // error naming the problem: zero 5xx, no session created, no workflow started.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDb, migrate, type Db } from '../../shared/db';
+import { createDb, migrate, type Db } from '../../shared/infra/db';
 import { startTestApi, type TestApi, testUser } from '../support/api';
 import { stack, temporalHarness, type TemporalHarness } from '../support/stack';
 

@@ -9,10 +9,10 @@ import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@o
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { freePort } from '../../scripts/embedded/ports';
-import { createDb, migrate, type Db } from '../../shared/db';
+import { createDb, migrate, type Db } from '../../shared/infra/db';
 import { driftRoundWorkflowId } from '../../shared/ids';
 import { driftRound } from '../../workflows';
-import { startTracing, type Tracing } from '../../shared/tracing';
+import { startTracing, type Tracing } from '../../shared/infra/tracing';
 import type { DriftTestBed } from '../support/drift-test-bed';
 import { roleTokens, startTestApi, waitForSession, type TestApi } from '../support/api';
 import { workerProcess } from '../support/processes';

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { openApiDocument } from '../../api/openapi';
-import { projectRoot } from '../../shared/config';
+import { projectRoot } from '../../shared/infra/config';
 import { renderWebTypes } from '../../scripts/web-types';
 
 describe('OpenAPI document', () => {

@@ -6,10 +6,10 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createWebhookActivities } from '../../activities/webhooks';
-import { createDb, migrate, type Db } from '../../shared/db';
-import { findUserByToken } from '../../shared/db/users';
-import { createWebhook, listDeliveries } from '../../shared/db/webhooks';
-import { isNonPublicAddress, refusedTarget } from '../../shared/network-targets';
+import { createDb, migrate, type Db } from '../../shared/infra/db';
+import { findUserByToken } from '../../shared/infra/db/users';
+import { createWebhook, listDeliveries } from '../../shared/infra/db/webhooks';
+import { isNonPublicAddress, refusedTarget } from '../../shared/infra/network-targets';
 import { roleTokens, startTestApi, type TestApi } from '../support/api';
 import { stack, temporalHarness, type TemporalHarness } from '../support/stack';
 

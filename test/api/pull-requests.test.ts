@@ -6,7 +6,7 @@
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDb, migrate, type Db } from '../../shared/db';
+import { createDb, migrate, type Db } from '../../shared/infra/db';
 import { roleTokens, startTestApi, waitForSession, type TestApi } from '../support/api';
 import type { DriftTestBed } from '../support/drift-test-bed';
 import { GitHubPullRequests } from '../../activities/github';

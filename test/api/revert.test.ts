@@ -18,7 +18,7 @@ import {
 } from '@aws-sdk/client-ec2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { complianceRefusal, type PinnedPlan, type SessionRound } from '../../shared/contracts';
-import { createDb, migrate, type Db } from '../../shared/db';
+import { createDb, migrate, type Db } from '../../shared/infra/db';
 import { driftReportSchema } from '../../shared/drift-report';
 import type { DriftItem } from '../../shared/stack-contracts';
 import { postAccepted, roleTokens, startTestApi, waitForSession, type TestApi } from '../support/api';

@@ -1,7 +1,7 @@
 // The role matrix, route by route: 401 without a valid token, 403 below the route's role, and the
 // route's own answer at or above it (developer < devops < admin).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDb, migrate, type Db } from '../../shared/db';
+import { createDb, migrate, type Db } from '../../shared/infra/db';
 import { roleTokens, startTestApi, type TestApi } from '../support/api';
 import { stack, temporalHarness, type TemporalHarness } from '../support/stack';
 

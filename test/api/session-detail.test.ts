@@ -4,8 +4,8 @@
 // organization is still a 404, cached or not.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDb, migrate, type Db } from '../../shared/db';
-import { recordSession } from '../../shared/db/sessions';
+import { createDb, migrate, type Db } from '../../shared/infra/db';
+import { recordSession } from '../../shared/infra/db/sessions';
 import { roundArtifactKey } from '../../shared/ids';
 import { insertSessionRow, roleTokens, startTestApi, type TestApi } from '../support/api';
 import { subscribe } from '../support/sse';

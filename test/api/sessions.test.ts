@@ -2,9 +2,9 @@
 // without a pinned plan, the session detail with presigned artifacts, tenant isolation.
 import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { toolPath } from '../../shared/tools.mjs';
+import { toolPath } from '../../shared/infra/tools.mjs';
 import { NO_PINNED_PLAN, type SessionRound } from '../../shared/contracts';
-import { createDb, migrate, type Db } from '../../shared/db';
+import { createDb, migrate, type Db } from '../../shared/infra/db';
 import type { DriftTestBed } from '../support/drift-test-bed';
 import { roleTokens, startTestApi, waitForSession, type TestApi, testUser } from '../support/api';
 import { newTestBed, stack, temporalHarness, workerLogs, type TemporalHarness } from '../support/stack';

@@ -12,7 +12,7 @@ import {
   type RunnerBed,
 } from '../support/runner-bed';
 import { stack, temporalHarness, testActivities, type TemporalHarness } from '../support/stack';
-import { findUserByToken } from '../../shared/db/users';
+import { findUserByToken } from '../../shared/infra/db/users';
 import { SEED_OUTPUT_FIELDS } from '../../shared/runner-contracts';
 
 type Json = Record<string, unknown>;

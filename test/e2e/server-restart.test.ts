@@ -23,7 +23,7 @@ import {
   testActivities,
   untilActivityRunning,
 } from '../support/stack';
-import { createDb, migrate, type Db } from '../../shared/db';
+import { createDb, migrate, type Db } from '../../shared/infra/db';
 
 describe('a round survives a Temporal server restart', () => {
   let dir: string;

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ArtifactStore, createS3Client } from '../../shared/object-store';
+import { ArtifactStore, createS3Client } from '../../shared/infra/object-store';
 import { startObjectStore, type ObjectStore } from '../../scripts/embedded/object-store';
 import { freePort } from '../../scripts/embedded/ports';
 import { driftReportSchema } from '../../shared/drift-report';

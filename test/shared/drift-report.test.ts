@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { renderSchema } from '../../scripts/write-schemas';
-import { projectRoot } from '../../shared/config';
+import { projectRoot } from '../../shared/infra/config';
 import { computeOutcome, driftReportJsonSchema, driftReportSchema } from '../../shared/drift-report';
 
 describe('drift report', () => {

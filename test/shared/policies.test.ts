@@ -2,8 +2,8 @@
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { projectRoot } from '../../shared/config';
-import { toolPath, waitForTool } from '../../shared/tools.mjs';
+import { projectRoot } from '../../shared/infra/config';
+import { toolPath, waitForTool } from '../../shared/infra/tools.mjs';
 
 describe('compliance policies', () => {
   it('pass their Rego tests under opa test', async () => {

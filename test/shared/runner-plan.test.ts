@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { createRunnerActivities } from '../../activities/runners';
 import { GcpClient } from '../../activities/runners/clouds';
-import type { Db } from '../../shared/db';
+import type { Db } from '../../shared/infra/db';
 import {
   RUNNER_RESOURCES,
   SEED_OUTPUT_FIELDS,

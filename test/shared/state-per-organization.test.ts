@@ -4,10 +4,10 @@
 // stack opens works on the stack's own state.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDb, migrate, type Db } from '../../shared/db';
-import { insertSession, legacyStateProjectId, stateProjectId } from '../../shared/db/sessions';
-import { claimRemediation, createStack, getStack } from '../../shared/db/stacks';
-import { createUser } from '../../shared/db/users';
+import { createDb, migrate, type Db } from '../../shared/infra/db';
+import { insertSession, legacyStateProjectId, stateProjectId } from '../../shared/infra/db/sessions';
+import { claimRemediation, createStack, getStack } from '../../shared/infra/db/stacks';
+import { createUser } from '../../shared/infra/db/users';
 import { stack } from '../support/stack';
 
 describe('state per organization', () => {

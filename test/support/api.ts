@@ -1,16 +1,16 @@
 // The real API on a real socket for a test file, wired to its worker's task queue.
-import type { TargetPolicy } from '../../shared/network-targets';
-import { secretBoxFromEnv } from '../../shared/secret-box';
+import type { TargetPolicy } from '../../shared/infra/network-targets';
+import { secretBoxFromEnv } from '../../shared/infra/secret-box';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp, type AppDeps } from '../../api/app';
 import { startEventsHub } from '../../api/events-hub';
 import type { CodecRouteDeps } from '../../api/routes/codec';
 import type { SessionRound } from '../../shared/contracts';
-import type { Db } from '../../shared/db';
-import { createUser, findUserByToken, ROLES, type Role } from '../../shared/db/users';
-import { ensureGitConnection } from '../../shared/db/git-connections';
-import type { SessionsTable } from '../../shared/db';
+import type { Db } from '../../shared/infra/db';
+import { createUser, findUserByToken, ROLES, type Role } from '../../shared/infra/db/users';
+import { ensureGitConnection } from '../../shared/infra/db/git-connections';
+import type { SessionsTable } from '../../shared/infra/db';
 import { sessionBranch } from '../../shared/ids';
 import { randomUUID } from 'node:crypto';
 import type { Insertable } from 'kysely';

@@ -29,10 +29,10 @@ import {
 import { EngineClient } from '../../activities/engine';
 import { testCloudDir } from './test-cloud';
 import { MANAGED_BACKEND_FILE, type ManagedState } from '../../activities/managed-state';
-import { stateProjectId } from '../../shared/db/sessions';
+import { stateProjectId } from '../../shared/infra/db/sessions';
 import type { EngineDeps } from '../../activities/drift-detection';
 import type { GitClient } from '../../activities/git';
-import { waitForTool } from '../../shared/tools.mjs';
+import { waitForTool } from '../../shared/infra/tools.mjs';
 
 export interface AwsClients {
   ec2: EC2Client;

@@ -1,7 +1,7 @@
 // One real stack per test run (test/support/test-stack.ts), handed to the test files; each file
 // connects with its own task queue (test/support/stack.ts).
 import type { TestProject } from 'vitest/node';
-import { newSecretsKey } from '../../shared/secret-box';
+import { newSecretsKey } from '../../shared/infra/secret-box';
 import { SECRET_MARKER, scanForSecrets } from './secret-scan';
 import { startTestStack, type TestStack } from './test-stack';
 

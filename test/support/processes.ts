@@ -5,7 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { projectRoot } from '../../shared/config';
+import { projectRoot } from '../../shared/infra/config';
 import { vi } from 'vitest';
 import { freePort } from '../../scripts/embedded/ports';
 import { stack } from './stack';

@@ -8,14 +8,14 @@ import { CreateSecretCommand, DescribeSecretCommand } from '@aws-sdk/client-secr
 import type { RunnerDeps } from '../../activities/runners';
 import { awsClientFactory, GcpClient, type AwsClients } from '../../activities/runners/clouds';
 import { startAwsEmulator, type AwsEmulator } from '../../scripts/embedded/aws-emulator';
-import { createDb, migrate, type Db } from '../../shared/db';
+import { createDb, migrate, type Db } from '../../shared/infra/db';
 import {
   createCloudConnection,
   createRunnerGroup,
   type CloudConnection,
   type RunnerGroup,
-} from '../../shared/db/runners';
-import { ensureOrganization } from '../../shared/db/users';
+} from '../../shared/infra/db/runners';
+import { ensureOrganization } from '../../shared/infra/db/users';
 import type { RunnerEnvironment } from '../../shared/runner-contracts';
 import { startGcpLoopback, type GcpLoopback } from './gcp-loopback';
 

@@ -4,7 +4,7 @@
 import { GetObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { Client, Connection } from '@temporalio/client';
 import { unzipSync } from 'fflate';
-import { ArtifactStore, createS3Client } from '../../shared/object-store';
+import { ArtifactStore, createS3Client } from '../../shared/infra/object-store';
 import type { TestStack } from './test-stack';
 
 /** Every secret value a test makes up contains this, so the run's final scan can find any of them. */

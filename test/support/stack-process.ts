@@ -2,7 +2,7 @@
 // process with nothing but itself, as in production, where the metadata store, the object store
 // and the git host are other programs. Prints the stack as one JSON line; stops on SIGTERM or
 // when its parent closes stdin.
-import { quietKnownWarnings } from '../../shared/logger';
+import { quietKnownWarnings } from '../../shared/infra/logger';
 import { startTestStack } from './test-stack';
 
 quietKnownWarnings();

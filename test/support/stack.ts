@@ -1,6 +1,6 @@
 // What a test file needs from the run's stack: clients, a worker on its own task queue.
 import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
-import type { Tracing } from '../../shared/tracing';
+import type { Tracing } from '../../shared/infra/tracing';
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { cpSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -12,13 +12,13 @@ import type { PayloadCodec } from '@temporalio/common';
 import { DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
 import { inject } from 'vitest';
 import type { Activities } from '../../activities';
-import { ArtifactStore, createS3Client } from '../../shared/object-store';
-import { createDb, type Db } from '../../shared/db';
-import { artifactIndex } from '../../shared/db/artifacts';
+import { ArtifactStore, createS3Client } from '../../shared/infra/object-store';
+import { createDb, type Db } from '../../shared/infra/db';
+import { artifactIndex } from '../../shared/infra/db/artifacts';
 import { GitClient } from '../../activities/git';
 import { createWorker } from '../../worker/worker';
-import { quietKnownWarnings } from '../../shared/logger';
-import { projectRoot } from '../../shared/config';
+import { quietKnownWarnings } from '../../shared/infra/logger';
+import { projectRoot } from '../../shared/infra/config';
 import type { DriftRoundInput } from '../../shared/contracts';
 import { createDriftTestBed, type DriftTestBed } from './drift-test-bed';
 import { createAwsTestBed, DEMO_ROOT, type AwsTestBed } from './aws-test-bed';

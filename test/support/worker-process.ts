@@ -2,7 +2,7 @@
 // SIGKILL (test/e2e/worker-crash.test.ts). Reads the stack from KUMOSS_TEST_STACK (JSON) and the
 // task queue from KUMOSS_TEST_QUEUE, engine slots from KUMOSS_TEST_ENGINE_SLOTS (optional), the SDK's
 // metrics address from KUMOSS_WORKER_METRICS_ADDRESS (optional); prints "worker ready" once it polls.
-import { logger, quietKnownWarnings } from '../../shared/logger';
+import { logger, quietKnownWarnings } from '../../shared/infra/logger';
 import { installRuntime } from '../../worker/runtime';
 import { startStackWorker, type TestStack } from './test-stack';
 

@@ -5,7 +5,7 @@
 // request created and merged from the results view; markup planted in the request stays text.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser } from 'playwright-core';
-import { createDb, type Db } from '../../shared/db';
+import { createDb, type Db } from '../../shared/infra/db';
 import { ensureWebBuild } from '../../scripts/web-build';
 import { roleTokens, startTestApi, type TestApi, testUser } from '../support/api';
 import type { DriftTestBed } from '../support/drift-test-bed';

@@ -9,7 +9,7 @@
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureWebBuild } from '../../scripts/web-build';
-import { createDb, type Db } from '../../shared/db';
+import { createDb, type Db } from '../../shared/infra/db';
 import { roundArtifactKey } from '../../shared/ids';
 import { roleTokens, startTestApi, waitForSession, type TestApi } from '../support/api';
 import { expectAccessible, launchBrowser, signIn, screenshot } from '../support/browser';

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DriftRoundResult } from '../../shared/contracts';
 import { driftReportSchema } from '../../shared/drift-report';
 import { driftRoundWorkflowId } from '../../shared/ids';
-import { toolPath } from '../../shared/tools.mjs';
+import { toolPath } from '../../shared/infra/tools.mjs';
 import { driftRound } from '../../workflows';
 import type { DriftTestBed } from '../support/drift-test-bed';
 import { testSandbox } from '../support/test-stack';

@@ -16,7 +16,7 @@ import {
 } from '../support/anthropic-loopback';
 import { postAccepted, roleTokens, startTestApi, waitForSession } from '../support/api';
 import type { AwsTestBed } from '../support/aws-test-bed';
-import { createDb, migrate } from '../../shared/db';
+import { createDb, migrate } from '../../shared/infra/db';
 import { demoAwsBed, stack, temporalHarness, testActivities, type TemporalHarness } from '../support/stack';
 
 const API_KEY = 'sk-ant-KUMOSS-SECRET-generate-0123456789';

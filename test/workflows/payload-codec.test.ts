@@ -4,7 +4,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ENCRYPTED_ENCODING, payloadCodecFromEnv, PayloadCodecError } from '../../shared/payload-codec';
+import { ENCRYPTED_ENCODING, payloadCodecFromEnv, PayloadCodecError } from '../../shared/infra/payload-codec';
 import type { RunnerDagState } from '../../shared/runner-contracts';
 import { roleTokens, signInCookie, startTestApi, type TestApi } from '../support/api';
 import { awsEnvironment, provisionAws, startRunnerBed, type RunnerBed } from '../support/runner-bed';

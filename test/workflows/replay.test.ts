@@ -11,7 +11,7 @@ import { temporal } from '@temporalio/proto';
 import { bundleWorkflowCode, Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import { describe, expect, it } from 'vitest';
-import { projectRoot } from '../../shared/config';
+import { projectRoot } from '../../shared/infra/config';
 import { workflowsPath } from '../../worker/worker';
 import { stack } from '../support/stack';
 

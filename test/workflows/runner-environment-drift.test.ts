@@ -11,7 +11,7 @@ import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
-import { getPlan } from '../../shared/db/runners';
+import { getPlan } from '../../shared/infra/db/runners';
 import type { RunnerDagState, RunnerEnvironment } from '../../shared/runner-contracts';
 import {
   awsEnvironment,
@@ -542,7 +542,7 @@ describe('runner.environment-drift-detect', () => {
 
   it('starts from the Temporal CLI: temporal workflow start --type runner.environment-drift-detect', async () => {
     const { execFileSync } = await import('node:child_process');
-    const { toolPath } = await import('../../shared/tools.mjs');
+    const { toolPath } = await import('../../shared/infra/tools.mjs');
     const conn = await bed.connection(org, 'aws');
     const env = awsEnvironment();
     await provisionAws(bed.awsClients(conn.region), env);

@@ -15,11 +15,11 @@ import {
   type SessionSettings,
   type SessionState,
 } from '../../shared/contracts';
-import type { SessionRecord } from '../../shared/db/sessions';
+import type { SessionRecord } from '../../shared/infra/db/sessions';
 import { sessionWorkflowId } from '../../shared/ids';
 import { operationUpdate, sessionQuery } from '../../shared/messages';
-import { ensureSearchAttributes } from '../../shared/temporal-setup';
-import { toolPath, waitForTool } from '../../shared/tools.mjs';
+import { ensureSearchAttributes } from '../../shared/infra/temporal-setup';
+import { toolPath, waitForTool } from '../../shared/infra/tools.mjs';
 import { workflowsPath } from '../../worker/worker';
 
 describe('session handlers (stub activities)', () => {

@@ -12,7 +12,7 @@ import {
   type PlanStatus,
   type RunnerEnvironment,
   type RunnerGroupSpec,
-} from '../runner-contracts';
+} from '../../runner-contracts';
 import { sql } from 'kysely';
 import type { SecretBox } from '../secret-box';
 import type { CloudConnectionsTable, Db } from './index';

@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../shared/config';
+import { ConfigError, loadConfig } from '../../../shared/infra/config';
 
 function configFile(text: string): string {
   const file = join(mkdtempSync(join(tmpdir(), 'kumoss-cfg-')), 'kumoss.yaml');

@@ -5,7 +5,7 @@
 // tcld), start-up stops with the names missing and how to create them.
 import { isGrpcServiceError } from '@temporalio/client';
 import type { temporal } from '@temporalio/proto';
-import { KUMOSS_SEARCH_ATTRIBUTES } from './search-attributes';
+import { KUMOSS_SEARCH_ATTRIBUTES } from '../search-attributes';
 
 type OperatorService = Pick<
   temporal.api.operatorservice.v1.OperatorService,

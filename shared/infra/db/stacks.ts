@@ -13,8 +13,8 @@ import {
   type Stack,
   type StackSpec,
   type StackUpdate,
-} from '../stack-contracts';
-import type { SessionSettings } from '../contracts';
+} from '../../stack-contracts';
+import type { SessionSettings } from '../../contracts';
 import { RegistryError } from './runners';
 import { insertSession, legacyStateProjectId, stateProjectId, type SessionDefaults } from './sessions';
 import type { Db, StacksTable } from './index';

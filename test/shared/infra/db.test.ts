@@ -6,11 +6,11 @@ import { join } from 'node:path';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEmbeddedDatabase } from '../../scripts/embedded/database';
-import { freePort } from '../../scripts/embedded/ports';
-import { createDb, migrate, type Db } from '../../shared/db';
-import { migrations } from '../../shared/db/migrations';
-import { stack } from '../support/stack';
+import { startEmbeddedDatabase } from '../../../scripts/embedded/database';
+import { freePort } from '../../../scripts/embedded/ports';
+import { createDb, migrate, type Db } from '../../../shared/infra/db';
+import { migrations } from '../../../shared/infra/db/migrations';
+import { stack } from '../../support/stack';
 
 /** A new empty database owned by the run's `kumoss` role, on the run's server. */
 async function freshDatabase(): Promise<{ url: string; close: () => Promise<void> }> {

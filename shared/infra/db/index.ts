@@ -4,7 +4,7 @@ import { Kysely, PostgresDialect, sql, type ColumnType, type Generated } from 'k
 import { Migrator } from 'kysely/migration';
 import pg from 'pg';
 import { migrations } from './migrations';
-import type { PinnedPlan } from '../contracts';
+import type { PinnedPlan } from '../../contracts';
 
 export interface OrganizationsTable {
   organization_uuid: string;
@@ -129,14 +129,14 @@ export interface CloudConnectionsTable {
   account_id: string | null;
   /** AWS: the role the engine's runs assume (activities/cloud-credentials.ts); null: none. */
   role_arn: string | null;
-  /** Static credentials for the engine's runs, sealed (shared/secret-box.ts); null: none. */
+  /** Static credentials for the engine's runs, sealed (shared/infra/secret-box.ts); null: none. */
   credentials_sealed: string | null;
   created_at: Generated<Date>;
 }
 
 /**
  * A git host an organization's sessions and stacks may name (issue 26 item 1), with the
- * organization's own credential for it, sealed (shared/secret-box.ts), or none.
+ * organization's own credential for it, sealed (shared/infra/secret-box.ts), or none.
  */
 export interface GitConnectionsTable {
   git_connection_uuid: string;

@@ -367,7 +367,7 @@ export const migrations: Migration[] = [
   {
     // State per organization (issue 26): a stack stores the state project id it was created with
     // (organization, repository, path, scope). Stacks registered before keep NULL and read the
-    // legacy id of the three (shared/db/sessions.ts legacyStateProjectId), so their state stays.
+    // legacy id of the three (shared/infra/db/sessions.ts legacyStateProjectId), so their state stays.
     id: '0016_stack_state_project',
     async up(db) {
       await sql`alter table stacks add column state_project_id text`.execute(db);

@@ -5,10 +5,10 @@ import { randomUUID } from 'node:crypto';
 import { Connection } from '@temporalio/client';
 import type Long from 'long';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadDevServerSpec } from '../../scripts/embedded/temporal-dev';
-import { KUMOSS_SEARCH_ATTRIBUTES } from '../../shared/search-attributes';
-import { ensureSearchAttributes } from '../../shared/temporal-setup';
-import { stack } from '../support/stack';
+import { loadDevServerSpec } from '../../../scripts/embedded/temporal-dev';
+import { KUMOSS_SEARCH_ATTRIBUTES } from '../../../shared/search-attributes';
+import { ensureSearchAttributes } from '../../../shared/infra/temporal-setup';
+import { stack } from '../../support/stack';
 
 describe('search attributes at start-up', () => {
   let connection: Connection;

@@ -47,7 +47,7 @@ export interface ArtifactRef {
   contentType: string;
 }
 
-/** Told of every object written (the metadata store's artifact index: shared/db/artifacts.ts). */
+/** Told of every object written (the metadata store's artifact index: shared/infra/db/artifacts.ts). */
 export interface ArtifactIndex {
   recorded(ref: ArtifactRef): Promise<void>;
 }

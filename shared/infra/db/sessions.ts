@@ -5,8 +5,8 @@
 import { createHash } from 'node:crypto';
 import { posix } from 'node:path';
 import { sql, type Transaction } from 'kysely';
-import type { PinnedPlan, SessionRound, SessionSettings, SessionStatus } from '../contracts';
-import { sessionBranch } from '../ids';
+import type { PinnedPlan, SessionRound, SessionSettings, SessionStatus } from '../../contracts';
+import { sessionBranch } from '../../ids';
 import type { Database, Db } from './index';
 
 const normalizedIacPath = (iacPath: string): string => {

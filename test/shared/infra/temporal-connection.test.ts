@@ -15,12 +15,12 @@ import {
   TemporalConfigError,
   temporalTarget,
   type TemporalTarget,
-} from '../../shared/temporal-connection';
-import type { DriftRoundResult } from '../../shared/contracts';
-import { driftRound } from '../../workflows';
-import { makeTlsFiles, startTlsProxy, type TlsFiles, type TlsProxy } from '../support/tls-proxy';
-import { newTestBed, roundInput, stack } from '../support/stack';
-import { startStackWorker } from '../support/test-stack';
+} from '../../../shared/infra/temporal-connection';
+import type { DriftRoundResult } from '../../../shared/contracts';
+import { driftRound } from '../../../workflows';
+import { makeTlsFiles, startTlsProxy, type TlsFiles, type TlsProxy } from '../../support/tls-proxy';
+import { newTestBed, roundInput, stack } from '../../support/stack';
+import { startStackWorker } from '../../support/test-stack';
 
 const kumoss = { address: '127.0.0.1:7233', namespace: 'default' };
 

@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 
-export const projectRoot = resolve(fileURLToPath(new URL('..', import.meta.url)));
+export const projectRoot = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 
 const port = z.number().int().min(0).max(65535);
 
@@ -171,7 +171,7 @@ export const configSchema = z.object({
       aws: { endpoint_url: '', embedded_emulator_port: 0 },
       gcp: { endpoint_url: '' },
     }),
-  /** What Kumoss may connect to on a user's word (shared/network-targets.ts). */
+  /** What Kumoss may connect to on a user's word (shared/infra/network-targets.ts). */
   security: z
     .object({
       /**

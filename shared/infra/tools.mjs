@@ -7,7 +7,7 @@ import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-export const projectRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
+export const projectRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 /** Cache root, outside the clone, shared by every clone on the machine. */
 export function cacheDir() {

@@ -1,0 +1,87 @@
+// What a round's workflow and its activities exchange: which round and root an activity works on,
+// an iteration's input and output, a plan-only detection's input and output. Workflows import these
+// as types; the activities (activities/drift-round.ts, drift-detection.ts, workspace.ts) implement
+// them. Sandbox-safe: types only.
+import type { ExceptionRule } from './drift-exceptions';
+
+/** What every round activity gets: which round, which repository, which root. */
+export interface RoundRef {
+  sessionId: string;
+  roundId: string;
+  repositoryUrl: string;
+  /** Root module inside the repository; '' or '.' for the top. */
+  iacPath: string;
+  scopeId: string;
+  cloud: 'azure' | 'gcp' | 'aws' | 'oci' | 'kubernetes';
+  /** The session branch the round commits to. */
+  branch: string;
+  /** Branch the session branch starts from (default: the repository's default branch). */
+  baseBranch?: string;
+  engine?: 'terraform' | 'tofu';
+  /** The session's stored state project id (absent in rounds started before it was passed). */
+  stateProjectId?: string;
+  /** Exception rules in force for the round (loaded once, at its start). */
+  rules?: ExceptionRule[];
+  /**
+   * The commit the session branch is at for this step, as the round's last step left it (absent in
+   * runs recorded before it was carried). A checkout this worker holds for the round but at another
+   * commit — a step of the round ran on another worker and pushed — is brought to the remote first.
+   */
+  head?: string;
+}
+
+export interface IterationInput {
+  ref: RoundRef;
+  /** `1`, `2`, … or `final` (the examination after the last iteration's cycles). */
+  iteration: string;
+  targets: string[];
+  /** The plan the predecessor's last cycle validated; absent: plan now. */
+  planKey?: string;
+  groupSize: number;
+}
+
+export interface IterationOutput {
+  inSync: boolean;
+  /** Live drift before exceptions. */
+  driftCount: number;
+  /** Operations left after the exception rules. */
+  operationCount: number;
+  whitelistedCount: number;
+  groupCount: number;
+  planKey: string;
+  reportKey: string;
+  operationsKey: string;
+  whitelistedKey: string;
+  planned: boolean;
+  reinitialized: boolean;
+}
+
+export interface CycleInput {
+  ref: RoundRef;
+  iteration: string;
+  group: number;
+  operationsKey: string;
+  groupSize: number;
+  targets: string[];
+}
+
+export interface DetectDriftInput {
+  repositoryUrl: string;
+  /** Branch to read; default: the repository's default branch. */
+  branch?: string;
+  iacPath?: string;
+  scopeId: string;
+  /** The managed state to read (a session's or stack's stored id); default: the legacy id of the three. */
+  stateProjectId?: string;
+  targets?: string[];
+  /** Object-storage prefix for the plan artifacts. */
+  artifactPrefix: string;
+}
+
+export interface DetectDriftOutput {
+  drifted: string[];
+  hasChanges: boolean;
+  planKey: string;
+  planJsonKey: string;
+  terraformVersion?: string;
+}
