@@ -246,23 +246,14 @@ export function createPullRequestActivities(deps: PullRequestDeps) {
 
     /** Merges the pull request on its forge; one already merged answers its merge commit. */
     async mergePullRequest(input: {
-      /** The session whose pull request merges (absent in older histories). */
-      sessionId?: string;
+      /** The session whose pull request merges. */
+      sessionId: string;
       provider: ForgeName;
       repositoryUrl: string;
       number: number;
       message: string;
     }): Promise<{ commit: string }> {
       return (await forge(input.provider, 'merge', input.sessionId)).merge(input);
-    },
-
-    /** Sessions started before the session store merge through this name (workflows/session.ts). */
-    async mergeGitHubPullRequest(input: {
-      repositoryUrl: string;
-      number: number;
-      message: string;
-    }): Promise<{ commit: string }> {
-      return (await forge('github', 'merge', undefined)).merge(input);
     },
 
     async mergeSessionBranch(

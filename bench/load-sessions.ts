@@ -13,7 +13,7 @@ import { projectRoot } from '../shared/infra/config';
 import { driftReportSchema } from '../shared/drift-report';
 import { sessionBranch, sessionWorkflowId } from '../shared/ids';
 import { quietKnownWarnings } from '../shared/infra/logger';
-import { operationSignal, sessionQuery } from '../shared/messages';
+import { sessionQuery } from '../shared/messages';
 import { createDb, migrate } from '../shared/infra/db';
 import { sessionRounds } from '../shared/infra/db/sessions';
 import { session } from '../workflows/session';
@@ -85,7 +85,7 @@ async function load(workerCount: number) {
     const t0 = performance.now();
     await Promise.all(
       ids.map((sid) =>
-        client.workflow.signalWithStart(session, {
+        client.workflow.start(session, {
           workflowId: sessionWorkflowId(sid),
           taskQueue: queue,
           args: [
@@ -102,10 +102,9 @@ async function load(workerCount: number) {
                 max_drift_reports: 3,
                 drift_group_operations: 8,
               },
+              first: { round_id: 'r1', kind: 'full', text: 'Reconcile everything.' },
             },
           ],
-          signal: operationSignal,
-          signalArgs: [{ round_id: 'r1', kind: 'full', text: 'Reconcile everything.' }],
         }),
       ),
     );

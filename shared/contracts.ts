@@ -464,11 +464,6 @@ export interface SessionState extends SessionSettings {
   has_changes: boolean;
   /** The session's pull request, once opened. */
   pull_request: { provider: PullRequestProvider; number: number | null; base: string } | null;
-  /**
-   * Sessions started before the session store (no `session-store` patch marker) keep their rounds
-   * here; a session moves them to the store when it next continues as new.
-   */
-  rounds?: SessionRound[];
 }
 
 // The session detail (`GET /api/v1/sessions/{id}`), as the OpenAPI document describes it and the

@@ -1,7 +1,7 @@
-// Signal and query definitions shared by the workflows that handle them and the clients (API,
+// Update and query definitions shared by the workflows that handle them and the clients (API,
 // scripts) that send them, as the Temporal samples keep them in `shared.ts`. Sandbox-safe: only
 // the definitions and the contract types.
-import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import { defineQuery, defineUpdate } from '@temporalio/workflow';
 import type { OperationAnswer, RoundProgress, SessionOperation, SessionState } from './contracts';
 import type { RunnerDagState } from './runner-contracts';
 
@@ -17,9 +17,6 @@ export const roundProgressQuery = defineQuery<RoundProgress>('progress');
  * flight or once the session is finished (the failure's type is one of SessionRefusals).
  */
 export const operationUpdate = defineUpdate<OperationAnswer, [SessionOperation]>('operation');
-
-/** The same operation as a signal: how sessions started before the Update took them (kept for them). */
-export const operationSignal = defineSignal<[SessionOperation]>('operation');
 
 /** A session's state: settings, rounds, the operation in flight. */
 export const sessionQuery = defineQuery<SessionState>('session');

@@ -5,11 +5,8 @@ import {
   ApplicationFailure,
   isCancellation,
   log,
-  patched,
   proxyActivities,
-  proxyLocalActivities,
   setCurrentDetails,
-  setHandler,
   upsertSearchAttributes,
   type RetryPolicy,
 } from '@temporalio/workflow';
@@ -20,15 +17,13 @@ import {
   driftRoundInputSchema,
   type DriftRoundInput,
   type DriftRoundResult,
-  type RoundEvent,
-  type RoundProgress,
   type RoundStatus,
 } from '../shared/contracts';
 import { activeRules } from '../shared/drift-exceptions';
 import { sessionBranch } from '../shared/ids';
 import { KumossOutcome } from '../shared/search-attributes';
 import { detectAndRemediate } from './detect-and-remediate';
-import { parseRoundInput, roundFailureReason } from './round-recorder';
+import { parseRoundInput, roundFailureReason, roundRecorder, type RoundRecorder } from './round-recorder';
 import { ErrorTypes } from '../shared/errors';
 
 export { roundProgressQuery };
@@ -52,86 +47,28 @@ function activities(heartbeatSeconds: number) {
   };
 }
 
-/** The patch from which a round writes its events to the session store as it records them. */
-export const ROUND_EVENTS_PATCH = 'round-events-in-store';
-
-/**
- * The patch from which those writes are ordinary activities, not local ones: a workflow task that
- * schedules a local activity completes only once it has answered, so every status written before
- * the next step held that step back by a store write (≈ 20–100 ms, six or seven times a round).
- * An ordinary activity runs beside the step it precedes.
- */
-export const ROUND_EVENTS_ACTIVITY_PATCH = 'round-events-beside-steps';
-
-/** Metadata-store writes: short, retried until the store answers. */
-const storeRetry: RetryPolicy = {
-  initialInterval: '1s',
-  backoffCoefficient: 2,
-  maximumInterval: '30 seconds',
-};
-const store = proxyLocalActivities<Activities>({ startToCloseTimeout: '30 seconds', retry: storeRetry });
-// Short: a write lost with its worker is retried after this, not after the local activity's 30 s.
-const storeBeside = proxyActivities<Activities>({ startToCloseTimeout: '10 seconds', retry: storeRetry });
-
 export async function driftRound(rawInput: DriftRoundInput): Promise<DriftRoundResult> {
   const input = parseRoundInput(driftRoundInputSchema, rawInput, 'drift round');
-  // Events go to the session store as they happen, in order, batched while a write is under way;
-  // the round returns only once all of them are written.
-  const stored = patched(ROUND_EVENTS_PATCH);
-  const writer = stored && patched(ROUND_EVENTS_ACTIVITY_PATCH) ? storeBeside : store;
-  let unsent: RoundEvent[] = [];
-  let written: Promise<void> = Promise.resolve();
-  const send = (): void => {
-    if (!stored) return;
-    written = written.then(async () => {
-      const events = unsent;
-      unsent = [];
-      if (events.length > 0) {
-        await writer.recordRoundEvents({ sessionId: input.session_id, roundId: input.round_id, events });
-      }
-    });
-  };
+  // Events go to the session store as they happen, in order; the round returns only once all of
+  // them are written.
+  const rec = roundRecorder(input.session_id, input.round_id, input.max_drift_reports);
   try {
-    return await runRound(input, (e) => {
-      unsent.push(e);
-      send();
-    });
+    return await runRound(input, rec);
   } finally {
-    await written;
+    await rec.flushed();
   }
 }
 
 async function runRound(
   input: ReturnType<typeof driftRoundInputSchema.parse>,
-  record: (e: RoundEvent) => void,
+  rec: RoundRecorder,
 ): Promise<DriftRoundResult> {
   const { light, engine } = activities(input.heartbeat_timeout_seconds);
   const branch = input.branch ?? sessionBranch(input.session_id);
-  const progress: RoundProgress = {
-    status: 'started',
-    iteration: 0,
-    max_iterations: input.max_drift_reports,
-    operations: 0,
-    groups: 0,
-    artifacts: [],
-    events: [],
-  };
-  setHandler(roundProgressQuery, () => progress);
-  const event = (e: Omit<RoundEvent, 'seq' | 'at'>): void => {
-    const full = { ...e, seq: progress.events.length + 1, at: new Date().toISOString() };
-    progress.events.push(full);
-    record(full);
-  };
-  const setStatus = (s: RoundStatus): void => {
-    if (progress.status === s && progress.events.length > 0) return;
-    progress.status = s;
-    event({ type: 'status', status: s, ...(progress.iteration ? { iteration: progress.iteration } : {}) });
-  };
-  const addArtifact = (key: string, type: 'artifact' | 'report' = 'artifact'): void => {
-    progress.artifacts.push(key);
-    event({ type, key });
-  };
-  event({ type: 'status', status: 'started' });
+  const progress = rec.progress;
+  const setStatus = (s: RoundStatus): void => rec.status(s);
+  const addArtifact = (key: string, type: 'artifact' | 'report' = 'artifact'): void =>
+    rec.artifact(key, type);
   const base = {
     session_id: input.session_id,
     round_id: input.round_id,

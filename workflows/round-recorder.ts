@@ -1,6 +1,8 @@
-// A round's progress, shared by the generate and apply rounds: its status and artifacts as events,
-// answered to the progress query and written to the session store in order, batched while a write
-// is under way (drift rounds keep their own, behind the patches their older runs replay with).
+// A round's progress, shared by the drift, generate and apply rounds: its status and artifacts as
+// events, answered to the progress query and written to the session store in order, batched while
+// a write is under way. The writes are ordinary activities, not local ones: a workflow task that
+// schedules a local activity completes only once it has answered, so each status written before a
+// step would hold that step back by a store write; an ordinary activity runs beside it.
 import { ApplicationFailure, proxyActivities, setCurrentDetails, setHandler } from '@temporalio/workflow';
 import type { z } from 'zod';
 import { ErrorTypes, innermostFailure } from '../shared/errors';
@@ -23,11 +25,11 @@ export interface RoundRecorder {
   flushed(): Promise<void>;
 }
 
-export function roundRecorder(sessionId: string, roundId: string): RoundRecorder {
+export function roundRecorder(sessionId: string, roundId: string, maxIterations = 1): RoundRecorder {
   const progress: RoundProgress = {
     status: 'started',
     iteration: 0,
-    max_iterations: 1,
+    max_iterations: maxIterations,
     operations: 0,
     groups: 0,
     artifacts: [],
@@ -53,7 +55,7 @@ export function roundRecorder(sessionId: string, roundId: string): RoundRecorder
       if (details) setCurrentDetails(details);
       if (progress.status === s) return;
       progress.status = s;
-      record({ type: 'status', status: s });
+      record({ type: 'status', status: s, ...(progress.iteration ? { iteration: progress.iteration } : {}) });
     },
     artifact(key, type = 'artifact') {
       progress.artifacts.push(key);

@@ -18,7 +18,7 @@ import {
   type SessionState,
 } from '../shared/contracts';
 import type { SessionEventInput } from '../shared/infra/db/sessions';
-import { APPLY_REFUSALS, ErrorTypes, innermostFailure } from '../shared/errors';
+import { APPLY_REFUSALS, innermostFailure } from '../shared/errors';
 import { applyRoundWorkflowId, driftRoundWorkflowId, generateRoundWorkflowId } from '../shared/ids';
 import { driftRoundSearchAttributes } from '../shared/search-attributes';
 import type { Activities } from '../activities';
@@ -36,8 +36,6 @@ const git = proxyActivities<Activities>({
 export interface OperationContext {
   id: string;
   state: SessionState;
-  /** Whether the session writes to the metadata store (every run since the session-store patch). */
-  stored: boolean;
   op: SessionOperation;
   round: SessionRound;
 }
@@ -94,11 +92,11 @@ function roundSettings(state: SessionState, op: SessionOperation) {
 
 /** Merge: the pull request (or the session branch) merges, unless the session is locked; a drift session ends there. */
 async function merge(ctx: OperationContext): Promise<OperationOutcome> {
-  const { id, state, stored, op, round } = ctx;
+  const { id, state, op, round } = ctx;
   const outcome: OperationOutcome = { events: [] };
   // A drift session ends at the merge of its pull request.
   try {
-    const lock = stored ? await git.sessionLock({ sessionId: id }) : { locked: false, reason: '' };
+    const lock = await git.sessionLock({ sessionId: id });
     if (lock.locked) {
       round.status = 'failed';
       round.failure_reason =
@@ -114,29 +112,22 @@ async function merge(ctx: OperationContext): Promise<OperationOutcome> {
         pr.provider !== 'git_host' &&
         pr.provider !== 'local' &&
         pr.number !== null;
-      const merged =
-        onForge && stored
-          ? await git.mergePullRequest({
-              sessionId: id,
-              provider: pr.provider as 'github' | 'gitlab' | 'gitea',
-              repositoryUrl: state.repository_url,
-              number: pr.number as number,
-              message,
-            })
-          : onForge && pr?.provider === 'github'
-            ? await git.mergeGitHubPullRequest({
-                repositoryUrl: state.repository_url,
-                number: pr.number as number,
-                message,
-              })
-            : await git.mergeSessionBranch({
-                sessionId: id,
-                repositoryUrl: state.repository_url,
-                head: state.branch,
-                message,
-                ...(state.pull_request ? { base: state.pull_request.base } : {}),
-              });
-      if (stored) await git.recordPullRequestMerged({ sessionId: id, commit: merged.commit });
+      const merged = onForge
+        ? await git.mergePullRequest({
+            sessionId: id,
+            provider: pr.provider as 'github' | 'gitlab' | 'gitea',
+            repositoryUrl: state.repository_url,
+            number: pr.number as number,
+            message,
+          })
+        : await git.mergeSessionBranch({
+            sessionId: id,
+            repositoryUrl: state.repository_url,
+            head: state.branch,
+            message,
+            ...(state.pull_request ? { base: state.pull_request.base } : {}),
+          });
+      await git.recordPullRequestMerged({ sessionId: id, commit: merged.commit });
       round.status = 'completed';
       round.commit = merged.commit;
       state.status = 'MERGED';
@@ -214,12 +205,7 @@ async function apply(ctx: OperationContext): Promise<OperationOutcome> {
       if (isCancellation(err) && CancellationScope.current().consideredCancelled) throw err;
       const reason = isCancellation(err) ? 'The round was cancelled.' : failureReason(err);
       const type = innermostFailure(err).type;
-      // Decided by the failure's type; runs whose apply round failed before it carried the
-      // refusal's type are recognised by the refusal's text.
-      const refusedByText =
-        type === ErrorTypes.ApplyRoundFailed &&
-        (reason.startsWith('The pinned plan is stale:') || reason.startsWith('The pinned plan violates'));
-      if ((type !== undefined && APPLY_REFUSALS.includes(type)) || refusedByText) {
+      if (type !== undefined && APPLY_REFUSALS.includes(type)) {
         // Refused, not failed: nothing was applied, and a new generate round can pin a fresh plan.
         round.status = 'uncompleted';
         round.reason = reason;

@@ -5,19 +5,15 @@
 // are opened and merged here, never inside an API request. The session's status, rounds and
 // events are written to the metadata store as they happen (activities/session-store.ts), so the
 // workflow keeps only what it needs, and a MERGED or FAILED session's workflow completes.
-//
-// Versioning: sessions started before the session store have no `session-store` patch marker in
-// their history and go on exactly as they ran (rounds kept in the workflow state, operations as
-// signals); a new run writes the marker and takes the new path. When no running session lacks the
-// marker any more, the old path goes (deprecatePatch, then remove): docs/api.md, "Shipping a workflow change". Each
-// operation kind is run by its handler in workflows/session-handlers.ts.
+// Each operation kind is run by its handler in workflows/session-handlers.ts. A change that would
+// decide differently for a run already in flight is versioned: docs/api.md, "Shipping a workflow
+// change".
 import {
   allHandlersFinished,
   ApplicationFailure,
   condition,
   continueAsNew,
   log,
-  patched,
   proxyLocalActivities,
   setCurrentDetails,
   setHandler,
@@ -36,11 +32,8 @@ import {
 import type { SessionEventInput } from '../shared/infra/db/sessions';
 import { applyRoundWorkflowId, driftRoundWorkflowId, generateRoundWorkflowId } from '../shared/ids';
 import type { Activities } from '../activities';
-import { operationSignal, operationUpdate, sessionQuery } from '../shared/messages';
+import { operationUpdate, sessionQuery } from '../shared/messages';
 import { OPERATION_HANDLERS } from './session-handlers';
-
-/** The patch that moved session state, rounds and events into the metadata store. */
-export const SESSION_STORE_PATCH = 'session-store';
 
 /** Metadata-store writes: short, retried until the store answers (a session waits for it). */
 const store = proxyLocalActivities<Activities>({
@@ -48,7 +41,7 @@ const store = proxyLocalActivities<Activities>({
   retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30 seconds' },
 });
 
-export { operationSignal, operationUpdate, sessionQuery };
+export { operationUpdate, sessionQuery };
 
 export type SessionInput = {
   settings: SessionSettings;
@@ -86,32 +79,18 @@ function roundEndEvent(round: SessionRound, state: SessionState): SessionEventIn
 }
 
 export async function session(input: SessionInput): Promise<SessionState> {
-  const carried = input.state;
-  const state: SessionState = carried
-    ? {
-        ...carried,
-        round_count: carried.round_count ?? carried.rounds?.length ?? 0,
-        has_changes:
-          carried.has_changes ??
-          (carried.rounds ?? []).some(
-            (r) => (r.kind === 'partial' || r.kind === 'full') && r.status === 'completed',
-          ),
-        pull_request: carried.pull_request ?? null,
-      }
-    : initialState(input.settings);
+  const state: SessionState = input.state ? { ...input.state } : initialState(input.settings);
   const id = state.session_id;
-  const stored = patched(SESSION_STORE_PATCH);
-  if (!stored) state.rounds ??= [];
   let pending: SessionOperation | undefined;
 
   const refusal = (op: SessionOperation): { type: string; message: string } | undefined => {
     if (state.status !== 'ACTIVE')
       return { type: SessionRefusals.Finished, message: sessionFinishedMessage(id) };
     if (state.in_flight || pending) return { type: SessionRefusals.Busy, message: sessionBusyMessage(id) };
-    if (stored && op.kind === 'pull_request' && !state.has_changes) {
+    if (op.kind === 'pull_request' && !state.has_changes) {
       return { type: SessionRefusals.NothingToPropose, message: NOTHING_TO_PROPOSE };
     }
-    if (stored && op.kind === 'merge' && !state.pull_request && !op.pull_request) {
+    if (op.kind === 'merge' && !state.pull_request && !op.pull_request) {
       return {
         type: SessionRefusals.NothingToPropose,
         message: 'Create the pull request before merging it.',
@@ -125,16 +104,6 @@ export async function session(input: SessionInput): Promise<SessionState> {
   };
 
   setHandler(sessionQuery, () => state);
-  // Sessions started before the Update still receive operations this way.
-  setHandler(operationSignal, (op) => {
-    const no = refusal(op);
-    if (no) {
-      log.warn(no.message, { round_id: op.round_id });
-      return;
-    }
-    if (state.rounds?.some((r) => r.round_id === op.round_id)) return; // a redelivered request
-    admit(op);
-  });
   setHandler(
     operationUpdate,
     (op) => {
@@ -158,23 +127,15 @@ export async function session(input: SessionInput): Promise<SessionState> {
     );
 
   // Started by a workflow rather than update-with-start: the first operation came with the input.
-  if (input.first && !carried) admit(input.first);
+  if (input.first && !input.state) admit(input.first);
 
-  if (stored && state.rounds) {
-    // A session that ran before the session store: its rounds move there, its state shrinks.
-    await store.recordSession({ sessionId: id, status: state.status, rounds: state.rounds });
-    delete state.rounds;
-  }
   describe();
 
   for (;;) {
     await condition(
-      () =>
-        pending !== undefined ||
-        workflowInfo().continueAsNewSuggested ||
-        (stored && state.status !== 'ACTIVE'),
+      () => pending !== undefined || workflowInfo().continueAsNewSuggested || state.status !== 'ACTIVE',
     );
-    if (pending === undefined && stored && state.status !== 'ACTIVE') {
+    if (pending === undefined && state.status !== 'ACTIVE') {
       // MERGED or FAILED: the session is over, and so is its workflow.
       await condition(allHandlersFinished);
       return state;
@@ -197,37 +158,31 @@ export async function session(input: SessionInput): Promise<SessionState> {
       round.workflow_id = driftRoundWorkflowId(id, op.round_id);
     if (op.kind === 'generate') round.workflow_id = generateRoundWorkflowId(id, op.round_id);
     if (op.kind === 'apply' && state.pinned) round.workflow_id = applyRoundWorkflowId(id, op.round_id);
-    if (stored) {
-      await store.recordSession({
-        sessionId: id,
-        inFlight: state.in_flight,
-        rounds: [round],
-        events: [
-          {
-            source_key: `${op.round_id}:start`,
-            round_id: op.round_id,
-            type: 'round',
-            data: { round_id: op.round_id, kind: op.kind, ...(op.text ? { text: op.text } : {}) },
-          },
-        ],
-      });
-    } else {
-      state.rounds?.push(round);
-    }
+    await store.recordSession({
+      sessionId: id,
+      inFlight: state.in_flight,
+      rounds: [round],
+      events: [
+        {
+          source_key: `${op.round_id}:start`,
+          round_id: op.round_id,
+          type: 'round',
+          data: { round_id: op.round_id, kind: op.kind, ...(op.text ? { text: op.text } : {}) },
+        },
+      ],
+    });
     describe();
-    const { events: extra, planChange } = await OPERATION_HANDLERS[op.kind]({ id, state, stored, op, round });
+    const { events: extra, planChange } = await OPERATION_HANDLERS[op.kind]({ id, state, op, round });
     state.in_flight = null;
     pending = undefined;
-    if (stored) {
-      await store.recordSession({
-        sessionId: id,
-        status: state.status,
-        inFlight: null,
-        rounds: [round],
-        events: [...extra, roundEndEvent(round, state)],
-        ...(planChange ? { pinnedPlan: planChange.pinned ?? null, planLock: planChange.lock } : {}),
-      });
-    }
+    await store.recordSession({
+      sessionId: id,
+      status: state.status,
+      inFlight: null,
+      rounds: [round],
+      events: [...extra, roundEndEvent(round, state)],
+      ...(planChange ? { pinnedPlan: planChange.pinned ?? null, planLock: planChange.lock } : {}),
+    });
     describe();
   }
 }

@@ -1,10 +1,6 @@
 // Determinism: recorded histories of every workflow (test/fixtures/histories, binary protobuf written by
-// `node --import tsx scripts/record-histories.ts`) replayed against the current code. A change
-// that would break runs already in flight fails here. The `*-before-store` histories are runs of
-// the code before the session store: they replay because that change is behind patched(); the
-// negative case shows that the same change without its patch breaks them. The `*-local-events`
-// histories are rounds that wrote their events through local activities (before
-// ROUND_EVENTS_ACTIVITY_PATCH): they replay on the same code, which still takes that path for them.
+// `npm run record-histories`) replayed against the current code. A change that would break runs
+// already in flight fails here; the negative case shows it does, with an activity renamed.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { temporal } from '@temporalio/proto';
@@ -21,16 +17,11 @@ const files = readdirSync(dir).filter((f) => f.endsWith('.binpb'));
 describe('replay of recorded histories', () => {
   it('has a recorded history of each drift round mode, a session and both runner DAGs', () => {
     expect(files.sort()).toEqual([
-      'drift-round-full-before-store.binpb',
-      'drift-round-full-local-events.binpb',
       'drift-round-full.binpb',
-      'drift-round-partial-before-store.binpb',
-      'drift-round-partial-local-events.binpb',
       'drift-round-partial.binpb',
       'runner-detect.binpb',
       'runner-repair-compensated.binpb',
       'runner-repair.binpb',
-      'session-before-store.binpb',
       'session.binpb',
     ]);
   });
@@ -49,8 +40,8 @@ describe('replay of recorded histories', () => {
     });
   }
 
-  it('fails to replay a run from before the session store once the change ships without its patch', async () => {
-    const unversioned = await bundleWorkflowCode({
+  it('fails to replay a recorded round once an incompatible change (an activity renamed) ships unversioned', async () => {
+    const changed = await bundleWorkflowCode({
       workflowsPath,
       logger: { info() {}, warn() {}, error() {}, debug() {}, trace() {}, log() {} },
       webpackConfigHook: (config) => {
@@ -58,16 +49,16 @@ describe('replay of recorded histories', () => {
           ...config.resolve,
           alias: {
             ...(config.resolve?.alias as Record<string, string> | undefined),
-            '@temporalio/workflow$': join(projectRoot, 'test/fixtures/unversioned/workflow-sdk.ts'),
+            '@temporalio/workflow$': join(projectRoot, 'test/fixtures/changed/workflow-sdk.ts'),
           },
         };
         return config;
       },
     });
-    for (const file of ['session-before-store.binpb', 'drift-round-full-before-store.binpb']) {
+    for (const file of ['drift-round-full.binpb', 'drift-round-partial.binpb']) {
       const history = temporal.api.history.v1.History.decode(readFileSync(join(dir, file)));
       await expect(
-        Worker.runReplayHistory({ workflowBundle: unversioned }, history, `unversioned-${file}`),
+        Worker.runReplayHistory({ workflowBundle: changed }, history, `changed-${file}`),
       ).rejects.toBeInstanceOf(DeterminismViolationError);
     }
   });

@@ -1,26 +1,24 @@
 // Records workflow histories for the replay test (test/workflows/replay.test.ts): a full and a
 // partial drift round, a session and both runner DAGs, run on the real stack, saved as binary
-// protobuf under test/fixtures/histories. The `*-before-store.binpb` and `*-local-events.binpb`
-// files are not written here:
-// they are runs of the code before the session store, kept to prove that runs started then still
-// replay (workflows/session.ts, "Versioning"). Re-record only when a change to a workflow is meant
-// to be incompatible with runs already in flight (and then version it instead where you can).
+// protobuf under test/fixtures/histories. Re-record when a workflow changes compatibly in a way the
+// recorded runs do not exercise, or once an incompatible change has shipped behind a patch and no
+// run without its marker is left (docs/api.md, "Shipping a workflow change").
 import { randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
-import { startStackWorker, startTestStack } from '../test/support/test-stack';
+import { startStackWorker, startTestStack } from './test-stack';
 import { join } from 'node:path';
 import proto from '@temporalio/proto';
-import { projectRoot } from '../shared/infra/config';
-import { quietKnownWarnings } from '../shared/infra/logger';
-import { sessionWorkflowId } from '../shared/ids';
-import { createDriftTestBed } from '../test/support/drift-test-bed';
-import { driftRound, session } from '../workflows';
-import { operationUpdate, sessionQuery } from '../shared/messages';
+import { projectRoot } from '../../shared/infra/config';
+import { quietKnownWarnings } from '../../shared/infra/logger';
+import { sessionWorkflowId } from '../../shared/ids';
+import { createDriftTestBed } from './drift-test-bed';
+import { driftRound, session } from '../../workflows';
+import { operationUpdate, sessionQuery } from '../../shared/messages';
 import { WithStartWorkflowOperation } from '@temporalio/client';
 import { DeleteClusterCommand } from '@aws-sdk/client-ecs';
-import type { RunnerDagState } from '../shared/runner-contracts';
-import { awsEnvironment, gceEnvironment, provisionAws, startRunnerBed } from '../test/support/runner-bed';
+import type { RunnerDagState } from '../../shared/runner-contracts';
+import { awsEnvironment, gceEnvironment, provisionAws, startRunnerBed } from './runner-bed';
 
 quietKnownWarnings();
 Runtime.install({ logger: new DefaultLogger('ERROR') });
