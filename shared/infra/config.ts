@@ -390,20 +390,20 @@ export const embeddedDatabaseSecrets = z.object({
   kumoss: z.string().min(16),
 });
 
-export function embeddedDatabaseSecretsFile(config: KumossConfig): string {
-  return join(dataDir(config), 'database.json');
-}
-
 /** DATABASE_URL, or the embedded PostgreSQL the launcher runs on loopback (as the `kumoss` role). */
 export function databaseUrl(config: KumossConfig): string {
-  if (config.database.url) return config.database.url;
-  const file = embeddedDatabaseSecretsFile(config);
+  return config.database.url || embeddedDatabaseUrl(dataDir(config), config.database.embedded_port);
+}
+
+/** The `kumoss` role's URL of the embedded PostgreSQL whose passwords are kept in `data`. */
+export function embeddedDatabaseUrl(data: string, port: number): string {
+  const file = join(data, 'database.json');
   if (!existsSync(file))
     throw new Error(
       `DATABASE_URL is not set and there is no embedded metadata store yet (${file} is missing): run npm start, or set DATABASE_URL`,
     );
   const { kumoss } = embeddedDatabaseSecrets.parse(JSON.parse(readFileSync(file, 'utf8')));
-  return `postgres://kumoss:${encodeURIComponent(kumoss)}@127.0.0.1:${config.database.embedded_port}/kumoss`;
+  return `postgres://kumoss:${encodeURIComponent(kumoss)}@127.0.0.1:${port}/kumoss`;
 }
 
 /** True when an address or URL points at this machine's loopback (an embedded component). */

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GitClient } from '../../activities/git';
-import { projectRoot } from '../../shared/infra/config';
+import { embeddedDatabaseUrl, projectRoot } from '../../shared/infra/config';
 import type { SessionRound } from '../../shared/contracts';
 import { createDb, type Db } from '../../shared/infra/db';
 import { createUser } from '../../shared/infra/db/users';
@@ -81,7 +81,8 @@ describe('npm start supervises its processes', () => {
     for (const s of [launcher.stdout, launcher.stderr])
       s?.on('data', (d: Buffer) => (out.text += d.toString()));
     await untilOutput(launcher, out, /press Ctrl-C to stop/);
-    db = createDb(`postgres://postgres@127.0.0.1:${ports.db}/postgres?sslmode=disable`);
+    // As the CLI connects: the kumoss role, with the password the launcher keeps in the data directory.
+    db = createDb(embeddedDatabaseUrl(dataDir, ports.db!));
   });
   afterAll(async () => {
     await bed?.destroy();
