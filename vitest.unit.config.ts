@@ -16,6 +16,7 @@ export default defineConfig({
       'test/shared/runner-plan.test.ts',
       'test/shared/ids.test.ts',
       'test/shared/layers.test.ts',
+      'test/api/contract.test.ts',
       'test/workflows/detect-and-remediate-loop.test.ts',
       'test/workflows/session-handlers.test.ts',
       'test/activities/hcl.test.ts',

@@ -24,9 +24,15 @@ import { createRunnerSchedulesRouter } from './routes/runner-schedules';
 import { createStacksRouter } from './routes/stacks';
 import { createSessionsRouter, type SessionDetailDeps } from './routes/sessions';
 import { createWorkflowsRouter } from './routes/workflows';
+import { checkResponses } from './contract';
 
 export interface AppDeps {
   checks: ComponentCheck[];
+  /**
+   * Check each answer of a declared operation against its response schema (api/contract.ts); one
+   * that does not fit becomes a 500 naming the field. Every test API turns it on.
+   */
+  checkResponses?: boolean;
   log: (err: unknown) => void;
   /** The session routes (drift, apply, detail); absent in a health-only app. */
   sessions?: SessionDetailDeps & {
@@ -119,6 +125,7 @@ export function createApp(deps: AppDeps): Express {
     );
   if (deps.codec) app.use(createCodecRouter(deps.codec, deps.sessions?.db));
   app.use(express.json({ limit: '1mb' }));
+  if (deps.checkResponses) app.use(checkResponses());
   app.use(createHealthRouter(deps.checks));
   const openapi = openApiDocument();
   app.get('/api/v1/openapi.json', (_req, res) => {

@@ -1,5 +1,8 @@
 // The OpenAPI document, generated from the same zod schemas the routes validate with.
 import { z } from 'zod';
+import { operationPaths, type Operation } from './contract';
+import { authOperations } from './routes/auth-session';
+import { sessionOperations } from './routes/sessions';
 import { driftReportSchema } from '../shared/drift-report';
 import {
   acceptedSchema,
@@ -7,7 +10,6 @@ import {
   gitConnectionSchema,
   followUpRequestSchema,
   revertBodySchema,
-  sessionDetailSchema,
 } from '../shared/contracts';
 import {
   cloudConnectionSchema,
@@ -54,6 +56,12 @@ const errors = (...codes: number[]) =>
     ]),
   );
 
+/** The operations declared beside their handlers; the rest of the document is written below. */
+export const API_OPERATIONS: Operation[] = [
+  ...Object.values(authOperations),
+  ...Object.values(sessionOperations),
+];
+
 export function openApiDocument(): Record<string, unknown> {
   const accepted = {
     '202': {
@@ -88,11 +96,6 @@ export function openApiDocument(): Record<string, unknown> {
         FirstRequest: schema(firstRequestSchema),
         FollowUpRequest: schema(followUpRequestSchema),
         Accepted: schema(acceptedSchema),
-        SessionDetail: z.toJSONSchema(sessionDetailSchema, {
-          target: 'openapi-3.0',
-          unrepresentable: 'any',
-          io: 'output',
-        }),
         Stack: schema(stackSpecSchema),
         RemediateItems: schema(remediateItemsSchema),
         RevertAddresses: schema(revertBodySchema),
@@ -132,6 +135,8 @@ export function openApiDocument(): Record<string, unknown> {
     },
     security: [{ bearer: [] }],
     paths: {
+      // Declared beside their handlers (api/contract.ts).
+      ...operationPaths(API_OPERATIONS),
       '/api/v1/drift/partial': {
         post: {
           summary: 'Partial drift remediation (devops)',
@@ -152,104 +157,6 @@ export function openApiDocument(): Record<string, unknown> {
             'Generate round (devops): the model writes the requested change on the session branch; validate and plan -out; the valid plan is pinned (SHA-256, commit, state serial) and the session locked until apply',
           requestBody: driftBody,
           responses: { ...accepted, ...errors(400, 401, 403, 404) },
-        },
-      },
-      '/api/v1/sessions': {
-        get: {
-          summary:
-            "The organization's sessions, newest first, with status and last outcome (developer); `limit` (≤ 100) and `before` (the previous page's `next`)",
-          parameters: [
-            {
-              name: 'limit',
-              in: 'query',
-              required: false,
-              schema: { type: 'integer', minimum: 1, maximum: 100 },
-            },
-            { name: 'before', in: 'query', required: false, schema: { type: 'string', format: 'date-time' } },
-          ],
-          responses: { '200': { description: '{sessions, next}' }, ...errors(400, 401, 403) },
-        },
-      },
-      '/api/v1/auth/session': {
-        post: {
-          summary:
-            'Sign in (web application): exchanges a token for an httpOnly, SameSite=Strict session cookie; needs `X-Kumoss-CSRF: 1`',
-          responses: { '201': { description: 'Signed in; the cookie is set' }, ...errors(400, 401, 403) },
-        },
-        delete: {
-          summary: 'Sign out: revokes the session and clears the cookie',
-          responses: { '204': { description: 'Signed out' }, ...errors(401, 403) },
-        },
-      },
-      '/api/v1/auth/me': {
-        get: {
-          summary: 'Who is signed in',
-          responses: { '200': { description: '{user}' }, ...errors(401) },
-        },
-      },
-      '/api/v1/sessions/{id}': {
-        get: {
-          summary: 'Session detail (developer)',
-          parameters: [sessionId],
-          responses: {
-            '200': {
-              description: 'The session',
-              content: { 'application/json': { schema: { $ref: '#/components/schemas/SessionDetail' } } },
-            },
-            ...errors(401, 403, 404, 503),
-          },
-        },
-      },
-      '/api/v1/sessions/{id}/apply': {
-        post: {
-          summary:
-            'Apply the pinned plan (devops); with orchestration.apply_requires_approval, 409 approval_required until a second person approved it',
-          parameters: [sessionId],
-          responses: { ...accepted, ...errors(401, 403, 404, 409) },
-        },
-      },
-      '/api/v1/sessions/{id}/approve': {
-        post: {
-          summary:
-            'Approve the pinned plan, by its SHA-256 (devops; not the person who pinned it): the second pair of eyes apply may require',
-          parameters: [sessionId],
-          responses: { '200': { description: 'the recorded approval' }, ...errors(401, 403, 404, 409) },
-        },
-      },
-      '/api/v1/sessions/{id}/revertable': {
-        get: {
-          summary: 'The drift addresses of the session that a revert may name (developer)',
-          parameters: [sessionId],
-          responses: {
-            '200': {
-              description: 'addresses',
-              content: {
-                'application/json': {
-                  schema: {
-                    type: 'object',
-                    required: ['addresses'],
-                    properties: { addresses: { type: 'array', items: { type: 'string' } } },
-                  },
-                },
-              },
-            },
-            ...errors(401, 403, 404),
-          },
-        },
-      },
-      '/api/v1/sessions/{id}/revert': {
-        post: {
-          summary:
-            'Revert drift this session found (unreconciled, whitelisted, or any drifted address of its plans) in the cloud: a generate round with no change to the code pins a plan targeted at exactly these addresses (devops)',
-          parameters: [sessionId],
-          requestBody: {
-            required: true,
-            content: { 'application/json': { schema: { $ref: '#/components/schemas/RevertAddresses' } } },
-          },
-          responses: {
-            '202': { description: 'Accepted: session_id, round_id, accepted, addresses' },
-            ...errors(400, 401, 403, 404),
-          },
         },
       },
       '/api/v1/events/subscribe/{id}': {

@@ -466,6 +466,14 @@ export interface SessionState extends SessionSettings {
   pull_request: { provider: PullRequestProvider; number: number | null; base: string } | null;
 }
 
+/** A second person's approval of a pinned plan (its SHA-256). */
+export const planApprovalSchema = z.object({
+  sha256: z.string(),
+  by: z.string(),
+  name: z.string(),
+  at: z.string(),
+});
+
 // The session detail (`GET /api/v1/sessions/{id}`), as the OpenAPI document describes it and the
 // web application reads it (its type is generated from the document: `npm run web:types`).
 const sessionRoundDetailSchema = z.object({
@@ -506,9 +514,7 @@ export const sessionDetailSchema = z.object({
    * A second devops or admin's approval of the pinned plan (orchestration.apply_requires_approval):
    * null when there is none for the plan pinned now.
    */
-  plan_approval: z
-    .object({ sha256: z.string(), by: z.string(), name: z.string(), at: z.string() })
-    .nullable(),
+  plan_approval: planApprovalSchema.nullable(),
   /** True when this installation applies a pinned plan only once a second person approved it. */
   approval_required: z.boolean(),
   branch: z.string(),
@@ -530,3 +536,53 @@ export const sessionDetailSchema = z.object({
   artifacts_expire_in_seconds: z.number().int(),
 });
 export type SessionDetail = z.infer<typeof sessionDetailSchema>;
+
+/** `GET /api/v1/sessions`'s query: a page of the organization's sessions, newest first. */
+export const sessionListQuerySchema = z
+  .object({
+    limit: z.coerce.number().int().min(1).max(100).default(25),
+    /** The `next` of the previous page: sessions created before it. */
+    before: z.iso.datetime({ offset: true }).optional(),
+  })
+  .strict();
+
+/** One line of the session list. */
+export const sessionSummarySchema = z.object({
+  session_id: z.string(),
+  repository_url: z.string(),
+  cloud: z.string(),
+  scope_id: z.string(),
+  iac_path: z.string(),
+  status: z.enum(['ACTIVE', 'FAILED', 'MERGED']),
+  in_flight: z.object({ round_id: z.string(), kind: z.string() }).nullable(),
+  created_at: z.string(),
+  /** The outcome of its latest drift round, if any. */
+  last_outcome: z.string().nullable(),
+});
+export type SessionSummary = z.infer<typeof sessionSummarySchema>;
+
+export const sessionListSchema = z.object({
+  sessions: z.array(sessionSummarySchema),
+  /** The `before` of the next page; null on the last. */
+  next: z.string().nullable(),
+});
+
+/** The drift a session's latest drift round left, which a revert may name. */
+export const revertableSchema = z.object({ addresses: z.array(z.string()) });
+
+/** A revert's 202: the accepted operation and the addresses it reverts. */
+export const revertAcceptedSchema = acceptedSchema.extend({ addresses: z.array(z.string()) });
+
+export const approvalSchema = z.object({ session_id: z.string(), plan_approval: planApprovalSchema });
+
+const signedInUserSchema = z.object({
+  name: z.string(),
+  role: z.enum(['developer', 'devops', 'admin']),
+  organization_uuid: z.string(),
+});
+
+/** Who is signed in, and where the web application links each run. */
+export const meSchema = z.object({ user: signedInUserSchema, temporal_ui_url: z.string() });
+
+/** A sign-in's answer: the user, and when the session cookie expires. */
+export const signedInSchema = z.object({ user: signedInUserSchema, expires_at: z.string() });

@@ -14,13 +14,41 @@ import { findUserByToken } from '../../shared/infra/db/users';
 import { authenticate, cookieValue, CSRF_HEADER, currentUser, SESSION_COOKIE } from '../auth';
 import { HttpError } from '../errors';
 import { parseBody } from '../validation';
+import { meSchema, signedInSchema } from '../../shared/contracts';
+import { operation, route } from '../contract';
 
 const signInSchema = z.object({ token: z.string().trim().min(1, 'is required').max(200) }).strict();
+
+export const authOperations = {
+  signIn: operation({
+    method: 'post',
+    path: '/api/v1/auth/session',
+    summary:
+      'Sign in (web application): exchanges a token for an httpOnly, SameSite=Strict session cookie; needs `X-Kumoss-CSRF: 1`',
+    body: signInSchema,
+    responses: { 201: { description: 'Signed in; the cookie is set', schema: signedInSchema } },
+    errors: [400, 401, 403],
+  }),
+  signOut: operation({
+    method: 'delete',
+    path: '/api/v1/auth/session',
+    summary: 'Sign out: revokes the session and clears the cookie',
+    responses: { 204: { description: 'Signed out' } },
+    errors: [401, 403],
+  }),
+  me: operation({
+    method: 'get',
+    path: '/api/v1/auth/me',
+    summary: 'Who is signed in',
+    responses: { 200: { description: 'The signed-in user', schema: meSchema } },
+    errors: [401],
+  }),
+};
 
 export function createAuthSessionRouter(deps: { db: Db; temporalUiUrl?: string }): Router {
   const router = Router();
 
-  router.post('/api/v1/auth/session', async (req, res) => {
+  route(router, authOperations.signIn, async (req, res) => {
     // Signing in changes state too: the same header rule, so no other site can sign a browser in.
     if (req.get(CSRF_HEADER) !== '1') {
       throw new HttpError(403, 'csrf', `Sign in from the web application (it sends "${CSRF_HEADER}: 1").`);
@@ -42,14 +70,14 @@ export function createAuthSessionRouter(deps: { db: Db; temporalUiUrl?: string }
     });
   });
 
-  router.delete('/api/v1/auth/session', authenticate(deps.db), async (req, res) => {
+  route(router, authOperations.signOut, authenticate(deps.db), async (req, res) => {
     const id = cookieValue(req, SESSION_COOKIE);
     if (id) await revokeAuthSession(deps.db, id);
     res.clearCookie(SESSION_COOKIE, { httpOnly: true, sameSite: 'strict', secure: req.secure, path: '/' });
     res.status(204).end();
   });
 
-  router.get('/api/v1/auth/me', authenticate(deps.db), (req, res) => {
+  route(router, authOperations.me, authenticate(deps.db), (req, res) => {
     const user = currentUser(req);
     res.json({
       user: { name: user.name, role: user.role, organization_uuid: user.organization_uuid },

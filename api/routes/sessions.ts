@@ -10,7 +10,19 @@ import { reuseMargin, type ArtifactStore } from '../../shared/infra/object-store
 import { sessionArtifacts } from '../../shared/infra/db/artifacts';
 import { notifySessionChanged, sessionRounds } from '../../shared/infra/db/sessions';
 import { HttpError } from '../errors';
-import { revertBodySchema, revertText, type SessionDetail } from '../../shared/contracts';
+import {
+  acceptedSchema,
+  approvalSchema,
+  revertableSchema,
+  revertAcceptedSchema,
+  revertBodySchema,
+  revertText,
+  sessionDetailSchema,
+  sessionListQuerySchema,
+  sessionListSchema,
+  type SessionDetail,
+} from '../../shared/contracts';
+import { operation, route } from '../contract';
 import { revertableAddresses } from '../revert';
 import { authenticate, currentUser, requireRole } from '../auth';
 import { mayFetchArtifact } from '../artifact-access';
@@ -89,13 +101,73 @@ class DetailCache {
   }
 }
 
-const listQuerySchema = z
-  .object({
-    limit: z.coerce.number().int().min(1).max(100).default(25),
-    /** The `next` of the previous page: sessions created before it. */
-    before: z.iso.datetime({ offset: true }).optional(),
-  })
-  .strict();
+const sessionId = { id: z.string().describe('The session id (`s-…`).') };
+
+/** The operations of this module: each registered below from its declaration (api/contract.ts). */
+export const sessionOperations = {
+  list: operation({
+    method: 'get',
+    path: '/api/v1/sessions',
+    summary:
+      "The organization's sessions, newest first, with status and last outcome (developer); `limit` (≤ 100) and `before` (the previous page's `next`)",
+    query: sessionListQuerySchema,
+    responses: { 200: { description: 'A page of sessions', schema: sessionListSchema } },
+    errors: [400, 401, 403],
+  }),
+  detail: operation({
+    method: 'get',
+    path: '/api/v1/sessions/:id',
+    summary: 'Session detail (developer)',
+    params: sessionId,
+    responses: { 200: { description: 'The session', schema: sessionDetailSchema } },
+    errors: [401, 403, 404, 503],
+  }),
+  apply: operation({
+    method: 'post',
+    path: '/api/v1/sessions/:id/apply',
+    summary:
+      'Apply the pinned plan (devops); with orchestration.apply_requires_approval, 409 approval_required until a second person approved it',
+    params: sessionId,
+    responses: {
+      202: {
+        description:
+          'Accepted: the operation runs in the background. `accepted` says whether it starts: false, with `refusal` and `reason`, when the session has an operation in flight or is finished.',
+        schema: acceptedSchema,
+      },
+    },
+    errors: [401, 403, 404, 409],
+  }),
+  revertable: operation({
+    method: 'get',
+    path: '/api/v1/sessions/:id/revertable',
+    summary:
+      "The addresses a revert may name (developer): the drift the session's latest drift round left — its report's unreconciled and whitelisted drift and its final plan's",
+    params: sessionId,
+    responses: { 200: { description: 'The revertable addresses', schema: revertableSchema } },
+    errors: [401, 403, 404],
+  }),
+  revert: operation({
+    method: 'post',
+    path: '/api/v1/sessions/:id/revert',
+    summary:
+      'Revert (devops): the cloud follows the code for these addresses — a generate round that pins a plan targeted at exactly them, with no change to the code; then audit and apply as any pinned plan. Only drift the session found (400 otherwise).',
+    params: sessionId,
+    body: revertBodySchema,
+    responses: {
+      202: { description: 'Accepted, with the addresses it reverts', schema: revertAcceptedSchema },
+    },
+    errors: [400, 401, 403, 404],
+  }),
+  approve: operation({
+    method: 'post',
+    path: '/api/v1/sessions/:id/approve',
+    summary:
+      'Approve the pinned plan, by its SHA-256 (devops; not the person who pinned it): the second pair of eyes apply may require',
+    params: sessionId,
+    responses: { 200: { description: 'The recorded approval', schema: approvalSchema } },
+    errors: [401, 403, 404, 409],
+  }),
+};
 
 /** With a hub, a session's detail is kept in memory until the store says the session changed. */
 export function createSessionsRouter(deps: SessionDetailDeps): Router {
@@ -103,8 +175,8 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
   const details = new DetailCache();
   deps.hub?.onChange((sessionId) => details.changed(sessionId));
   // The caller's organization's sessions, newest first, a page at a time, with the last outcome.
-  router.get('/api/v1/sessions', authenticate(deps.db), requireRole('developer'), async (req, res) => {
-    const q = parseBody(listQuerySchema, req.query);
+  route(router, sessionOperations.list, authenticate(deps.db), requireRole('developer'), async (req, res) => {
+    const q = parseBody(sessionListQuerySchema, req.query);
     const user = currentUser(req);
     let query = deps.db
       .selectFrom('sessions')
@@ -139,120 +211,122 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
     });
   });
 
-  router.get('/api/v1/sessions/:id', authenticate(deps.db), requireRole('developer'), async (req, res) => {
-    const id = req.params.id as string;
-    const user = currentUser(req);
-    const hit = deps.hub?.connected ? details.get(id) : undefined;
-    if (
-      hit &&
-      hit.organization_uuid === user.organization_uuid &&
-      hit.expiresAt - Date.now() > reuseMargin(deps.presignTtlSeconds)
-    ) {
-      res.json(served(hit, user.role));
-      return;
-    }
-    const generation = details.generation(id);
-    const row = await ownSession(deps, req, id);
-    const [rounds, lock, pr, keys] = await Promise.all([
-      sessionRounds(deps.db, row.session_id),
-      deps.db
-        .selectFrom('session_locks')
-        .select(['reason', 'kind'])
-        .where('session_id', '=', row.session_id)
-        .executeTakeFirst(),
-      deps.db
-        .selectFrom('pull_requests')
-        .select(['provider', 'number', 'url', 'status', 'base', 'merge_commit'])
-        .where('session_id', '=', row.session_id)
-        .executeTakeFirst(),
-      sessionArtifacts(deps.db, row.session_id),
-    ]);
-    // Sessions from before the artifact index (migration 0008) list the object store once more.
-    const listed =
-      keys.length === 0 && rounds.length > 0
-        ? await deps.artifacts.list(`sessions/${row.session_id}/`)
-        : keys;
-    const signed = await Promise.all(
-      listed.map(async (key) => ({
-        key,
-        ...(await deps.artifacts.presignReused(key, deps.presignTtlSeconds)),
-      })),
-    );
-    const detail: CachedDetail = {
-      organization_uuid: row.organization_uuid,
-      expiresAt: signed.reduce(
-        (min, a) => Math.min(min, a.expiresAt),
-        Date.now() + deps.presignTtlSeconds * 1000,
-      ),
-      body: {
-        session_id: row.session_id,
-        repository_url: row.repository_url,
-        cloud: row.cloud as SessionDetail['cloud'],
-        scope_id: row.scope_id,
-        iac_path: row.iac_path,
-        state_project_id: row.state_project_id,
-        created_at: new Date(row.created_at).toISOString(),
-        status: row.status,
-        locked: lock !== undefined,
-        lock_reason: lock ? lock.reason : null,
-        /** `admin` or `plan` (a pinned plan's lock, cleared by its apply). */
-        lock_kind: lock ? lock.kind : null,
-        /** The plan a generate round pinned — hash, commit, state serial — and its impact banner. */
-        pinned_plan: row.pinned_plan ?? null,
-        /** An admin's override of the pinned plan's compliance findings, with the reason. */
-        compliance_override: row.compliance_override ?? null,
-        // Only an approval of the plan pinned now counts.
-        plan_approval:
-          row.plan_approval && row.pinned_plan && row.plan_approval.sha256 === row.pinned_plan.sha256
-            ? row.plan_approval
-            : null,
-        approval_required: deps.orchestration.apply_requires_approval ?? false,
-        branch: row.branch,
-        in_flight: row.in_flight,
-        rounds,
-        pull_request: pr ?? null,
-        artifacts: signed.map(({ key, url }) => ({ key, url })),
-      },
-    };
-    if (deps.hub?.connected) details.set(id, detail, generation);
-    res.json(served(detail, user.role));
-  });
-
-  router.post(
-    '/api/v1/sessions/:id/apply',
+  route(
+    router,
+    sessionOperations.detail,
     authenticate(deps.db),
-    requireRole('devops'),
+    requireRole('developer'),
     async (req, res) => {
-      const row = await ownSession(deps, req, req.params.id as string);
-      await requireAuthorized(deps.authz, row);
-      // Four eyes: a pinned plan is applied only once a second person approved that very plan. (No
-      // pinned plan: the seed's contract — accepted, then the round fails with its message.)
+      const id = req.params.id as string;
+      const user = currentUser(req);
+      const hit = deps.hub?.connected ? details.get(id) : undefined;
       if (
-        deps.orchestration.apply_requires_approval &&
-        row.pinned_plan &&
-        row.plan_approval?.sha256 !== row.pinned_plan.sha256
-      )
-        throw new HttpError(
-          409,
-          'approval_required',
-          'Applying needs a second devops or admin to approve the pinned plan first (POST /api/v1/sessions/{id}/approve).',
-        );
-      const round_id = newRoundId();
-      const outcome = await submitOperation(deps, row, {
-        round_id,
-        kind: 'apply',
-        actor_uuid: currentUser(req).user_uuid,
-      });
-      res
-        .status(202)
-        .location(`/api/v1/sessions/${row.session_id}`)
-        .json(acceptedBody(row.session_id, round_id, outcome));
+        hit &&
+        hit.organization_uuid === user.organization_uuid &&
+        hit.expiresAt - Date.now() > reuseMargin(deps.presignTtlSeconds)
+      ) {
+        res.json(served(hit, user.role));
+        return;
+      }
+      const generation = details.generation(id);
+      const row = await ownSession(deps, req, id);
+      const [rounds, lock, pr, keys] = await Promise.all([
+        sessionRounds(deps.db, row.session_id),
+        deps.db
+          .selectFrom('session_locks')
+          .select(['reason', 'kind'])
+          .where('session_id', '=', row.session_id)
+          .executeTakeFirst(),
+        deps.db
+          .selectFrom('pull_requests')
+          .select(['provider', 'number', 'url', 'status', 'base', 'merge_commit'])
+          .where('session_id', '=', row.session_id)
+          .executeTakeFirst(),
+        sessionArtifacts(deps.db, row.session_id),
+      ]);
+      // Sessions from before the artifact index (migration 0008) list the object store once more.
+      const listed =
+        keys.length === 0 && rounds.length > 0
+          ? await deps.artifacts.list(`sessions/${row.session_id}/`)
+          : keys;
+      const signed = await Promise.all(
+        listed.map(async (key) => ({
+          key,
+          ...(await deps.artifacts.presignReused(key, deps.presignTtlSeconds)),
+        })),
+      );
+      const detail: CachedDetail = {
+        organization_uuid: row.organization_uuid,
+        expiresAt: signed.reduce(
+          (min, a) => Math.min(min, a.expiresAt),
+          Date.now() + deps.presignTtlSeconds * 1000,
+        ),
+        body: {
+          session_id: row.session_id,
+          repository_url: row.repository_url,
+          cloud: row.cloud as SessionDetail['cloud'],
+          scope_id: row.scope_id,
+          iac_path: row.iac_path,
+          state_project_id: row.state_project_id,
+          created_at: new Date(row.created_at).toISOString(),
+          status: row.status,
+          locked: lock !== undefined,
+          lock_reason: lock ? lock.reason : null,
+          /** `admin` or `plan` (a pinned plan's lock, cleared by its apply). */
+          lock_kind: lock ? lock.kind : null,
+          /** The plan a generate round pinned — hash, commit, state serial — and its impact banner. */
+          pinned_plan: row.pinned_plan ?? null,
+          /** An admin's override of the pinned plan's compliance findings, with the reason. */
+          compliance_override: row.compliance_override ?? null,
+          // Only an approval of the plan pinned now counts.
+          plan_approval:
+            row.plan_approval && row.pinned_plan && row.plan_approval.sha256 === row.pinned_plan.sha256
+              ? row.plan_approval
+              : null,
+          approval_required: deps.orchestration.apply_requires_approval ?? false,
+          branch: row.branch,
+          in_flight: row.in_flight,
+          rounds,
+          pull_request: pr ?? null,
+          artifacts: signed.map(({ key, url }) => ({ key, url })),
+        },
+      };
+      if (deps.hub?.connected) details.set(id, detail, generation);
+      res.json(served(detail, user.role));
     },
   );
 
+  route(router, sessionOperations.apply, authenticate(deps.db), requireRole('devops'), async (req, res) => {
+    const row = await ownSession(deps, req, req.params.id as string);
+    await requireAuthorized(deps.authz, row);
+    // Four eyes: a pinned plan is applied only once a second person approved that very plan. (No
+    // pinned plan: the seed's contract — accepted, then the round fails with its message.)
+    if (
+      deps.orchestration.apply_requires_approval &&
+      row.pinned_plan &&
+      row.plan_approval?.sha256 !== row.pinned_plan.sha256
+    )
+      throw new HttpError(
+        409,
+        'approval_required',
+        'Applying needs a second devops or admin to approve the pinned plan first (POST /api/v1/sessions/{id}/approve).',
+      );
+    const round_id = newRoundId();
+    const outcome = await submitOperation(deps, row, {
+      round_id,
+      kind: 'apply',
+      actor_uuid: currentUser(req).user_uuid,
+    });
+    res
+      .status(202)
+      .location(`/api/v1/sessions/${row.session_id}`)
+      .json(acceptedBody(row.session_id, round_id, outcome));
+  });
+
   // The drift this session found that a revert may name (its latest drift round's).
-  router.get(
-    '/api/v1/sessions/:id/revertable',
+  route(
+    router,
+    sessionOperations.revertable,
     authenticate(deps.db),
     requireRole('developer'),
     async (req, res) => {
@@ -263,77 +337,67 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
 
   // Revert: the cloud follows the code for drift this session found. A generate round with no
   // change to the code: it pins a plan targeted at exactly these addresses (audited, locking).
-  router.post(
-    '/api/v1/sessions/:id/revert',
-    authenticate(deps.db),
-    requireRole('devops'),
-    async (req, res) => {
-      const { addresses } = parseBody(revertBodySchema, req.body);
-      const row = await ownSession(deps, req, req.params.id as string);
-      await requireAuthorized(deps.authz, row);
-      const allowed = await revertableAddresses(deps.db, deps.artifacts, row.session_id);
-      const wanted = [...new Set(addresses)];
-      const unknown = wanted.filter((a) => !allowed.includes(a));
-      if (unknown.length > 0)
-        throw new HttpError(
-          400,
-          'invalid_request',
-          allowed.length === 0
-            ? `addresses: session ${row.session_id} has no drift to revert (run a drift round first).`
-            : `addresses: ${unknown.join(', ')} ${unknown.length === 1 ? 'is' : 'are'} not drift this session found; it found ${allowed.join(', ')}.`,
-        );
-      const round_id = newRoundId();
-      const outcome = await submitOperation(deps, row, {
-        round_id,
-        kind: 'generate',
-        text: revertText(wanted),
-        revert: wanted,
-        actor_uuid: currentUser(req).user_uuid,
-      });
-      res
-        .status(202)
-        .location(`/api/v1/sessions/${row.session_id}`)
-        .json({ ...acceptedBody(row.session_id, round_id, outcome), addresses: wanted });
-    },
-  );
+  route(router, sessionOperations.revert, authenticate(deps.db), requireRole('devops'), async (req, res) => {
+    const { addresses } = parseBody(revertBodySchema, req.body);
+    const row = await ownSession(deps, req, req.params.id as string);
+    await requireAuthorized(deps.authz, row);
+    const allowed = await revertableAddresses(deps.db, deps.artifacts, row.session_id);
+    const wanted = [...new Set(addresses)];
+    const unknown = wanted.filter((a) => !allowed.includes(a));
+    if (unknown.length > 0)
+      throw new HttpError(
+        400,
+        'invalid_request',
+        allowed.length === 0
+          ? `addresses: session ${row.session_id} has no drift to revert (run a drift round first).`
+          : `addresses: ${unknown.join(', ')} ${unknown.length === 1 ? 'is' : 'are'} not drift this session found; it found ${allowed.join(', ')}.`,
+      );
+    const round_id = newRoundId();
+    const outcome = await submitOperation(deps, row, {
+      round_id,
+      kind: 'generate',
+      text: revertText(wanted),
+      revert: wanted,
+      actor_uuid: currentUser(req).user_uuid,
+    });
+    res
+      .status(202)
+      .location(`/api/v1/sessions/${row.session_id}`)
+      .json({ ...acceptedBody(row.session_id, round_id, outcome), addresses: wanted });
+  });
 
   // A second person approves the pinned plan (its hash): devops or admin, not who pinned it.
-  router.post(
-    '/api/v1/sessions/:id/approve',
-    authenticate(deps.db),
-    requireRole('devops'),
-    async (req, res) => {
-      const row = await ownSession(deps, req, req.params.id as string);
-      const user = currentUser(req);
-      const pinned = row.pinned_plan;
-      if (!pinned) throw new HttpError(409, 'no_pinned_plan', 'No plan is pinned for this session.');
-      const lock = await deps.db
-        .selectFrom('session_locks')
-        .select(['locked_by', 'kind'])
-        .where('session_id', '=', row.session_id)
-        .executeTakeFirst();
-      const pinnedBy = lock?.kind === 'plan' ? lock.locked_by : row.created_by;
-      if (pinnedBy === user.user_uuid)
-        throw new HttpError(
-          403,
-          'own_plan',
-          'You pinned this plan (you started its generate round); another devops or admin approves it.',
-        );
-      const approval = {
-        sha256: pinned.sha256,
-        by: user.user_uuid,
-        name: user.name,
-        at: new Date().toISOString(),
-      };
-      await deps.db
-        .updateTable('sessions')
-        .set({ plan_approval: JSON.stringify(approval) } as never)
-        .where('session_id', '=', row.session_id)
-        .execute();
-      await notifySessionChanged(deps.db, row.session_id);
-      deps.hub?.changed(row.session_id);
-      res.json({ session_id: row.session_id, plan_approval: approval });
-    },
-  );
+  route(router, sessionOperations.approve, authenticate(deps.db), requireRole('devops'), async (req, res) => {
+    const row = await ownSession(deps, req, req.params.id as string);
+    const user = currentUser(req);
+    const pinned = row.pinned_plan;
+    if (!pinned) throw new HttpError(409, 'no_pinned_plan', 'No plan is pinned for this session.');
+    const lock = await deps.db
+      .selectFrom('session_locks')
+      .select(['locked_by', 'kind'])
+      .where('session_id', '=', row.session_id)
+      .executeTakeFirst();
+    const pinnedBy = lock?.kind === 'plan' ? lock.locked_by : row.created_by;
+    if (pinnedBy === user.user_uuid)
+      throw new HttpError(
+        403,
+        'own_plan',
+        'You pinned this plan (you started its generate round); another devops or admin approves it.',
+      );
+    const approval = {
+      sha256: pinned.sha256,
+      by: user.user_uuid,
+      name: user.name,
+      at: new Date().toISOString(),
+    };
+    await deps.db
+      .updateTable('sessions')
+      .set({ plan_approval: JSON.stringify(approval) } as never)
+      .where('session_id', '=', row.session_id)
+      .execute();
+    await notifySessionChanged(deps.db, row.session_id);
+    deps.hub?.changed(row.session_id);
+    res.json({ session_id: row.session_id, plan_approval: approval });
+  });
   return router;
 }

@@ -53,6 +53,7 @@ export async function startTestApi(
     ...appExtra,
     ...(webDist ? { webDist, artifactOrigin: stack().s3Endpoint } : {}),
     checks: [],
+    checkResponses: true,
     authz,
     mapping,
     ...(codec ? { codec } : {}),

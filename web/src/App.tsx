@@ -20,8 +20,7 @@ export function App() {
     queryFn: async (): Promise<(Me & { uiUrl: string }) | null> => {
       const { data, response } = await api.GET('/api/v1/auth/me');
       if (response.status === 401) return null;
-      const body = data as { user: Me; temporal_ui_url?: string } | undefined;
-      return body ? { ...body.user, uiUrl: body.temporal_ui_url ?? '' } : null;
+      return data ? { ...data.user, uiUrl: data.temporal_ui_url } : null;
     },
   });
 

@@ -24,26 +24,19 @@ export function errorMessage(error: unknown, fallback = 'Something went wrong.')
   return fallback;
 }
 
-export interface Me {
-  name: string;
-  role: 'developer' | 'devops' | 'admin';
-  organization_uuid: string;
-}
+/** The JSON body of a route's answer, as the OpenAPI document declares it. */
+export type Answer<
+  P extends keyof paths,
+  M extends keyof paths[P],
+  S extends number = 200,
+> = paths[P][M] extends { responses: Record<S, { content: { 'application/json': infer B } }> } ? B : never;
 
-export interface SessionSummary {
-  session_id: string;
-  repository_url: string;
-  cloud: string;
-  scope_id: string;
-  iac_path: string;
-  status: 'ACTIVE' | 'FAILED' | 'MERGED';
-  in_flight: { round_id: string; kind: string } | null;
-  created_at: string;
-  last_outcome: string | null;
-}
+export type Me = Answer<'/api/v1/auth/me', 'get'>['user'];
+
+export type SessionSummary = Answer<'/api/v1/sessions', 'get'>['sessions'][number];
 
 /** The data of an API answer, or an Error carrying the API's message. */
-export async function ok<T>(p: Promise<{ data?: unknown; error?: unknown; response: Response }>): Promise<T> {
+export async function ok<T>(p: Promise<{ data?: T; error?: unknown; response: Response }>): Promise<T> {
   const r = await p;
   if (r.response.status >= 400) throw new Error(errorMessage(r.error, `HTTP ${r.response.status}`));
   return r.data as T;

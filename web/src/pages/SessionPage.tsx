@@ -4,8 +4,7 @@
 // Web UI. Everything shown is text: nothing from a repository, a model or a report is ever markup.
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { lazy, Suspense, useEffect, useState, type FormEvent } from 'react';
-import { api, errorMessage, type Me } from '../api/client';
-import type { components } from '../api/schema';
+import { api, errorMessage, type Answer, type Me } from '../api/client';
 import { DEVOPS_HINT, ModeChoice, MODE_ROUTES, type DriftMode } from '../components/ModeChoice';
 import { navigate } from '../router';
 import { Alert } from '../components/Alert';
@@ -15,7 +14,7 @@ const RoundArtifacts = lazy(() => import('../artifacts/Artifacts'));
 
 // The session detail as the API's OpenAPI document describes it (shared/contracts.ts
 // sessionDetailSchema; `npm run web:types`).
-type Detail = components['schemas']['SessionDetail'];
+type Detail = Answer<'/api/v1/sessions/{id}', 'get'>;
 type PinnedPlan = NonNullable<Detail['pinned_plan']>;
 
 /** Live statuses by round, from the event stream. */

@@ -1,6 +1,6 @@
 // My sessions: the organization's sessions, newest first, a page at a time, with status and outcome.
 import { useInfiniteQuery } from '@tanstack/react-query';
-import { api, errorMessage, type SessionSummary } from '../api/client';
+import { api, errorMessage } from '../api/client';
 import { navigate } from '../router';
 
 export function SessionsPage() {
@@ -11,8 +11,8 @@ export function SessionsPage() {
       const { data, error } = await api.GET('/api/v1/sessions', {
         params: { query: { limit: 25, ...(pageParam ? { before: pageParam } : {}) } },
       });
-      if (error) throw new Error(errorMessage(error));
-      return data as unknown as { sessions: SessionSummary[]; next: string | null };
+      if (error || !data) throw new Error(errorMessage(error));
+      return data;
     },
     getNextPageParam: (last) => last.next ?? undefined,
   });
