@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { operationPaths, type Operation } from './contract';
 import { authOperations } from './routes/auth-session';
 import { sessionOperations } from './routes/sessions';
+import { stackOperations } from './routes/stacks';
 import { driftReportSchema } from '../shared/drift-report';
 import {
   acceptedSchema,
@@ -22,13 +23,7 @@ import {
 import { lockRequestSchema, newUserSchema, roleChangeSchema } from './routes/admin';
 import { authorizeRequestSchema } from './routes/authorize';
 import { webhookSpecSchema } from '../shared/infra/webhooks';
-import {
-  backfillSchema,
-  scheduleNoteSchema,
-  remediateItemsSchema,
-  stackSpecSchema,
-  stackUpdateSchema,
-} from '../shared/stack-contracts';
+import { scheduleNoteSchema } from '../shared/stack-contracts';
 
 const schema = (s: z.ZodType) =>
   z.toJSONSchema(s, { target: 'openapi-3.0', unrepresentable: 'any', io: 'input' });
@@ -60,6 +55,7 @@ const errors = (...codes: number[]) =>
 export const API_OPERATIONS: Operation[] = [
   ...Object.values(authOperations),
   ...Object.values(sessionOperations),
+  ...Object.values(stackOperations),
 ];
 
 export function openApiDocument(): Record<string, unknown> {
@@ -96,13 +92,9 @@ export function openApiDocument(): Record<string, unknown> {
         FirstRequest: schema(firstRequestSchema),
         FollowUpRequest: schema(followUpRequestSchema),
         Accepted: schema(acceptedSchema),
-        Stack: schema(stackSpecSchema),
-        RemediateItems: schema(remediateItemsSchema),
         RevertAddresses: schema(revertBodySchema),
         RunnerSchedule: schema(runnerScheduleSchema),
-        StackUpdate: schema(stackUpdateSchema),
         ScheduleNote: schema(scheduleNoteSchema),
-        Backfill: schema(backfillSchema),
         Webhook: schema(webhookSpecSchema),
         AuthorizeRequest: schema(authorizeRequestSchema),
         NewUser: schema(newUserSchema),
@@ -465,124 +457,6 @@ export function openApiDocument(): Record<string, unknown> {
           },
         ]),
       ),
-      '/api/v1/stacks': {
-        post: {
-          summary:
-            'Register a stack (a Terraform root) and its drift schedule, created as the Temporal Schedule drift-schedule:<stack> (devops)',
-          requestBody: {
-            required: true,
-            content: { 'application/json': { schema: { $ref: '#/components/schemas/Stack' } } },
-          },
-          responses: {
-            '201': { description: 'Created, with schedule_state' },
-            ...errors(400, 401, 403, 409, 503),
-          },
-        },
-        get: {
-          summary: 'Stacks of the organization, each with its schedule state and next runs',
-          responses: { '200': { description: 'List' }, ...errors(401) },
-        },
-      },
-      '/api/v1/stacks/{id}': {
-        get: {
-          summary: 'A stack and its schedule state',
-          parameters: [idParam],
-          responses: { '200': { description: 'Stack' }, ...errors(401, 404) },
-        },
-        patch: {
-          summary: 'Change a stack; a new schedule applies to its Temporal Schedule (devops)',
-          parameters: [idParam],
-          requestBody: {
-            required: true,
-            content: { 'application/json': { schema: { $ref: '#/components/schemas/StackUpdate' } } },
-          },
-          responses: { '200': { description: 'Updated' }, ...errors(400, 401, 403, 404, 503) },
-        },
-        delete: {
-          summary: 'Remove a stack, its schedule, runs and inbox items (devops)',
-          parameters: [idParam],
-          responses: { '204': { description: 'Deleted' }, ...errors(401, 403, 404, 503) },
-        },
-      },
-      ...Object.fromEntries(
-        (['pause', 'resume'] as const).map((verb) => [
-          `/api/v1/stacks/{id}/${verb}`,
-          {
-            post: {
-              summary: `${verb === 'pause' ? 'Pause' : 'Resume'} the stack's schedule, with an optional note (devops)`,
-              parameters: [idParam],
-              requestBody: {
-                content: { 'application/json': { schema: { $ref: '#/components/schemas/ScheduleNote' } } },
-              },
-              responses: { '200': { description: 'Stack' }, ...errors(400, 401, 403, 404, 503) },
-            },
-          },
-        ]),
-      ),
-      '/api/v1/stacks/{id}/trigger': {
-        post: {
-          summary: 'Run a detection now (skipped while one runs) (devops)',
-          parameters: [idParam],
-          responses: { '202': { description: 'Triggered' }, ...errors(401, 403, 404, 503) },
-        },
-      },
-      '/api/v1/stacks/{id}/backfill': {
-        post: {
-          summary: 'Run the detections a missed window would have had (at most 7 days) (devops)',
-          parameters: [idParam],
-          requestBody: {
-            required: true,
-            content: { 'application/json': { schema: { $ref: '#/components/schemas/Backfill' } } },
-          },
-          responses: { '202': { description: 'Backfilled' }, ...errors(400, 401, 403, 404, 503) },
-        },
-      },
-      '/api/v1/stacks/{id}/runs': {
-        get: {
-          summary: 'Detection runs of a stack, newest first',
-          parameters: [idParam],
-          responses: { '200': { description: 'Runs' }, ...errors(401, 404) },
-        },
-      },
-      '/api/v1/drift-items': {
-        get: {
-          summary: 'The drift inbox: one item per stack, resource address and attribute path',
-          parameters: [
-            { name: 'stack', in: 'query', schema: { type: 'string' } },
-            { name: 'state', in: 'query', schema: { type: 'string', enum: ['open', 'resolved'] } },
-            { name: 'cloud', in: 'query', schema: { type: 'string' } },
-          ],
-          responses: { '200': { description: 'Items' }, ...errors(400, 401, 404) },
-        },
-      },
-      '/api/v1/drift-items/remediate': {
-        post: {
-          summary:
-            'Open a partial drift session on chosen open items of one stack: its targets are their addresses (never an apply) (devops)',
-          requestBody: {
-            required: true,
-            content: { 'application/json': { schema: { $ref: '#/components/schemas/RemediateItems' } } },
-          },
-          responses: {
-            '202': { description: 'Session started: session_id, round_id, accepted, targets' },
-            ...errors(400, 401, 403, 404, 409, 503),
-          },
-        },
-      },
-      '/api/v1/drift-items/revert': {
-        post: {
-          summary:
-            'Open a session that reverts chosen open items of one stack in the cloud: its generate round pins a plan of the unchanged code targeted at their addresses; apply is a separate request (devops)',
-          requestBody: {
-            required: true,
-            content: { 'application/json': { schema: { $ref: '#/components/schemas/RemediateItems' } } },
-          },
-          responses: {
-            '202': { description: 'Session started: session_id, round_id, accepted, addresses' },
-            ...errors(400, 401, 403, 404, 409, 503),
-          },
-        },
-      },
       '/api/v1/webhooks': {
         post: {
           summary:

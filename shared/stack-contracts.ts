@@ -118,25 +118,26 @@ export function revertRequest(
   };
 }
 
-export interface Stack {
-  stack_uuid: string;
-  organization_uuid: string;
-  name: string;
-  repository_url: string;
-  iac_path: string;
-  cloud: (typeof CLOUDS)[number];
-  scope_id: string;
-  engine: 'terraform' | 'tofu';
-  branch: string;
-  schedule: StackSchedule;
-  auto_remediate: (typeof AUTO_REMEDIATE)[number];
+export const stackSchema = z.object({
+  stack_uuid: z.string(),
+  organization_uuid: z.string(),
+  name: z.string(),
+  repository_url: z.string(),
+  iac_path: z.string(),
+  cloud: z.enum(CLOUDS),
+  scope_id: z.string(),
+  engine: z.enum(['terraform', 'tofu']),
+  branch: z.string(),
+  schedule: stackScheduleSchema,
+  auto_remediate: z.enum(AUTO_REMEDIATE),
   /** Who registered it: a session its auto-remediation opens is theirs. */
-  created_by: string | null;
+  created_by: z.string().nullable(),
   /** The session its auto-remediation opened last (another opens once this one is no longer ACTIVE). */
-  remediation_session_id: string | null;
+  remediation_session_id: z.string().nullable(),
   /** The managed state its detections read, and the state of the sessions it opens. */
-  state_project_id: string;
-}
+  state_project_id: z.string(),
+});
+export type Stack = z.infer<typeof stackSchema>;
 
 /** The Temporal Schedule of a stack, and the workflow id of its runs. */
 export { stackScheduleId } from './ids';
@@ -190,53 +191,72 @@ export interface StackDetectionResult {
 }
 
 /** A detection run as recorded (GET /api/v1/stacks/{id}/runs). */
-export interface DetectionRun {
-  run_id: string;
-  stack_uuid: string;
-  status: 'running' | 'completed' | 'failed';
-  started_at: string;
-  finished_at: string | null;
-  drift_count: number;
-  opened: number;
-  resolved: number;
-  whitelisted: number;
-  plan_key: string | null;
-  report_key: string | null;
-  error: string | null;
+export const detectionRunSchema = z.object({
+  run_id: z.string(),
+  stack_uuid: z.string(),
+  status: z.enum(['running', 'completed', 'failed']),
+  started_at: z.string(),
+  finished_at: z.string().nullable(),
+  drift_count: z.number().int(),
+  opened: z.number().int(),
+  resolved: z.number().int(),
+  whitelisted: z.number().int(),
+  plan_key: z.string().nullable(),
+  report_key: z.string().nullable(),
+  error: z.string().nullable(),
   /** The session its auto-remediation opened. */
-  session_id: string | null;
-}
+  session_id: z.string().nullable(),
+});
+export type DetectionRun = z.infer<typeof detectionRunSchema>;
 
 /** An item of the drift inbox (GET /api/v1/drift-items). */
-export interface DriftItem {
-  drift_item_uuid: string;
-  stack_uuid: string;
-  stack_name: string;
-  cloud: string;
-  address: string;
-  attribute: string;
-  action: string;
-  state: DriftItemState;
-  whitelisted: boolean;
-  rule_id: string | null;
-  first_seen_at: string;
-  last_seen_at: string;
-  resolved_at: string | null;
-  runs_seen: number;
+export const driftItemSchema = z.object({
+  drift_item_uuid: z.string(),
+  stack_uuid: z.string(),
+  stack_name: z.string(),
+  cloud: z.string(),
+  address: z.string(),
+  attribute: z.string(),
+  action: z.string(),
+  state: z.enum(DRIFT_ITEM_STATES),
+  whitelisted: z.boolean(),
+  rule_id: z.string().nullable(),
+  first_seen_at: z.string(),
+  last_seen_at: z.string(),
+  resolved_at: z.string().nullable(),
+  runs_seen: z.number().int(),
   /** The remediation session opened for it, if any. */
-  session_id: string | null;
+  session_id: z.string().nullable(),
   /** What the code declares and what the cloud has (sensitive values redacted; null: not set). */
-  declared: unknown;
-  actual: unknown;
+  declared: z.unknown(),
+  actual: z.unknown(),
   /** Where a drift found only in a provider's mirror attribute (`tags_all`) comes from. */
-  note: string | null;
-}
+  note: z.string().nullable(),
+});
+export type DriftItem = z.infer<typeof driftItemSchema>;
 
 /** A Temporal Schedule's state as the API shows it. */
-export interface ScheduleState {
-  schedule_id: string;
-  paused: boolean;
-  note: string | null;
-  next_runs: string[];
-  recent_runs: { scheduled_at: string; workflow_id: string }[];
-}
+export const scheduleStateSchema = z.object({
+  schedule_id: z.string(),
+  paused: z.boolean(),
+  note: z.string().nullable(),
+  next_runs: z.array(z.string()),
+  recent_runs: z.array(z.object({ scheduled_at: z.string(), workflow_id: z.string() })),
+});
+export type ScheduleState = z.infer<typeof scheduleStateSchema>;
+
+/** A stack as the API answers it: the registered fields and its schedule's state. */
+export const stackAnswerSchema = stackSchema.extend({ schedule_state: scheduleStateSchema.nullable() });
+
+export const stackListSchema = z.object({ stacks: z.array(stackAnswerSchema) });
+export const detectionRunListSchema = z.object({ runs: z.array(detectionRunSchema) });
+
+/** `GET /api/v1/drift-items`'s filters. */
+export const driftItemQuerySchema = z
+  .object({
+    stack: z.uuid().optional(),
+    state: z.enum(DRIFT_ITEM_STATES).optional(),
+    cloud: z.enum(CLOUD_FILTER).optional(),
+  })
+  .strict();
+export const driftItemListSchema = z.object({ items: z.array(driftItemSchema) });

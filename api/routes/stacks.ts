@@ -19,17 +19,22 @@ import {
 } from '../../shared/infra/db/stacks';
 import {
   backfillSchema,
-  CLOUD_FILTER,
-  DRIFT_ITEM_STATES,
+  detectionRunListSchema,
+  driftItemListSchema,
+  driftItemQuerySchema,
   remediateItemsSchema,
   remediationRequest,
   revertRequest,
   scheduleNoteSchema,
   stackSpecSchema,
+  stackAnswerSchema,
+  stackListSchema,
   stackUpdateSchema,
-  type DriftItemState,
   type Stack,
 } from '../../shared/stack-contracts';
+import { z } from 'zod';
+import { acceptedSchema } from '../../shared/contracts';
+import { operation, route } from '../contract';
 import { createWebhook, deleteWebhook, listDeliveries, listWebhooks } from '../../shared/infra/db/webhooks';
 import { webhookSpecSchema } from '../../shared/infra/webhooks';
 import { authenticate, currentUser, requireRole } from '../auth';
@@ -39,6 +44,129 @@ import { scheduleUnavailable as unavailable, StackSchedules } from '../schedules
 import { parseBody, uuidParam } from '../validation';
 
 export type StacksDeps = SessionRouteDeps;
+
+const stackId = { id: z.uuid().describe('The stack') };
+const stackAnswer = (description: string) => ({ description, schema: stackAnswerSchema });
+const sessionStarted = (description: string, extra: 'targets' | 'addresses') => ({
+  description,
+  schema: acceptedSchema.extend({ [extra]: z.array(z.string()) }),
+});
+
+/** The stack and inbox operations, each registered below from its declaration (api/contract.ts). */
+export const stackOperations = {
+  create: operation({
+    method: 'post',
+    path: '/api/v1/stacks',
+    summary:
+      'Register a stack (a Terraform root) and its drift schedule, created as the Temporal Schedule drift-schedule:<stack> (devops)',
+    body: stackSpecSchema,
+    responses: { 201: stackAnswer('Created, with schedule_state') },
+    errors: [400, 401, 403, 409, 503],
+  }),
+  list: operation({
+    method: 'get',
+    path: '/api/v1/stacks',
+    summary: 'Stacks of the organization, each with its schedule state and next runs',
+    responses: { 200: { description: 'The stacks', schema: stackListSchema } },
+    errors: [401],
+  }),
+  detail: operation({
+    method: 'get',
+    path: '/api/v1/stacks/:id',
+    summary: 'A stack and its schedule state',
+    params: stackId,
+    responses: { 200: stackAnswer('The stack') },
+    errors: [401, 404],
+  }),
+  update: operation({
+    method: 'patch',
+    path: '/api/v1/stacks/:id',
+    summary: 'Change a stack; a new schedule applies to its Temporal Schedule (devops)',
+    params: stackId,
+    body: stackUpdateSchema,
+    responses: { 200: stackAnswer('Updated') },
+    errors: [400, 401, 403, 404, 503],
+  }),
+  remove: operation({
+    method: 'delete',
+    path: '/api/v1/stacks/:id',
+    summary: 'Remove a stack, its schedule, runs and inbox items (devops)',
+    params: stackId,
+    responses: { 204: { description: 'Deleted' } },
+    errors: [401, 403, 404, 503],
+  }),
+  pause: operation({
+    method: 'post',
+    path: '/api/v1/stacks/:id/pause',
+    summary:
+      "Pause the stack's schedule, with an optional note (devops); answers once Temporal reports it paused",
+    params: stackId,
+    body: scheduleNoteSchema,
+    responses: { 200: stackAnswer('The stack, its schedule paused') },
+    errors: [400, 401, 403, 404, 503],
+  }),
+  resume: operation({
+    method: 'post',
+    path: '/api/v1/stacks/:id/resume',
+    summary:
+      "Resume the stack's schedule, with an optional note (devops); answers once Temporal reports it running",
+    params: stackId,
+    body: scheduleNoteSchema,
+    responses: { 200: stackAnswer('The stack, its schedule running') },
+    errors: [400, 401, 403, 404, 503],
+  }),
+  trigger: operation({
+    method: 'post',
+    path: '/api/v1/stacks/:id/trigger',
+    summary: 'Run a detection now (skipped while one runs) (devops)',
+    params: stackId,
+    responses: { 202: stackAnswer('Triggered') },
+    errors: [401, 403, 404, 503],
+  }),
+  backfill: operation({
+    method: 'post',
+    path: '/api/v1/stacks/:id/backfill',
+    summary: 'Run the detections a missed window would have had (at most 7 days) (devops)',
+    params: stackId,
+    body: backfillSchema,
+    responses: { 202: stackAnswer('Backfilled') },
+    errors: [400, 401, 403, 404, 503],
+  }),
+  runs: operation({
+    method: 'get',
+    path: '/api/v1/stacks/:id/runs',
+    summary: 'Detection runs of a stack, newest first',
+    params: stackId,
+    responses: { 200: { description: 'The runs', schema: detectionRunListSchema } },
+    errors: [401, 404],
+  }),
+  items: operation({
+    method: 'get',
+    path: '/api/v1/drift-items',
+    summary: 'The drift inbox: one item per stack, resource address and attribute path',
+    query: driftItemQuerySchema,
+    responses: { 200: { description: 'The items', schema: driftItemListSchema } },
+    errors: [400, 401, 404],
+  }),
+  remediate: operation({
+    method: 'post',
+    path: '/api/v1/drift-items/remediate',
+    summary:
+      'Open a partial drift session on chosen open items of one stack: its targets are their addresses (never an apply) (devops)',
+    body: remediateItemsSchema,
+    responses: { 202: sessionStarted('Session started, with its targets', 'targets') },
+    errors: [400, 401, 403, 404, 409, 503],
+  }),
+  revert: operation({
+    method: 'post',
+    path: '/api/v1/drift-items/revert',
+    summary:
+      'Open a session that reverts chosen open items of one stack in the cloud: its generate round pins a plan of the unchanged code targeted at their addresses; apply is a separate request (devops)',
+    body: remediateItemsSchema,
+    responses: { 202: sessionStarted('Session started, with the addresses it reverts', 'addresses') },
+    errors: [400, 401, 403, 404, 409, 503],
+  }),
+};
 
 export function createStacksRouter(deps: StacksDeps): Router {
   const router = Router();
@@ -52,7 +180,7 @@ export function createStacksRouter(deps: StacksDeps): Router {
     schedule_state: await schedules.state(stack.stack_uuid),
   });
 
-  router.post('/api/v1/stacks', auth, requireRole('devops'), async (req, res) => {
+  route(router, stackOperations.create, auth, requireRole('devops'), async (req, res) => {
     const spec = parseBody(stackSpecSchema, req.body);
     await requireAllowedTarget(deps.targets, 'repository_url', spec.repository_url);
     await requireConnectedRepository(deps.db, org(req), 'repository_url', spec.repository_url);
@@ -75,16 +203,16 @@ export function createStacksRouter(deps: StacksDeps): Router {
       .json(await withSchedule(stack));
   });
 
-  router.get('/api/v1/stacks', auth, requireRole('developer'), async (req, res) => {
+  route(router, stackOperations.list, auth, requireRole('developer'), async (req, res) => {
     const stacks = await listStacks(deps.db, org(req));
     res.json({ stacks: await Promise.all(stacks.map(withSchedule)) });
   });
 
-  router.get('/api/v1/stacks/:id', auth, requireRole('developer'), async (req, res) => {
+  route(router, stackOperations.detail, auth, requireRole('developer'), async (req, res) => {
     res.json(await withSchedule(await own(req)));
   });
 
-  router.patch('/api/v1/stacks/:id', auth, requireRole('devops'), async (req, res) => {
+  route(router, stackOperations.update, auth, requireRole('devops'), async (req, res) => {
     const before = await own(req);
     const change = parseBody(stackUpdateSchema, req.body);
     if (change.repository_url) {
@@ -112,7 +240,7 @@ export function createStacksRouter(deps: StacksDeps): Router {
     res.json(await withSchedule(after));
   });
 
-  router.delete('/api/v1/stacks/:id', auth, requireRole('devops'), async (req, res) => {
+  route(router, stackOperations.remove, auth, requireRole('devops'), async (req, res) => {
     const stack = await own(req);
     await schedules.delete(stack.stack_uuid).catch(unavailable);
     await deleteStack(deps.db, stack.organization_uuid, stack.stack_uuid).catch(registryError);
@@ -120,7 +248,7 @@ export function createStacksRouter(deps: StacksDeps): Router {
   });
 
   for (const verb of ['pause', 'resume'] as const) {
-    router.post(`/api/v1/stacks/:id/${verb}`, auth, requireRole('devops'), async (req, res) => {
+    route(router, stackOperations[verb], auth, requireRole('devops'), async (req, res) => {
       const stack = await own(req);
       const { note } = parseBody(scheduleNoteSchema, req.body ?? {});
       await schedules[verb](stack.stack_uuid, note).catch(unavailable);
@@ -128,14 +256,14 @@ export function createStacksRouter(deps: StacksDeps): Router {
     });
   }
 
-  router.post('/api/v1/stacks/:id/trigger', auth, requireRole('devops'), async (req, res) => {
+  route(router, stackOperations.trigger, auth, requireRole('devops'), async (req, res) => {
     const stack = await own(req);
     await requireAuthorized(deps.authz, stack);
     await schedules.trigger(stack.stack_uuid).catch(unavailable);
     res.status(202).json(await withSchedule(stack));
   });
 
-  router.post('/api/v1/stacks/:id/backfill', auth, requireRole('devops'), async (req, res) => {
+  route(router, stackOperations.backfill, auth, requireRole('devops'), async (req, res) => {
     const stack = await own(req);
     const b = parseBody(backfillSchema, req.body);
     await requireAuthorized(deps.authz, stack);
@@ -143,24 +271,17 @@ export function createStacksRouter(deps: StacksDeps): Router {
     res.status(202).json(await withSchedule(stack));
   });
 
-  router.get('/api/v1/stacks/:id/runs', auth, requireRole('developer'), async (req, res) => {
+  route(router, stackOperations.runs, auth, requireRole('developer'), async (req, res) => {
     const stack = await own(req);
     res.json({ runs: await listDetectionRuns(deps.db, stack.stack_uuid) });
   });
 
-  router.get('/api/v1/drift-items', auth, requireRole('developer'), async (req, res) => {
-    const q = req.query;
-    const state = typeof q.state === 'string' ? q.state : undefined;
-    if (state !== undefined && !DRIFT_ITEM_STATES.includes(state as DriftItemState))
-      throw new HttpError(400, 'invalid_request', `state: must be one of ${DRIFT_ITEM_STATES.join(', ')}`);
-    const cloud = typeof q.cloud === 'string' ? q.cloud : undefined;
-    if (cloud !== undefined && !CLOUD_FILTER.includes(cloud as (typeof CLOUD_FILTER)[number]))
-      throw new HttpError(400, 'invalid_request', `cloud: must be one of ${CLOUD_FILTER.join(', ')}`);
-    const stack = typeof q.stack === 'string' ? uuidParam(q.stack, 'Stack') : undefined;
+  route(router, stackOperations.items, auth, requireRole('developer'), async (req, res) => {
+    const { stack, state, cloud } = parseBody(driftItemQuerySchema, { ...req.query });
     res.json({
       items: await listDriftItems(deps.db, org(req), {
         ...(stack ? { stack_uuid: stack } : {}),
-        ...(state ? { state: state as DriftItemState } : {}),
+        ...(state ? { state } : {}),
         ...(cloud ? { cloud } : {}),
       }),
     });
@@ -240,7 +361,7 @@ export function createStacksRouter(deps: StacksDeps): Router {
 
   // Adopt: a partial drift session on chosen open items of one stack — targets are their
   // addresses, the request says which attributes; the code follows the cloud.
-  router.post('/api/v1/drift-items/remediate', auth, requireRole('devops'), async (req, res) => {
+  route(router, stackOperations.remediate, auth, requireRole('devops'), async (req, res) => {
     const chosen = await chosenItems(req, 'remediate');
     const { text, targets } = remediationRequest(chosen.stack.name, chosen.items);
     await openStackSession(res, chosen, { kind: 'partial', text, targets }, { targets });
@@ -248,7 +369,7 @@ export function createStacksRouter(deps: StacksDeps): Router {
 
   // Revert: the cloud follows the code — a session whose generate round pins a plan of the
   // unchanged code targeted at exactly the items' addresses (audited, locked, applied on request).
-  router.post('/api/v1/drift-items/revert', auth, requireRole('devops'), async (req, res) => {
+  route(router, stackOperations.revert, auth, requireRole('devops'), async (req, res) => {
     const chosen = await chosenItems(req, 'revert');
     const { text, addresses } = revertRequest(chosen.stack.name, chosen.items);
     await openStackSession(res, chosen, { kind: 'generate', text, revert: addresses }, { addresses });

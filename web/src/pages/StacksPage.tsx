@@ -8,20 +8,15 @@
 //   /inbox           the drift inbox
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
-import type {
-  DetectionRun,
-  DriftItem,
-  ScheduleState,
-  Stack as StackRecord,
-} from '../../../shared/stack-contracts';
-import { api, ok, type Me } from '../api/client';
+import { api, ok, type Answer, type Me } from '../api/client';
 import { Alert } from '../components/Alert';
 import { Link } from '../components/Link';
 import { QueryState } from '../components/QueryState';
 import { navigate } from '../router';
 
 /** A stack as the API answers it: the registered fields and its schedule's state. */
-type Stack = StackRecord & { schedule_state: ScheduleState | null };
+type Stack = Answer<'/api/v1/stacks/{id}', 'get'>;
+type ScheduleState = Stack['schedule_state'];
 
 /** A value from an inbox item, as text (never markup): unset, a string as it is, anything else as JSON. */
 export const valueText = (v: unknown): string =>
@@ -52,7 +47,7 @@ export function StacksPage({ me, path }: { me: Me; path: string }) {
 function Overview({ me }: { me: Me }) {
   const stacks = useQuery({
     queryKey: ['stacks'],
-    queryFn: async () => (await ok<{ stacks: Stack[] }>(api.GET('/api/v1/stacks'))).stacks,
+    queryFn: async () => (await ok(api.GET('/api/v1/stacks'))).stacks,
   });
   return (
     <section aria-labelledby="stacks-title">
@@ -110,7 +105,7 @@ function StackForm() {
   const [auto, setAuto] = useState<'off' | 'open_session'>('off');
   const create = useMutation({
     mutationFn: () =>
-      ok<Stack>(
+      ok(
         api.POST('/api/v1/stacks', {
           body: {
             name: name.trim(),
@@ -190,18 +185,14 @@ function StackView({ stackId, me }: { stackId: string; me: Me }) {
   const canEdit = me.role !== 'developer';
   const stack = useQuery({
     queryKey: ['stacks', stackId],
-    queryFn: () => ok<Stack>(api.GET('/api/v1/stacks/{id}', { params: { path: { id: stackId } } })),
+    queryFn: () => ok(api.GET('/api/v1/stacks/{id}', { params: { path: { id: stackId } } })),
   });
   // After "Run now", the runs refresh each second until the new run has shown up and finished.
   const [awaiting, setAwaiting] = useState<number | null>(null);
   const runs = useQuery({
     queryKey: ['stacks', stackId, 'runs'],
     queryFn: async () =>
-      (
-        await ok<{ runs: DetectionRun[] }>(
-          api.GET('/api/v1/stacks/{id}/runs', { params: { path: { id: stackId } } }),
-        )
-      ).runs,
+      (await ok(api.GET('/api/v1/stacks/{id}/runs', { params: { path: { id: stackId } } }))).runs,
     // Live while a run is under way, or one was asked for and has not shown up yet.
     refetchInterval: (q) => {
       const data = q.state.data ?? [];
@@ -216,8 +207,8 @@ function StackView({ stackId, me }: { stackId: string; me: Me }) {
       if (verb === 'trigger') return ok(api.POST('/api/v1/stacks/{id}/trigger', params));
       const body = note.trim() ? { note: note.trim() } : {};
       return verb === 'pause'
-        ? ok<Stack>(api.POST('/api/v1/stacks/{id}/pause', { ...params, body }))
-        : ok<Stack>(api.POST('/api/v1/stacks/{id}/resume', { ...params, body }));
+        ? ok(api.POST('/api/v1/stacks/{id}/pause', { ...params, body }))
+        : ok(api.POST('/api/v1/stacks/{id}/resume', { ...params, body }));
     },
     onMutate: (verb) => {
       if (verb === 'trigger') setAwaiting(runs.data?.length ?? 0);
@@ -345,7 +336,7 @@ export function InboxPage({ me, search }: { me: Me; search: string }) {
     queryKey: ['drift-items', stack, state],
     queryFn: async () =>
       (
-        await ok<{ items: DriftItem[] }>(
+        await ok(
           api.GET('/api/v1/drift-items', {
             params: { query: { state, ...(stack ? { stack } : {}) } },
           }),
@@ -353,12 +344,12 @@ export function InboxPage({ me, search }: { me: Me; search: string }) {
       ).items,
   });
   const remediate = useMutation({
-    mutationFn: (how: 'remediate' | 'revert') =>
-      ok<{ session_id: string }>(
-        how === 'remediate'
-          ? api.POST('/api/v1/drift-items/remediate', { body: { item_uuids: [...chosen] } })
-          : api.POST('/api/v1/drift-items/revert', { body: { item_uuids: [...chosen] } }),
-      ),
+    mutationFn: async (how: 'remediate' | 'revert') => {
+      const body = { item_uuids: [...chosen] };
+      return how === 'remediate'
+        ? ok(api.POST('/api/v1/drift-items/remediate', { body }))
+        : ok(api.POST('/api/v1/drift-items/revert', { body }));
+    },
     onSuccess: (r) => navigate(`/sessions/${r.session_id}`),
   });
   const toggle = (id: string) =>
