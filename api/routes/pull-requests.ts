@@ -4,6 +4,7 @@
 // there). What the forge answered (number, URL, state) is recorded by the workflow; reading it
 // changes nothing. On the embedded git host, which is no forge, the pull request is a reviewed
 // branch merge: it has no number and no page.
+import { sessionLock } from '../../shared/infra/db/sessions';
 import { Router } from 'express';
 import { SessionRefusals, type PullRequestRecord } from '../../shared/contracts';
 import { sessionRounds } from '../../shared/infra/db/sessions';
@@ -93,11 +94,7 @@ export function createPullRequestRouter(deps: SessionRouteDeps): Router {
 
   router.post('/api/v1/sessions/:id/merge', auth, requireRole('devops'), async (req, res) => {
     const row = await ownSession(deps, req, req.params.id as string);
-    const lock = await deps.db
-      .selectFrom('session_locks')
-      .selectAll()
-      .where('session_id', '=', row.session_id)
-      .executeTakeFirst();
+    const lock = await sessionLock(deps.db, row.session_id);
     if (lock) {
       throw new HttpError(
         409,

@@ -8,7 +8,13 @@ import { z } from 'zod';
 import { parseBody } from '../validation';
 import { reuseMargin, type ArtifactStore } from '../../shared/infra/object-store';
 import { sessionArtifacts } from '../../shared/infra/db/artifacts';
-import { notifySessionChanged, sessionRounds } from '../../shared/infra/db/sessions';
+import {
+  listSessions,
+  recordPlanApproval,
+  sessionLock,
+  sessionPullRequest,
+  sessionRounds,
+} from '../../shared/infra/db/sessions';
 import { HttpError } from '../errors';
 import {
   acceptedSchema,
@@ -177,38 +183,7 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
   // The caller's organization's sessions, newest first, a page at a time, with the last outcome.
   route(router, sessionOperations.list, authenticate(deps.db), requireRole('developer'), async (req, res) => {
     const q = parseBody(sessionListQuerySchema, req.query);
-    const user = currentUser(req);
-    let query = deps.db
-      .selectFrom('sessions')
-      .select((eb) => [
-        'session_id',
-        'repository_url',
-        'cloud',
-        'scope_id',
-        'iac_path',
-        'status',
-        'in_flight',
-        'created_at',
-        eb
-          .selectFrom('session_rounds')
-          .select('outcome')
-          .whereRef('session_rounds.session_id', '=', 'sessions.session_id')
-          .where('session_rounds.kind', 'in', ['partial', 'full'])
-          .orderBy('session_rounds.position', 'desc')
-          .limit(1)
-          .as('last_outcome'),
-      ])
-      .where('organization_uuid', '=', user.organization_uuid)
-      .orderBy('created_at', 'desc')
-      .limit(q.limit + 1);
-    if (q.before) query = query.where('created_at', '<', new Date(q.before));
-    const rows = await query.execute();
-    const page = rows.slice(0, q.limit);
-    const last = page[page.length - 1];
-    res.json({
-      sessions: page,
-      next: rows.length > q.limit && last ? new Date(last.created_at).toISOString() : null,
-    });
+    res.json(await listSessions(deps.db, currentUser(req).organization_uuid, q));
   });
 
   route(
@@ -232,16 +207,8 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
       const row = await ownSession(deps, req, id);
       const [rounds, lock, pr, keys] = await Promise.all([
         sessionRounds(deps.db, row.session_id),
-        deps.db
-          .selectFrom('session_locks')
-          .select(['reason', 'kind'])
-          .where('session_id', '=', row.session_id)
-          .executeTakeFirst(),
-        deps.db
-          .selectFrom('pull_requests')
-          .select(['provider', 'number', 'url', 'status', 'base', 'merge_commit'])
-          .where('session_id', '=', row.session_id)
-          .executeTakeFirst(),
+        sessionLock(deps.db, row.session_id),
+        sessionPullRequest(deps.db, row.session_id),
         sessionArtifacts(deps.db, row.session_id),
       ]);
       // Sessions from before the artifact index (migration 0008) list the object store once more.
@@ -372,11 +339,7 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
     const user = currentUser(req);
     const pinned = row.pinned_plan;
     if (!pinned) throw new HttpError(409, 'no_pinned_plan', 'No plan is pinned for this session.');
-    const lock = await deps.db
-      .selectFrom('session_locks')
-      .select(['locked_by', 'kind'])
-      .where('session_id', '=', row.session_id)
-      .executeTakeFirst();
+    const lock = await sessionLock(deps.db, row.session_id);
     const pinnedBy = lock?.kind === 'plan' ? lock.locked_by : row.created_by;
     if (pinnedBy === user.user_uuid)
       throw new HttpError(
@@ -390,12 +353,7 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
       name: user.name,
       at: new Date().toISOString(),
     };
-    await deps.db
-      .updateTable('sessions')
-      .set({ plan_approval: JSON.stringify(approval) } as never)
-      .where('session_id', '=', row.session_id)
-      .execute();
-    await notifySessionChanged(deps.db, row.session_id);
+    await recordPlanApproval(deps.db, row.session_id, approval);
     deps.hub?.changed(row.session_id);
     res.json({ session_id: row.session_id, plan_approval: approval });
   });

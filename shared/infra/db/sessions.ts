@@ -311,3 +311,77 @@ export async function sessionOrganization(db: Db, sessionId: string): Promise<st
     .executeTakeFirst();
   return row?.organization_uuid;
 }
+
+/**
+ * A page of an organization's sessions, newest first, each with its latest drift round's outcome;
+ * `next` is the `before` of the following page (null on the last).
+ */
+export async function listSessions(
+  db: Db,
+  organizationUuid: string,
+  page: { limit: number; before?: string },
+) {
+  let query = db
+    .selectFrom('sessions')
+    .select((eb) => [
+      'session_id',
+      'repository_url',
+      'cloud',
+      'scope_id',
+      'iac_path',
+      'status',
+      'in_flight',
+      'created_at',
+      eb
+        .selectFrom('session_rounds')
+        .select('outcome')
+        .whereRef('session_rounds.session_id', '=', 'sessions.session_id')
+        .where('session_rounds.kind', 'in', ['partial', 'full'])
+        .orderBy('session_rounds.position', 'desc')
+        .limit(1)
+        .as('last_outcome'),
+    ])
+    .where('organization_uuid', '=', organizationUuid)
+    .orderBy('created_at', 'desc')
+    .limit(page.limit + 1);
+  if (page.before) query = query.where('created_at', '<', new Date(page.before));
+  const rows = await query.execute();
+  const sessions = rows.slice(0, page.limit);
+  const last = sessions[sessions.length - 1];
+  return {
+    sessions,
+    next: rows.length > page.limit && last ? new Date(last.created_at).toISOString() : null,
+  };
+}
+
+/** A session's lock (`admin` or `plan`, who set it and why), if it has one. */
+export function sessionLock(db: Db, sessionId: string) {
+  return db
+    .selectFrom('session_locks')
+    .select(['reason', 'kind', 'locked_by'])
+    .where('session_id', '=', sessionId)
+    .executeTakeFirst();
+}
+
+/** A session's pull request as recorded, if it has one. */
+export function sessionPullRequest(db: Db, sessionId: string) {
+  return db
+    .selectFrom('pull_requests')
+    .select(['provider', 'number', 'url', 'status', 'base', 'merge_commit'])
+    .where('session_id', '=', sessionId)
+    .executeTakeFirst();
+}
+
+/** Records a second person's approval of the plan pinned now, and says the session changed. */
+export async function recordPlanApproval(
+  db: Db,
+  sessionId: string,
+  approval: { sha256: string; by: string; name: string; at: string },
+): Promise<void> {
+  await db
+    .updateTable('sessions')
+    .set({ plan_approval: JSON.stringify(approval) } as never)
+    .where('session_id', '=', sessionId)
+    .execute();
+  await notifySessionChanged(db, sessionId);
+}
