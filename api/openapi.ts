@@ -4,11 +4,11 @@ import { operationPaths, type Operation } from './contract';
 import { authOperations } from './routes/auth-session';
 import { sessionOperations } from './routes/sessions';
 import { stackOperations } from './routes/stacks';
+import { adminOperations } from './routes/admin';
 import { driftReportSchema } from '../shared/drift-report';
 import {
   acceptedSchema,
   firstRequestSchema,
-  gitConnectionSchema,
   followUpRequestSchema,
   revertBodySchema,
 } from '../shared/contracts';
@@ -20,7 +20,6 @@ import {
   runnerScheduleSchema,
   RUNNER_WORKFLOW_TYPES,
 } from '../shared/runner-contracts';
-import { lockRequestSchema, newUserSchema, roleChangeSchema } from './routes/admin';
 import { authorizeRequestSchema } from './routes/authorize';
 import { webhookSpecSchema } from '../shared/infra/webhooks';
 import { scheduleNoteSchema } from '../shared/stack-contracts';
@@ -56,6 +55,7 @@ export const API_OPERATIONS: Operation[] = [
   ...Object.values(authOperations),
   ...Object.values(sessionOperations),
   ...Object.values(stackOperations),
+  ...Object.values(adminOperations),
 ];
 
 export function openApiDocument(): Record<string, unknown> {
@@ -81,7 +81,6 @@ export function openApiDocument(): Record<string, unknown> {
     },
   };
   const sessionId = { name: 'id', in: 'path', required: true, schema: { type: 'string' } };
-  const userId = { name: 'id', in: 'path', required: true, schema: { type: 'string', format: 'uuid' } };
   const idParam = { name: 'id', in: 'path', required: true, schema: { type: 'string' } };
   return {
     openapi: '3.0.3',
@@ -97,12 +96,8 @@ export function openApiDocument(): Record<string, unknown> {
         ScheduleNote: schema(scheduleNoteSchema),
         Webhook: schema(webhookSpecSchema),
         AuthorizeRequest: schema(authorizeRequestSchema),
-        NewUser: schema(newUserSchema),
-        RoleChange: schema(roleChangeSchema),
-        LockRequest: schema(lockRequestSchema),
         DriftReport: schema(driftReportSchema),
         CloudConnection: schema(cloudConnectionSchema),
-        GitConnection: schema(gitConnectionSchema),
         RunnerGroup: schema(runnerGroupSchema),
         // organization_uuid comes from the caller's credentials; naming another one is refused.
         DetectInput: schema(detectInputSchema.partial({ organization_uuid: true })),
@@ -193,120 +188,6 @@ export function openApiDocument(): Record<string, unknown> {
           summary: 'Merge the pull request (devops); 409 while the session is locked',
           parameters: [sessionId],
           responses: { ...accepted, ...errors(401, 403, 404, 409) },
-        },
-      },
-      '/api/v1/admin/sessions': {
-        get: {
-          summary: 'Sessions of the organization with their status, from the metadata store (admin)',
-          responses: { '200': { description: 'Sessions' }, ...errors(401, 403) },
-        },
-      },
-      '/api/v1/admin/users': {
-        get: {
-          summary: 'Users of the organization with their role and whether their token is revoked (admin)',
-          responses: { '200': { description: '{users}' }, ...errors(401, 403) },
-        },
-        post: {
-          summary:
-            'Create a user of the organization with a role (admin); the token is in this response only',
-          requestBody: {
-            required: true,
-            content: { 'application/json': { schema: { $ref: '#/components/schemas/NewUser' } } },
-          },
-          responses: { '201': { description: '{user, token}' }, ...errors(400, 401, 403, 409) },
-        },
-      },
-      '/api/v1/admin/users/{id}': {
-        patch: {
-          summary: "Change a user's role (admin; not your own)",
-          parameters: [userId],
-          requestBody: {
-            required: true,
-            content: { 'application/json': { schema: { $ref: '#/components/schemas/RoleChange' } } },
-          },
-          responses: { '200': { description: 'The user' }, ...errors(400, 401, 403, 404, 409) },
-        },
-      },
-      '/api/v1/admin/users/{id}/token': {
-        delete: {
-          summary: "Revoke a user's token and their browser sessions (admin; not your own)",
-          parameters: [userId],
-          responses: { '200': { description: 'Revoked' }, ...errors(401, 403, 404, 409) },
-        },
-        post: {
-          summary: 'Issue a new token for a user, replacing the old one (admin; not your own); shown once',
-          parameters: [userId],
-          responses: { '201': { description: '{user_uuid, name, token}' }, ...errors(401, 403, 404, 409) },
-        },
-      },
-      '/api/v1/admin/connections/git': {
-        get: {
-          summary:
-            "The organization's git connections: the hosts its repository URLs may name (admin); credentials are never returned, only has_credential",
-          responses: { '200': { description: '{git_connections}' }, ...errors(401, 403) },
-        },
-        post: {
-          summary:
-            "Register a git host for the organization (admin), with the organization's own credential for it, stored sealed with KUMOSS_SECRETS_KEY",
-          requestBody: {
-            required: true,
-            content: { 'application/json': { schema: { $ref: '#/components/schemas/GitConnection' } } },
-          },
-          responses: {
-            '201': { description: '{git_connection_uuid, origin, kind, has_credential, created_at}' },
-            ...errors(400, 401, 403, 409),
-          },
-        },
-      },
-      '/api/v1/admin/connections/git/{id}': {
-        delete: {
-          summary: "Remove one of the organization's git connections (admin)",
-          parameters: [
-            { name: 'id', in: 'path', required: true, schema: { type: 'string', format: 'uuid' } },
-          ],
-          responses: { '204': { description: 'Removed' }, ...errors(401, 403, 404) },
-        },
-      },
-      '/api/v1/admin/locks': {
-        get: {
-          summary: 'Session locks (admin)',
-          responses: { '200': { description: 'Locks' }, ...errors(401, 403) },
-        },
-      },
-      '/api/v1/admin/sessions/{id}/compliance-override': {
-        post: {
-          summary:
-            "Override the pinned plan's deny-level compliance findings with a recorded reason (admin); its apply may then run",
-          parameters: [sessionId],
-          requestBody: {
-            required: true,
-            content: {
-              'application/json': {
-                schema: {
-                  type: 'object',
-                  required: ['reason'],
-                  properties: { reason: { type: 'string', minLength: 1, maxLength: 500 } },
-                },
-              },
-            },
-          },
-          responses: { '200': { description: 'Overridden' }, ...errors(400, 401, 403, 404, 409) },
-        },
-      },
-      '/api/v1/admin/sessions/{id}/lock': {
-        put: {
-          summary: 'Lock a session (admin): merging is blocked',
-          parameters: [sessionId],
-          requestBody: {
-            required: false,
-            content: { 'application/json': { schema: { $ref: '#/components/schemas/LockRequest' } } },
-          },
-          responses: { '200': { description: 'Locked' }, ...errors(401, 403, 404) },
-        },
-        delete: {
-          summary: 'Clear the lock (admin)',
-          parameters: [sessionId],
-          responses: { '200': { description: 'Unlocked' }, ...errors(401, 403, 404) },
         },
       },
       '/api/v1/mapping': {

@@ -586,3 +586,83 @@ export const meSchema = z.object({ user: signedInUserSchema, temporal_ui_url: z.
 
 /** A sign-in's answer: the user, and when the session cookie expires. */
 export const signedInSchema = z.object({ user: signedInUserSchema, expires_at: z.string() });
+
+// ---------------------------------------------------------------------------------------------
+// The admin panel's answers (api/routes/admin.ts), as the OpenAPI document declares them.
+
+const roleSchema = z.enum(['developer', 'devops', 'admin']);
+
+export const adminSessionListSchema = z.object({
+  sessions: z.array(
+    z.object({
+      session_id: z.string(),
+      repository_url: z.string(),
+      cloud: z.string(),
+      iac_path: z.string(),
+      status: z.enum(['ACTIVE', 'FAILED', 'MERGED']),
+      in_flight: z.object({ round_id: z.string(), kind: z.string() }).nullable(),
+      created_at: z.string(),
+      updated_at: z.string(),
+      /** The session's workflow id, for the Temporal Web UI. */
+      workflow_id: z.string(),
+    }),
+  ),
+});
+
+export const adminUserListSchema = z.object({
+  users: z.array(
+    z.object({
+      user_uuid: z.string(),
+      name: z.string(),
+      role: roleSchema,
+      created_at: z.string(),
+      /** Set when an admin revoked the token; cleared when a new one is issued. */
+      revoked_at: z.string().nullable(),
+    }),
+  ),
+});
+
+/** A new user and its token, shown in this answer only. */
+export const createdUserSchema = z.object({
+  user: z.object({ user_uuid: z.string(), name: z.string(), role: roleSchema }),
+  token: z.string(),
+});
+export const roleChangedSchema = z.object({ user_uuid: z.string(), name: z.string(), role: roleSchema });
+export const tokenRevokedSchema = z.object({
+  user_uuid: z.string(),
+  name: z.string(),
+  revoked: z.literal(true),
+});
+/** A new token, shown in this answer only. */
+export const tokenIssuedSchema = z.object({ user_uuid: z.string(), name: z.string(), token: z.string() });
+
+export const adminLockListSchema = z.object({
+  locks: z.array(
+    z.object({
+      session_id: z.string(),
+      locked_by: z.string().nullable(),
+      reason: z.string(),
+      locked_at: z.string(),
+    }),
+  ),
+});
+export const lockSetSchema = z.object({
+  session_id: z.string(),
+  locked: z.literal(true),
+  reason: z.string(),
+});
+export const lockClearedSchema = z.object({ session_id: z.string(), locked: z.literal(false) });
+export const complianceOverrideSchema = z.object({
+  session_id: z.string(),
+  compliance_override: z.object({ round_id: z.string(), reason: z.string(), by: z.string(), at: z.string() }),
+});
+
+/** A git connection as the API shows it: never its credential, only whether it has one. */
+export const gitConnectionViewSchema = z.object({
+  git_connection_uuid: z.string(),
+  origin: z.string(),
+  kind: z.string(),
+  has_credential: z.boolean(),
+  created_at: z.string(),
+});
+export const gitConnectionListSchema = z.object({ git_connections: z.array(gitConnectionViewSchema) });

@@ -8,7 +8,22 @@ import { authenticate, currentUser, requireRole, USERS_CHANGED } from '../auth';
 import { ownSession, type SessionRouteDeps } from '../session-operations';
 import { sessionWorkflowId } from '../../shared/ids';
 import { parseBody, uuidParam } from '../validation';
-import { gitConnectionSchema } from '../../shared/contracts';
+import {
+  adminLockListSchema,
+  adminSessionListSchema,
+  adminUserListSchema,
+  complianceOverrideSchema,
+  createdUserSchema,
+  gitConnectionListSchema,
+  gitConnectionSchema,
+  gitConnectionViewSchema,
+  lockClearedSchema,
+  lockSetSchema,
+  roleChangedSchema,
+  tokenIssuedSchema,
+  tokenRevokedSchema,
+} from '../../shared/contracts';
+import { operation, route } from '../contract';
 import {
   createGitConnection,
   deleteGitConnection,
@@ -46,11 +61,125 @@ export const overrideRequestSchema = z
   .object({ reason: z.string().trim().min(1, 'must say why').max(500) })
   .strict();
 
+const sessionId = { id: z.string().describe('The session id (`s-…`).') };
+const userId = { id: z.uuid().describe('The user') };
+
+/** The admin panel's operations, each registered below from its declaration (api/contract.ts). */
+export const adminOperations = {
+  sessions: operation({
+    method: 'get',
+    path: '/api/v1/admin/sessions',
+    summary: "The organization's sessions with their status, operation in flight and workflow id (admin)",
+    responses: { 200: { description: 'The sessions', schema: adminSessionListSchema } },
+    errors: [401, 403],
+  }),
+  users: operation({
+    method: 'get',
+    path: '/api/v1/admin/users',
+    summary: "The organization's users (admin): name, role, when created, whether the token is revoked",
+    responses: { 200: { description: 'The users', schema: adminUserListSchema } },
+    errors: [401, 403],
+  }),
+  createUser: operation({
+    method: 'post',
+    path: '/api/v1/admin/users',
+    summary:
+      'Create a user in your organization with a role (admin); the token is in this answer only. 409 when the name is taken.',
+    body: newUserSchema,
+    responses: { 201: { description: 'The user and its token', schema: createdUserSchema } },
+    errors: [400, 401, 403, 409],
+  }),
+  changeRole: operation({
+    method: 'patch',
+    path: '/api/v1/admin/users/:id',
+    summary: "Change a user's role (admin); not your own (409)",
+    params: userId,
+    body: roleChangeSchema,
+    responses: { 200: { description: 'The user with its new role', schema: roleChangedSchema } },
+    errors: [400, 401, 403, 404, 409],
+  }),
+  revokeToken: operation({
+    method: 'delete',
+    path: '/api/v1/admin/users/:id/token',
+    summary: "Revoke a user's token and browser sessions (admin); their event streams end at once",
+    params: userId,
+    responses: { 200: { description: 'Revoked', schema: tokenRevokedSchema } },
+    errors: [401, 403, 404, 409],
+  }),
+  issueToken: operation({
+    method: 'post',
+    path: '/api/v1/admin/users/:id/token',
+    summary: 'Issue a user a new token (admin); shown in this answer only',
+    params: userId,
+    responses: { 201: { description: 'The new token', schema: tokenIssuedSchema } },
+    errors: [401, 403, 404, 409],
+  }),
+  locks: operation({
+    method: 'get',
+    path: '/api/v1/admin/locks',
+    summary: "The organization's session locks (admin)",
+    responses: { 200: { description: 'The locks', schema: adminLockListSchema } },
+    errors: [401, 403],
+  }),
+  lock: operation({
+    method: 'put',
+    path: '/api/v1/admin/sessions/:id/lock',
+    summary: 'Lock a session: merging is blocked until an admin clears it (admin)',
+    params: sessionId,
+    body: lockRequestSchema,
+    responses: { 200: { description: 'Locked', schema: lockSetSchema } },
+    errors: [400, 401, 403, 404],
+  }),
+  override: operation({
+    method: 'post',
+    path: '/api/v1/admin/sessions/:id/compliance-override',
+    summary:
+      "Override the pinned plan's deny-level compliance findings with a reason (admin); its apply may then run, the reason heading the apply log",
+    params: sessionId,
+    body: overrideRequestSchema,
+    responses: { 200: { description: 'The recorded override', schema: complianceOverrideSchema } },
+    errors: [400, 401, 403, 404, 409],
+  }),
+  unlock: operation({
+    method: 'delete',
+    path: '/api/v1/admin/sessions/:id/lock',
+    summary: "Clear a session's lock (admin)",
+    params: sessionId,
+    responses: { 200: { description: 'Unlocked', schema: lockClearedSchema } },
+    errors: [401, 403, 404],
+  }),
+  gitConnections: operation({
+    method: 'get',
+    path: '/api/v1/admin/connections/git',
+    summary:
+      "The organization's git connections: the hosts its repository URLs may name (admin; never a credential)",
+    responses: { 200: { description: 'The connections', schema: gitConnectionListSchema } },
+    errors: [401, 403],
+  }),
+  connectGit: operation({
+    method: 'post',
+    path: '/api/v1/admin/connections/git',
+    summary:
+      "Connect a git host (admin): `{origin, kind?, credential?}`; the organization's own token for it is stored sealed and never returned. 409 when connected already.",
+    body: gitConnectionSchema,
+    responses: { 201: { description: 'The connection', schema: gitConnectionViewSchema } },
+    errors: [400, 401, 403, 409],
+  }),
+  disconnectGit: operation({
+    method: 'delete',
+    path: '/api/v1/admin/connections/git/:id',
+    summary: 'Remove one of the organization’s git connections (admin)',
+    params: { id: z.uuid().describe('The git connection') },
+    responses: { 204: { description: 'Removed' } },
+    errors: [401, 403, 404],
+  }),
+};
+
 export function createAdminRouter(deps: SessionRouteDeps): Router {
   const router = Router();
   const auth = authenticate(deps.db);
 
-  router.get('/api/v1/admin/sessions', auth, requireRole('admin'), async (req, res) => {
+  route(router, adminOperations.sessions, auth, requireRole('admin'), async (req, res) => {
     const user = currentUser(req);
     const rows = await deps.db
       .selectFrom('sessions')
@@ -71,7 +200,7 @@ export function createAdminRouter(deps: SessionRouteDeps): Router {
     res.json({ sessions: rows.map((r) => ({ ...r, workflow_id: sessionWorkflowId(r.session_id) })) });
   });
 
-  router.get('/api/v1/admin/users', auth, requireRole('admin'), async (req, res) => {
+  route(router, adminOperations.users, auth, requireRole('admin'), async (req, res) => {
     const user = currentUser(req);
     const users = await deps.db
       .selectFrom('users')
@@ -105,7 +234,7 @@ export function createAdminRouter(deps: SessionRouteDeps): Router {
     return found;
   }
 
-  router.post('/api/v1/admin/users', auth, requireRole('admin'), async (req, res) => {
+  route(router, adminOperations.createUser, auth, requireRole('admin'), async (req, res) => {
     const me = currentUser(req);
     const body = parseBody(newUserSchema, req.body);
     const taken = await deps.db
@@ -138,7 +267,7 @@ export function createAdminRouter(deps: SessionRouteDeps): Router {
     res.status(201).json({ user: { user_uuid: user.user_uuid, name: user.name, role: user.role }, token });
   });
 
-  router.patch('/api/v1/admin/users/:id', auth, requireRole('admin'), async (req, res) => {
+  route(router, adminOperations.changeRole, auth, requireRole('admin'), async (req, res) => {
     const body = parseBody(roleChangeSchema, req.body);
     const target = await otherUser(req, req.params.id as string);
     await deps.db
@@ -150,21 +279,21 @@ export function createAdminRouter(deps: SessionRouteDeps): Router {
     res.json({ user_uuid: target.user_uuid, name: target.name, role: body.role });
   });
 
-  router.delete('/api/v1/admin/users/:id/token', auth, requireRole('admin'), async (req, res) => {
+  route(router, adminOperations.revokeToken, auth, requireRole('admin'), async (req, res) => {
     const target = await otherUser(req, req.params.id as string);
     await revokeUserToken(deps.db, target.user_uuid);
     await usersChanged();
     res.json({ user_uuid: target.user_uuid, name: target.name, revoked: true });
   });
 
-  router.post('/api/v1/admin/users/:id/token', auth, requireRole('admin'), async (req, res) => {
+  route(router, adminOperations.issueToken, auth, requireRole('admin'), async (req, res) => {
     const target = await otherUser(req, req.params.id as string);
     const token = await issueUserToken(deps.db, target.user_uuid);
     await usersChanged();
     res.status(201).json({ user_uuid: target.user_uuid, name: target.name, token });
   });
 
-  router.get('/api/v1/admin/locks', auth, requireRole('admin'), async (req, res) => {
+  route(router, adminOperations.locks, auth, requireRole('admin'), async (req, res) => {
     const user = currentUser(req);
     const locks = await deps.db
       .selectFrom('session_locks')
@@ -180,7 +309,7 @@ export function createAdminRouter(deps: SessionRouteDeps): Router {
     res.json({ locks });
   });
 
-  router.put('/api/v1/admin/sessions/:id/lock', auth, requireRole('admin'), async (req, res) => {
+  route(router, adminOperations.lock, auth, requireRole('admin'), async (req, res) => {
     const row = await ownSession(deps, req, req.params.id as string);
     const { reason } = parseBody(lockRequestSchema, req.body ?? {});
     await deps.db
@@ -198,39 +327,34 @@ export function createAdminRouter(deps: SessionRouteDeps): Router {
 
   // A pinned plan's deny-level compliance findings, overridden by an admin with a recorded reason:
   // its apply may then run (the reason heads the apply log).
-  router.post(
-    '/api/v1/admin/sessions/:id/compliance-override',
-    auth,
-    requireRole('admin'),
-    async (req, res) => {
-      const row = await ownSession(deps, req, req.params.id as string);
-      const { reason } = parseBody(overrideRequestSchema, req.body ?? {});
-      const pinned = row.pinned_plan;
-      if (!pinned) throw new HttpError(409, 'no_pinned_plan', 'No plan is pinned for this session.');
-      if (!pinned.compliance || pinned.compliance.passed)
-        throw new HttpError(
-          409,
-          'nothing_to_override',
-          'The pinned plan has no deny-level compliance finding.',
-        );
-      const override = {
-        round_id: pinned.round_id,
-        reason,
-        by: currentUser(req).user_uuid,
-        at: new Date().toISOString(),
-      };
-      await deps.db
-        .updateTable('sessions')
-        .set({ compliance_override: JSON.stringify(override) } as never)
-        .where('session_id', '=', row.session_id)
-        .execute();
-      await notifySessionChanged(deps.db, row.session_id);
-      deps.hub?.changed(row.session_id);
-      res.json({ session_id: row.session_id, compliance_override: override });
-    },
-  );
+  route(router, adminOperations.override, auth, requireRole('admin'), async (req, res) => {
+    const row = await ownSession(deps, req, req.params.id as string);
+    const { reason } = parseBody(overrideRequestSchema, req.body ?? {});
+    const pinned = row.pinned_plan;
+    if (!pinned) throw new HttpError(409, 'no_pinned_plan', 'No plan is pinned for this session.');
+    if (!pinned.compliance || pinned.compliance.passed)
+      throw new HttpError(
+        409,
+        'nothing_to_override',
+        'The pinned plan has no deny-level compliance finding.',
+      );
+    const override = {
+      round_id: pinned.round_id,
+      reason,
+      by: currentUser(req).user_uuid,
+      at: new Date().toISOString(),
+    };
+    await deps.db
+      .updateTable('sessions')
+      .set({ compliance_override: JSON.stringify(override) } as never)
+      .where('session_id', '=', row.session_id)
+      .execute();
+    await notifySessionChanged(deps.db, row.session_id);
+    deps.hub?.changed(row.session_id);
+    res.json({ session_id: row.session_id, compliance_override: override });
+  });
 
-  router.delete('/api/v1/admin/sessions/:id/lock', auth, requireRole('admin'), async (req, res) => {
+  route(router, adminOperations.unlock, auth, requireRole('admin'), async (req, res) => {
     const row = await ownSession(deps, req, req.params.id as string);
     await deps.db.deleteFrom('session_locks').where('session_id', '=', row.session_id).execute();
     await notifySessionChanged(deps.db, row.session_id);
@@ -238,11 +362,11 @@ export function createAdminRouter(deps: SessionRouteDeps): Router {
     res.json({ session_id: row.session_id, locked: false });
   });
 
-  router.get('/api/v1/admin/connections/git', auth, requireRole('admin'), async (req, res) => {
+  route(router, adminOperations.gitConnections, auth, requireRole('admin'), async (req, res) => {
     res.json({ git_connections: await listGitConnections(deps.db, currentUser(req).organization_uuid) });
   });
 
-  router.post('/api/v1/admin/connections/git', auth, requireRole('admin'), async (req, res) => {
+  route(router, adminOperations.connectGit, auth, requireRole('admin'), async (req, res) => {
     const spec = parseBody(gitConnectionSchema, req.body);
     if (spec.credential !== undefined && !deps.secrets)
       throw new HttpError(
@@ -268,7 +392,7 @@ export function createAdminRouter(deps: SessionRouteDeps): Router {
     }
   });
 
-  router.delete('/api/v1/admin/connections/git/:id', auth, requireRole('admin'), async (req, res) => {
+  route(router, adminOperations.disconnectGit, auth, requireRole('admin'), async (req, res) => {
     const id = uuidParam(req.params.id, 'Git connection');
     if (!(await deleteGitConnection(deps.db, currentUser(req).organization_uuid, id)))
       throw new HttpError(404, 'not_found', `Git connection ${id} not found.`);

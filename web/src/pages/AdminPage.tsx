@@ -11,30 +11,6 @@ import { Alert } from '../components/Alert';
 type Role = Me['role'];
 const ROLES: Role[] = ['developer', 'devops', 'admin'];
 
-interface UserRow {
-  user_uuid: string;
-  name: string;
-  role: Role;
-  created_at: string;
-  revoked_at: string | null;
-}
-interface LockRow {
-  session_id: string;
-  locked_by: string;
-  reason: string;
-  locked_at: string;
-}
-interface SessionRow {
-  session_id: string;
-  repository_url: string;
-  cloud: string;
-  iac_path: string;
-  status: string;
-  in_flight: { round_id: string; kind: string } | null;
-  created_at: string;
-  workflow_id: string;
-}
-
 export function AdminPage({ me }: { me: Me }) {
   if (me.role !== 'admin')
     return (
@@ -56,7 +32,7 @@ function Users({ me }: { me: Me }) {
   const qc = useQueryClient();
   const users = useQuery({
     queryKey: ['admin', 'users'],
-    queryFn: async () => (await ok<{ users: UserRow[] }>(api.GET('/api/v1/admin/users'))).users,
+    queryFn: async () => (await ok(api.GET('/api/v1/admin/users'))).users,
   });
   const [name, setName] = useState('');
   const [role, setRole] = useState<Role>('developer');
@@ -73,9 +49,7 @@ function Users({ me }: { me: Me }) {
     ) => {
       setError(null);
       if (a.kind === 'create') {
-        const r = await ok<{ token: string }>(
-          api.POST('/api/v1/admin/users', { body: { name: a.name, role: a.role } }),
-        );
+        const r = await ok(api.POST('/api/v1/admin/users', { body: { name: a.name, role: a.role } }));
         setShown({ name: a.name, token: r.token });
         setName('');
       } else if (a.kind === 'role') {
@@ -85,9 +59,7 @@ function Users({ me }: { me: Me }) {
       } else if (a.kind === 'revoke') {
         await ok(api.DELETE('/api/v1/admin/users/{id}/token', { params: { path: { id: a.id } } }));
       } else {
-        const r = await ok<{ token: string }>(
-          api.POST('/api/v1/admin/users/{id}/token', { params: { path: { id: a.id } } }),
-        );
+        const r = await ok(api.POST('/api/v1/admin/users/{id}/token', { params: { path: { id: a.id } } }));
         setShown({ name: a.name, token: r.token });
       }
     },
@@ -198,7 +170,7 @@ function Locks() {
   const qc = useQueryClient();
   const locks = useQuery({
     queryKey: ['admin', 'locks'],
-    queryFn: async () => (await ok<{ locks: LockRow[] }>(api.GET('/api/v1/admin/locks'))).locks,
+    queryFn: async () => (await ok(api.GET('/api/v1/admin/locks'))).locks,
   });
   const [sessionId, setSessionId] = useState('');
   const [reason, setReason] = useState('');
@@ -276,7 +248,7 @@ function Locks() {
 function AllSessions() {
   const sessions = useQuery({
     queryKey: ['admin', 'sessions'],
-    queryFn: async () => (await ok<{ sessions: SessionRow[] }>(api.GET('/api/v1/admin/sessions'))).sessions,
+    queryFn: async () => (await ok(api.GET('/api/v1/admin/sessions'))).sessions,
   });
   return (
     <section aria-labelledby="all-sessions-title">
