@@ -5,13 +5,10 @@ import { authOperations } from './routes/auth-session';
 import { sessionOperations } from './routes/sessions';
 import { stackOperations } from './routes/stacks';
 import { adminOperations } from './routes/admin';
+import { driftOperations } from './routes/drift';
+import { pullRequestOperations } from './routes/pull-requests';
 import { driftReportSchema } from '../shared/drift-report';
-import {
-  acceptedSchema,
-  firstRequestSchema,
-  followUpRequestSchema,
-  revertBodySchema,
-} from '../shared/contracts';
+import { firstRequestSchema, followUpRequestSchema, revertBodySchema } from '../shared/contracts';
 import {
   cloudConnectionSchema,
   detectInputSchema,
@@ -56,30 +53,11 @@ export const API_OPERATIONS: Operation[] = [
   ...Object.values(sessionOperations),
   ...Object.values(stackOperations),
   ...Object.values(adminOperations),
+  ...Object.values(driftOperations),
+  ...Object.values(pullRequestOperations),
 ];
 
 export function openApiDocument(): Record<string, unknown> {
-  const accepted = {
-    '202': {
-      description:
-        'Accepted: the operation runs in the background. `accepted` says whether it starts: false, with `refusal` and `reason`, when the session has an operation in flight or is finished.',
-      headers: { Location: { schema: { type: 'string' } } },
-      content: { 'application/json': { schema: { $ref: '#/components/schemas/Accepted' } } },
-    },
-  };
-  const driftBody = {
-    required: true,
-    content: {
-      'application/json': {
-        schema: {
-          oneOf: [
-            { $ref: '#/components/schemas/FirstRequest' },
-            { $ref: '#/components/schemas/FollowUpRequest' },
-          ],
-        },
-      },
-    },
-  };
   const sessionId = { name: 'id', in: 'path', required: true, schema: { type: 'string' } };
   const idParam = { name: 'id', in: 'path', required: true, schema: { type: 'string' } };
   return {
@@ -90,7 +68,6 @@ export function openApiDocument(): Record<string, unknown> {
       schemas: {
         FirstRequest: schema(firstRequestSchema),
         FollowUpRequest: schema(followUpRequestSchema),
-        Accepted: schema(acceptedSchema),
         RevertAddresses: schema(revertBodySchema),
         RunnerSchedule: schema(runnerScheduleSchema),
         ScheduleNote: schema(scheduleNoteSchema),
@@ -124,28 +101,6 @@ export function openApiDocument(): Record<string, unknown> {
     paths: {
       // Declared beside their handlers (api/contract.ts).
       ...operationPaths(API_OPERATIONS),
-      '/api/v1/drift/partial': {
-        post: {
-          summary: 'Partial drift remediation (devops)',
-          requestBody: driftBody,
-          responses: { ...accepted, ...errors(400, 401, 403, 404) },
-        },
-      },
-      '/api/v1/drift/full': {
-        post: {
-          summary: 'Full drift remediation (devops)',
-          requestBody: driftBody,
-          responses: { ...accepted, ...errors(400, 401, 403, 404) },
-        },
-      },
-      '/api/v1/generate': {
-        post: {
-          summary:
-            'Generate round (devops): the model writes the requested change on the session branch; validate and plan -out; the valid plan is pinned (SHA-256, commit, state serial) and the session locked until apply',
-          requestBody: driftBody,
-          responses: { ...accepted, ...errors(400, 401, 403, 404) },
-        },
-      },
       '/api/v1/events/subscribe/{id}': {
         get: {
           summary: 'Server-sent events of a session (developer); resume with Last-Event-ID',
@@ -164,30 +119,6 @@ export function openApiDocument(): Record<string, unknown> {
             content: { 'application/json': { schema: { $ref: '#/components/schemas/AuthorizeRequest' } } },
           },
           responses: { '200': { description: 'Authorized' }, ...errors(400, 401, 403, 503) },
-        },
-      },
-      '/api/v1/sessions/{id}/pull-request': {
-        post: {
-          summary:
-            'Open the pull request of the session branch (devops): a session operation; the session workflow has the small model write title and description and the forge open it (on the embedded git host: a reviewed branch merge, no number, no URL)',
-          parameters: [sessionId],
-          responses: {
-            ...accepted,
-            '200': { description: 'Already open: the recorded pull request' },
-            ...errors(401, 403, 404, 409),
-          },
-        },
-        get: {
-          summary: 'The pull request as the forge answered it (developer); reading it changes nothing',
-          parameters: [sessionId],
-          responses: { '200': { description: 'The pull request' }, ...errors(401, 403, 404) },
-        },
-      },
-      '/api/v1/sessions/{id}/merge': {
-        post: {
-          summary: 'Merge the pull request (devops); 409 while the session is locked',
-          parameters: [sessionId],
-          responses: { ...accepted, ...errors(401, 403, 404, 409) },
         },
       },
       '/api/v1/mapping': {

@@ -416,20 +416,21 @@ export const sessionFinishedMessage = (id: string): string =>
   `Session ${id} is finished and cannot be resumed.`;
 
 /** A session's pull request as the forge (or the git host) answered it. */
-export interface PullRequestRecord {
-  session_id: string;
-  provider: PullRequestProvider | 'local';
+export const pullRequestRecordSchema = z.object({
+  session_id: z.string(),
+  provider: z.enum(['github', 'gitlab', 'gitea', 'git_host', 'local']),
   /** The forge's number; null for a branch merge on the embedded git host. */
-  number: number | null;
-  title: string;
-  description: string;
-  head: string;
-  base: string;
+  number: z.number().int().nullable(),
+  title: z.string(),
+  description: z.string(),
+  head: z.string(),
+  base: z.string(),
   /** The forge's page; null for a branch merge on the embedded git host. */
-  url: string | null;
-  status: 'open' | 'merged';
-  merge_commit: string | null;
-}
+  url: z.string().nullable(),
+  status: z.enum(['open', 'merged']),
+  merge_commit: z.string().nullable(),
+});
+export type PullRequestRecord = z.infer<typeof pullRequestRecordSchema>;
 
 /** A round of a session, as the session detail lists it (sessionRoundDetailSchema, below). */
 export type SessionRound = z.infer<typeof sessionRoundDetailSchema>;

@@ -4,11 +4,17 @@
 // and the body says so.
 import { randomUUID } from 'node:crypto';
 import { Router, type Request, type Response } from 'express';
-import { firstRequestSchema, followUpRequestSchema, type SessionOperation } from '../../shared/contracts';
+import { z } from 'zod';
+import {
+  acceptedSchema,
+  firstRequestSchema,
+  followUpRequestSchema,
+  type SessionOperation,
+} from '../../shared/contracts';
+import { operation, route } from '../contract';
 import { authenticate, currentUser, requireRole } from '../auth';
 import { requireAuthorized } from '../authz';
 import { requireAllowedTarget, requireConnectedRepository } from '../targets';
-import { HttpError } from '../errors';
 import {
   acceptedBody,
   newRoundId,
@@ -19,6 +25,32 @@ import {
   type SessionRouteDeps,
 } from '../session-operations';
 import { parseBody } from '../validation';
+
+const firstOrFollowUp = z.union([firstRequestSchema, followUpRequestSchema]);
+const started = {
+  description:
+    'Accepted: the operation runs in the background. `accepted` says whether it starts: false, with `refusal` and `reason`, when the session has an operation in flight or is finished.',
+  schema: acceptedSchema,
+};
+const roundOperation = (path: string, summary: string) =>
+  operation({
+    method: 'post',
+    path,
+    summary,
+    body: firstOrFollowUp,
+    responses: { 202: started },
+    errors: [400, 401, 403, 404],
+  });
+
+/** The rounds a request starts, each registered below from its declaration (api/contract.ts). */
+export const driftOperations = {
+  partial: roundOperation('/api/v1/drift/partial', 'Partial drift remediation (devops)'),
+  full: roundOperation('/api/v1/drift/full', 'Full drift remediation (devops)'),
+  generate: roundOperation(
+    '/api/v1/generate',
+    'Generate round (devops): the model writes the requested change on the session branch; validate and plan -out; the valid plan is pinned (SHA-256, commit, state serial) and the session locked until apply',
+  ),
+};
 
 export function createDriftRouter(deps: SessionRouteDeps): Router {
   const router = Router();
@@ -65,15 +97,9 @@ export function createDriftRouter(deps: SessionRouteDeps): Router {
       .location(`/api/v1/sessions/${session_id}`)
       .json(acceptedBody(session_id, round_id, outcome));
   };
-  router.post('/api/v1/drift/:mode', authenticate(deps.db), requireRole('devops'), async (req, res) => {
-    const mode = String(req.params.mode);
-    if (mode !== 'partial' && mode !== 'full') {
-      throw new HttpError(404, 'not_found', `No drift mode ${mode}: use partial or full.`);
-    }
-    await round(mode, req, res);
-  });
-  router.post('/api/v1/generate', authenticate(deps.db), requireRole('devops'), (req, res) =>
-    round('generate', req, res),
-  );
+  for (const kind of ['partial', 'full', 'generate'] as const)
+    route(router, driftOperations[kind], authenticate(deps.db), requireRole('devops'), (req, res) =>
+      round(kind, req, res),
+    );
   return router;
 }

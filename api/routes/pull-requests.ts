@@ -4,6 +4,9 @@
 // there). What the forge answered (number, URL, state) is recorded by the workflow; reading it
 // changes nothing. On the embedded git host, which is no forge, the pull request is a reviewed
 // branch merge: it has no number and no page.
+import { z } from 'zod';
+import { acceptedSchema, pullRequestRecordSchema } from '../../shared/contracts';
+import { operation, route } from '../contract';
 import { sessionLock } from '../../shared/infra/db/sessions';
 import { Router } from 'express';
 import { SessionRefusals, type PullRequestRecord } from '../../shared/contracts';
@@ -55,11 +58,50 @@ async function pullRequestOf(
   return row ? { ...row, provider: row.provider as PullRequestRecord['provider'] } : undefined;
 }
 
+const sessionId = { id: z.string().describe('The session id (`s-…`).') };
+const accepted = {
+  description:
+    'Accepted: the session runs the operation in the background (`accepted` false, with `refusal` and `reason`, when it will not start)',
+  schema: acceptedSchema,
+};
+
+/** The pull-request operations, each registered below from its declaration (api/contract.ts). */
+export const pullRequestOperations = {
+  open: operation({
+    method: 'post',
+    path: '/api/v1/sessions/:id/pull-request',
+    summary:
+      'Open the pull request of the session branch (devops): a session operation; the session workflow has the small model write title and description and the forge open it (on the embedded git host: a reviewed branch merge, no number, no URL)',
+    params: sessionId,
+    responses: {
+      202: accepted,
+      200: { description: 'Already open: the recorded pull request', schema: pullRequestRecordSchema },
+    },
+    errors: [401, 403, 404, 409],
+  }),
+  read: operation({
+    method: 'get',
+    path: '/api/v1/sessions/:id/pull-request',
+    summary: 'The pull request as the forge answered it (developer); reading it changes nothing',
+    params: sessionId,
+    responses: { 200: { description: 'The pull request', schema: pullRequestRecordSchema } },
+    errors: [401, 403, 404],
+  }),
+  merge: operation({
+    method: 'post',
+    path: '/api/v1/sessions/:id/merge',
+    summary: 'Merge the pull request (devops); 409 while the session is locked',
+    params: sessionId,
+    responses: { 202: accepted },
+    errors: [401, 403, 404, 409],
+  }),
+};
+
 export function createPullRequestRouter(deps: SessionRouteDeps): Router {
   const router = Router();
   const auth = authenticate(deps.db);
 
-  router.post('/api/v1/sessions/:id/pull-request', auth, requireRole('devops'), async (req, res) => {
+  route(router, pullRequestOperations.open, auth, requireRole('devops'), async (req, res) => {
     const row = await ownSession(deps, req, req.params.id as string);
     const existing = await pullRequestOf(deps, row.session_id);
     if (existing) {
@@ -92,7 +134,7 @@ export function createPullRequestRouter(deps: SessionRouteDeps): Router {
       .json(acceptedBody(row.session_id, round_id, outcome));
   });
 
-  router.post('/api/v1/sessions/:id/merge', auth, requireRole('devops'), async (req, res) => {
+  route(router, pullRequestOperations.merge, auth, requireRole('devops'), async (req, res) => {
     const row = await ownSession(deps, req, req.params.id as string);
     const lock = await sessionLock(deps.db, row.session_id);
     if (lock) {
@@ -131,7 +173,7 @@ export function createPullRequestRouter(deps: SessionRouteDeps): Router {
       .json(acceptedBody(row.session_id, round_id, outcome));
   });
 
-  router.get('/api/v1/sessions/:id/pull-request', auth, requireRole('developer'), async (req, res) => {
+  route(router, pullRequestOperations.read, auth, requireRole('developer'), async (req, res) => {
     const row = await ownSession(deps, req, req.params.id as string);
     const pr = await pullRequestOf(deps, row.session_id);
     if (!pr) throw new HttpError(404, 'not_found', 'This session has no pull request.');

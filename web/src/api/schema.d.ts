@@ -3005,18 +3005,33 @@ export interface paths {
             };
             requestBody: {
                 content: {
-                    "application/json": components["schemas"]["FirstRequest"] | components["schemas"]["FollowUpRequest"];
+                    "application/json": {
+                        repository_url: string;
+                        /** @enum {string} */
+                        cloud: "azure" | "gcp" | "aws" | "oci" | "kubernetes";
+                        scope_id: string;
+                        iac_path?: string;
+                        text: string;
+                    } | {
+                        session_id: string;
+                        text: string;
+                    };
                 };
             };
             responses: {
                 /** @description Accepted: the operation runs in the background. `accepted` says whether it starts: false, with `refusal` and `reason`, when the session has an operation in flight or is finished. */
                 202: {
                     headers: {
-                        Location?: string;
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["Accepted"];
+                        "application/json": {
+                            session_id: string;
+                            round_id: string;
+                            accepted: boolean;
+                            refusal?: string;
+                            reason?: string;
+                        };
                     };
                 };
                 /** @description Error */
@@ -3082,18 +3097,33 @@ export interface paths {
             };
             requestBody: {
                 content: {
-                    "application/json": components["schemas"]["FirstRequest"] | components["schemas"]["FollowUpRequest"];
+                    "application/json": {
+                        repository_url: string;
+                        /** @enum {string} */
+                        cloud: "azure" | "gcp" | "aws" | "oci" | "kubernetes";
+                        scope_id: string;
+                        iac_path?: string;
+                        text: string;
+                    } | {
+                        session_id: string;
+                        text: string;
+                    };
                 };
             };
             responses: {
                 /** @description Accepted: the operation runs in the background. `accepted` says whether it starts: false, with `refusal` and `reason`, when the session has an operation in flight or is finished. */
                 202: {
                     headers: {
-                        Location?: string;
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["Accepted"];
+                        "application/json": {
+                            session_id: string;
+                            round_id: string;
+                            accepted: boolean;
+                            refusal?: string;
+                            reason?: string;
+                        };
                     };
                 };
                 /** @description Error */
@@ -3159,18 +3189,33 @@ export interface paths {
             };
             requestBody: {
                 content: {
-                    "application/json": components["schemas"]["FirstRequest"] | components["schemas"]["FollowUpRequest"];
+                    "application/json": {
+                        repository_url: string;
+                        /** @enum {string} */
+                        cloud: "azure" | "gcp" | "aws" | "oci" | "kubernetes";
+                        scope_id: string;
+                        iac_path?: string;
+                        text: string;
+                    } | {
+                        session_id: string;
+                        text: string;
+                    };
                 };
             };
             responses: {
                 /** @description Accepted: the operation runs in the background. `accepted` says whether it starts: false, with `refusal` and `reason`, when the session has an operation in flight or is finished. */
                 202: {
                     headers: {
-                        Location?: string;
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["Accepted"];
+                        "application/json": {
+                            session_id: string;
+                            round_id: string;
+                            accepted: boolean;
+                            refusal?: string;
+                            reason?: string;
+                        };
                     };
                 };
                 /** @description Error */
@@ -3202,6 +3247,250 @@ export interface paths {
                 };
                 /** @description Error */
                 404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/sessions/{id}/pull-request": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The pull request as the forge answered it (developer); reading it changes nothing */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The pull request */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            session_id: string;
+                            /** @enum {string} */
+                            provider: "github" | "gitlab" | "gitea" | "git_host" | "local";
+                            number: number | null;
+                            title: string;
+                            description: string;
+                            head: string;
+                            base: string;
+                            url: string | null;
+                            /** @enum {string} */
+                            status: "open" | "merged";
+                            merge_commit: string | null;
+                        };
+                    };
+                };
+                /** @description Error */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Error */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Error */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        /** Open the pull request of the session branch (devops): a session operation; the session workflow has the small model write title and description and the forge open it (on the embedded git host: a reviewed branch merge, no number, no URL) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Already open: the recorded pull request */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            session_id: string;
+                            /** @enum {string} */
+                            provider: "github" | "gitlab" | "gitea" | "git_host" | "local";
+                            number: number | null;
+                            title: string;
+                            description: string;
+                            head: string;
+                            base: string;
+                            url: string | null;
+                            /** @enum {string} */
+                            status: "open" | "merged";
+                            merge_commit: string | null;
+                        };
+                    };
+                };
+                /** @description Accepted: the session runs the operation in the background (`accepted` false, with `refusal` and `reason`, when it will not start) */
+                202: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            session_id: string;
+                            round_id: string;
+                            accepted: boolean;
+                            refusal?: string;
+                            reason?: string;
+                        };
+                    };
+                };
+                /** @description Error */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Error */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Error */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Error */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/sessions/{id}/merge": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Merge the pull request (devops); 409 while the session is locked */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Accepted: the session runs the operation in the background (`accepted` false, with `refusal` and `reason`, when it will not start) */
+                202: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            session_id: string;
+                            round_id: string;
+                            accepted: boolean;
+                            refusal?: string;
+                            reason?: string;
+                        };
+                    };
+                };
+                /** @description Error */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Error */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Error */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Error */
+                409: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -3341,210 +3630,6 @@ export interface paths {
                 };
                 /** @description Error */
                 503: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/v1/sessions/{id}/pull-request": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** The pull request as the forge answered it (developer); reading it changes nothing */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The pull request */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-                /** @description Error */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description Error */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description Error */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
-        put?: never;
-        /** Open the pull request of the session branch (devops): a session operation; the session workflow has the small model write title and description and the forge open it (on the embedded git host: a reviewed branch merge, no number, no URL) */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Already open: the recorded pull request */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-                /** @description Accepted: the operation runs in the background. `accepted` says whether it starts: false, with `refusal` and `reason`, when the session has an operation in flight or is finished. */
-                202: {
-                    headers: {
-                        Location?: string;
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Accepted"];
-                    };
-                };
-                /** @description Error */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description Error */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description Error */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description Error */
-                409: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/v1/sessions/{id}/merge": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /** Merge the pull request (devops); 409 while the session is locked */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Accepted: the operation runs in the background. `accepted` says whether it starts: false, with `refusal` and `reason`, when the session has an operation in flight or is finished. */
-                202: {
-                    headers: {
-                        Location?: string;
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Accepted"];
-                    };
-                };
-                /** @description Error */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description Error */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description Error */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description Error */
-                409: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -5020,13 +5105,6 @@ export interface components {
         FollowUpRequest: {
             session_id: string;
             text: string;
-        };
-        Accepted: {
-            session_id: string;
-            round_id: string;
-            accepted: boolean;
-            refusal?: string;
-            reason?: string;
         };
         RevertAddresses: {
             addresses: string[];
