@@ -28,6 +28,9 @@ export interface Operation {
   errors: number[];
 }
 
+/** The `:id` of the session routes. */
+export const sessionIdParam = { id: z.string().describe('The session id (`s-…`).') };
+
 /** Declares an operation (identity: a typed literal). */
 export function operation(op: Operation): Operation {
   return op;

@@ -23,7 +23,7 @@ import {
   tokenIssuedSchema,
   tokenRevokedSchema,
 } from '../../shared/contracts';
-import { operation, route } from '../contract';
+import { operation, route, sessionIdParam } from '../contract';
 import {
   createGitConnection,
   deleteGitConnection,
@@ -61,7 +61,6 @@ export const overrideRequestSchema = z
   .object({ reason: z.string().trim().min(1, 'must say why').max(500) })
   .strict();
 
-const sessionId = { id: z.string().describe('The session id (`s-…`).') };
 const userId = { id: z.uuid().describe('The user') };
 
 /** The admin panel's operations, each registered below from its declaration (api/contract.ts). */
@@ -125,7 +124,7 @@ export const adminOperations = {
     method: 'put',
     path: '/api/v1/admin/sessions/:id/lock',
     summary: 'Lock a session: merging is blocked until an admin clears it (admin)',
-    params: sessionId,
+    params: sessionIdParam,
     body: lockRequestSchema,
     responses: { 200: { description: 'Locked', schema: lockSetSchema } },
     errors: [400, 401, 403, 404],
@@ -135,7 +134,7 @@ export const adminOperations = {
     path: '/api/v1/admin/sessions/:id/compliance-override',
     summary:
       "Override the pinned plan's deny-level compliance findings with a reason (admin); its apply may then run, the reason heading the apply log",
-    params: sessionId,
+    params: sessionIdParam,
     body: overrideRequestSchema,
     responses: { 200: { description: 'The recorded override', schema: complianceOverrideSchema } },
     errors: [400, 401, 403, 404, 409],
@@ -144,7 +143,7 @@ export const adminOperations = {
     method: 'delete',
     path: '/api/v1/admin/sessions/:id/lock',
     summary: "Clear a session's lock (admin)",
-    params: sessionId,
+    params: sessionIdParam,
     responses: { 200: { description: 'Unlocked', schema: lockClearedSchema } },
     errors: [401, 403, 404],
   }),

@@ -4,9 +4,8 @@
 // there). What the forge answered (number, URL, state) is recorded by the workflow; reading it
 // changes nothing. On the embedded git host, which is no forge, the pull request is a reviewed
 // branch merge: it has no number and no page.
-import { z } from 'zod';
 import { acceptedSchema, pullRequestRecordSchema } from '../../shared/contracts';
-import { operation, route } from '../contract';
+import { operation, route, sessionIdParam } from '../contract';
 import { sessionLock } from '../../shared/infra/db/sessions';
 import { Router } from 'express';
 import { SessionRefusals, type PullRequestRecord } from '../../shared/contracts';
@@ -58,7 +57,6 @@ async function pullRequestOf(
   return row ? { ...row, provider: row.provider as PullRequestRecord['provider'] } : undefined;
 }
 
-const sessionId = { id: z.string().describe('The session id (`s-…`).') };
 const accepted = {
   description:
     'Accepted: the session runs the operation in the background (`accepted` false, with `refusal` and `reason`, when it will not start)',
@@ -72,7 +70,7 @@ export const pullRequestOperations = {
     path: '/api/v1/sessions/:id/pull-request',
     summary:
       'Open the pull request of the session branch (devops): a session operation; the session workflow has the small model write title and description and the forge open it (on the embedded git host: a reviewed branch merge, no number, no URL)',
-    params: sessionId,
+    params: sessionIdParam,
     responses: {
       202: accepted,
       200: { description: 'Already open: the recorded pull request', schema: pullRequestRecordSchema },
@@ -83,7 +81,7 @@ export const pullRequestOperations = {
     method: 'get',
     path: '/api/v1/sessions/:id/pull-request',
     summary: 'The pull request as the forge answered it (developer); reading it changes nothing',
-    params: sessionId,
+    params: sessionIdParam,
     responses: { 200: { description: 'The pull request', schema: pullRequestRecordSchema } },
     errors: [401, 403, 404],
   }),
@@ -91,7 +89,7 @@ export const pullRequestOperations = {
     method: 'post',
     path: '/api/v1/sessions/:id/merge',
     summary: 'Merge the pull request (devops); 409 while the session is locked',
-    params: sessionId,
+    params: sessionIdParam,
     responses: { 202: accepted },
     errors: [401, 403, 404, 409],
   }),

@@ -4,7 +4,6 @@
 // POST /api/v1/sessions/{id}/apply: 202; the session workflow fails it in the background when no
 // plan is pinned.
 import { Router } from 'express';
-import { z } from 'zod';
 import { parseBody } from '../validation';
 import { reuseMargin, type ArtifactStore } from '../../shared/infra/object-store';
 import { sessionArtifacts } from '../../shared/infra/db/artifacts';
@@ -28,7 +27,7 @@ import {
   sessionListSchema,
   type SessionDetail,
 } from '../../shared/contracts';
-import { operation, route } from '../contract';
+import { operation, route, sessionIdParam } from '../contract';
 import { revertableAddresses } from '../revert';
 import { authenticate, currentUser, requireRole } from '../auth';
 import { mayFetchArtifact } from '../artifact-access';
@@ -107,8 +106,6 @@ class DetailCache {
   }
 }
 
-const sessionId = { id: z.string().describe('The session id (`s-…`).') };
-
 /** The operations of this module: each registered below from its declaration (api/contract.ts). */
 export const sessionOperations = {
   list: operation({
@@ -124,7 +121,7 @@ export const sessionOperations = {
     method: 'get',
     path: '/api/v1/sessions/:id',
     summary: 'Session detail (developer)',
-    params: sessionId,
+    params: sessionIdParam,
     responses: { 200: { description: 'The session', schema: sessionDetailSchema } },
     errors: [401, 403, 404, 503],
   }),
@@ -133,7 +130,7 @@ export const sessionOperations = {
     path: '/api/v1/sessions/:id/apply',
     summary:
       'Apply the pinned plan (devops); with orchestration.apply_requires_approval, 409 approval_required until a second person approved it',
-    params: sessionId,
+    params: sessionIdParam,
     responses: {
       202: {
         description:
@@ -148,7 +145,7 @@ export const sessionOperations = {
     path: '/api/v1/sessions/:id/revertable',
     summary:
       "The addresses a revert may name (developer): the drift the session's latest drift round left — its report's unreconciled and whitelisted drift and its final plan's",
-    params: sessionId,
+    params: sessionIdParam,
     responses: { 200: { description: 'The revertable addresses', schema: revertableSchema } },
     errors: [401, 403, 404],
   }),
@@ -157,7 +154,7 @@ export const sessionOperations = {
     path: '/api/v1/sessions/:id/revert',
     summary:
       'Revert (devops): the cloud follows the code for these addresses — a generate round that pins a plan targeted at exactly them, with no change to the code; then audit and apply as any pinned plan. Only drift the session found (400 otherwise).',
-    params: sessionId,
+    params: sessionIdParam,
     body: revertBodySchema,
     responses: {
       202: { description: 'Accepted, with the addresses it reverts', schema: revertAcceptedSchema },
@@ -169,7 +166,7 @@ export const sessionOperations = {
     path: '/api/v1/sessions/:id/approve',
     summary:
       'Approve the pinned plan, by its SHA-256 (devops; not the person who pinned it): the second pair of eyes apply may require',
-    params: sessionId,
+    params: sessionIdParam,
     responses: { 200: { description: 'The recorded approval', schema: approvalSchema } },
     errors: [401, 403, 404, 409],
   }),

@@ -85,7 +85,7 @@ describe('observability', () => {
 
     const request = exporter
       .getFinishedSpans()
-      .find((s) => s.name === 'POST /api/v1/drift/:mode' && s.kind === SpanKind.SERVER);
+      .find((s) => s.name === 'POST /api/v1/drift/partial' && s.kind === SpanKind.SERVER);
     expect(request, 'the request span').toBeDefined();
     const traceId = request!.spanContext().traceId;
     const byId = new Map<string, ReadableSpan>();
@@ -134,7 +134,7 @@ describe('observability', () => {
     expect(ancestors).toContain('StartChildWorkflow:driftRound');
     // Spans from other requests are not in this trace.
     expect(inTrace.filter((s) => s.kind === SpanKind.SERVER).map((s) => s.name)).toEqual([
-      'POST /api/v1/drift/:mode',
+      'POST /api/v1/drift/partial',
     ]);
 
     // The metadata store's rounds, by kind and outcome, as every API replica sees them.
