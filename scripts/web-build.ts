@@ -24,7 +24,12 @@ export function webBuildStale(): boolean {
     join(webDir, 'src'),
     join(webDir, 'index.html'),
     join(webDir, 'vite.config.ts'),
-    join(projectRoot, 'api', 'openapi.ts'),
+    // The API's document: api/openapi.ts and the operations the route modules declare, with the
+    // contracts their schemas come from.
+    join(projectRoot, 'api'),
+    join(projectRoot, 'shared', 'contracts.ts'),
+    join(projectRoot, 'shared', 'stack-contracts.ts'),
+    join(projectRoot, 'shared', 'runner-contracts.ts'),
   ];
   return Math.max(...sources.map(newest)) > statSync(built).mtimeMs;
 }

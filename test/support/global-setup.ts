@@ -4,6 +4,7 @@ import type { TestProject } from 'vitest/node';
 import { newSecretsKey } from '../../shared/infra/secret-box';
 import { SECRET_MARKER, scanForSecrets } from './secret-scan';
 import { startTestStack, type TestStack } from './test-stack';
+import { ensureWebBuild } from '../../scripts/web-build';
 
 export type { TestStack };
 
@@ -21,7 +22,9 @@ export default async function setup(project: TestProject): Promise<() => Promise
   // looks for it too.
   process.env.KUMOSS_SECRETS_KEY ||= newSecretsKey();
   const secretsKey = process.env.KUMOSS_SECRETS_KEY;
-  const { stack, stop } = await startTestStack(shape);
+  // The web application is built once here (when its sources changed), beside the stack: the
+  // browser tests and the launcher's test then find it built instead of each building it at once.
+  const [{ stack, stop }] = await Promise.all([startTestStack(shape), ensureWebBuild()]);
   console.log(
     `[test stack] up in ${((Date.now() - t0) / 1000).toFixed(1)}s: Temporal ${stack.temporalAddress}` +
       (stack.cluster ? ` (a cluster: ${Object.keys(stack.cluster.pids).join(', ')} on PostgreSQL)` : ''),
