@@ -4,6 +4,7 @@
 // a provider or a module). The scope id reaches every call as TF_VAR_kumoss_scope_id: a root that
 // declares `variable "kumoss_scope_id"` sees it, one that does not is unaffected.
 import { dirname } from 'node:path';
+import { z } from 'zod';
 import { inSpan } from '../shared/infra/tracing';
 import type { EngineSlots } from './engine-slots';
 import type { RunCredentials } from './cloud-credentials';
@@ -116,29 +117,48 @@ export function isPermanentEngineFailure(output: string): boolean {
   return PERMANENT.some((re) => re.test(output));
 }
 
+/** A diagnostic as the engine's JSON output carries it (`validate -json`, `apply -json`). */
+const diagnosticSchema = z.object({
+  severity: z.string().optional(),
+  summary: z.string().optional(),
+  detail: z.string().optional(),
+  address: z.string().optional(),
+  range: z
+    .object({ filename: z.string().optional(), start: z.object({ line: z.number().optional() }).optional() })
+    .optional(),
+});
+
 /** What `validate -json` says: the engine's own structured diagnostics. */
-interface ValidateJson {
-  valid: boolean;
-  diagnostics?: {
-    severity: string;
-    summary: string;
-    range?: { filename?: string; start?: { line?: number } };
-  }[];
+const validateJsonSchema = z.object({
+  valid: z.boolean(),
+  diagnostics: z.array(diagnosticSchema).optional(),
+});
+
+/** One line of `apply -json`'s machine-readable UI. */
+const applyLineSchema = z.object({
+  '@message': z.string().optional(),
+  type: z.string().optional(),
+  diagnostic: diagnosticSchema.optional(),
+});
+
+/** `JSON.parse` checked against a schema; undefined for anything else (not JSON, another shape). */
+function parseJson<T>(schema: z.ZodType<T>, text: string): T | undefined {
+  try {
+    const parsed = schema.safeParse(JSON.parse(text));
+    return parsed.success ? parsed.data : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** The first error diagnostic of a `validate -json` answer, as `Error: <summary> (<file> line <n>)`. */
 export function firstErrorDiagnostic(json: string): string | undefined {
-  let parsed: ValidateJson;
-  try {
-    parsed = JSON.parse(json) as ValidateJson;
-  } catch {
-    return undefined;
-  }
-  if (parsed.valid) return undefined;
+  const parsed = parseJson(validateJsonSchema, json);
+  if (!parsed || parsed.valid) return undefined;
   const d = parsed.diagnostics?.find((x) => x.severity === 'error');
   if (!d) return undefined;
   const where = d.range?.filename ? ` (${d.range.filename} line ${d.range.start?.line ?? 0})` : '';
-  return `Error: ${d.summary}${where}`;
+  return `Error: ${d.summary ?? ''}${where}`;
 }
 
 export class EngineClient {
@@ -487,14 +507,8 @@ export class EngineClient {
     let error: string | undefined;
     for (const raw of r.stdout.split('\n')) {
       if (!raw.trim()) continue;
-      let m: {
-        '@message'?: string;
-        type?: string;
-        diagnostic?: { severity?: string; summary?: string; detail?: string; address?: string };
-      };
-      try {
-        m = JSON.parse(raw) as typeof m;
-      } catch {
+      const m = parseJson(applyLineSchema, raw);
+      if (!m) {
         lines.push(raw);
         continue;
       }

@@ -22,6 +22,9 @@ import { EngineError } from './engine';
 import type { FilterDecision, StateResource } from './model/port';
 import { readConfigFiles, type RoundRef, type Workspace } from './workspace';
 
+/** What `apply/started.json` records: the state serial an apply began on. */
+const startedSerialSchema = z.object({ serial: z.number().nullable() });
+
 export interface GenerateChangeOutput {
   changed: boolean;
   /** Why nothing was written: the model declined (offline: outside its set). */
@@ -451,7 +454,7 @@ export function createGenerateRoundActivities(deps: GenerateRoundDeps) {
         if (serial !== pinned.state_serial) {
           const started = await artifacts
             .getText(startedKey)
-            .then((t) => JSON.parse(t) as { serial: number | null })
+            .then((t) => startedSerialSchema.parse(JSON.parse(t)))
             .catch(() => undefined);
           if (!started)
             throw ApplicationFailure.nonRetryable(

@@ -9,13 +9,14 @@ import { cacheTokens } from './auth';
 import { errorHandler, notFound } from './errors';
 import { createApiMetrics } from './metrics';
 import { traceRequests } from './request-trace';
-import { openApiDocument } from './openapi';
+import { documentOperation, openApiDocument } from './openapi';
 import { createAdminRouter } from './routes/admin';
 import { createAuthSessionRouter } from './routes/auth-session';
 import { createAuthorizeRouter } from './routes/authorize';
 import { createCodecRouter, type CodecRouteDeps } from './routes/codec';
 import { createDriftRouter } from './routes/drift';
 import { createEventsRouter } from './routes/events';
+import { createWebhooksRouter } from './routes/webhooks';
 import { createHealthRouter, type ComponentCheck } from './routes/health';
 import { createMappingRouter } from './routes/mapping';
 import { createPullRequestRouter } from './routes/pull-requests';
@@ -24,7 +25,7 @@ import { createRunnerSchedulesRouter } from './routes/runner-schedules';
 import { createStacksRouter } from './routes/stacks';
 import { createSessionsRouter, type SessionDetailDeps } from './routes/sessions';
 import { createWorkflowsRouter } from './routes/workflows';
-import { checkResponses } from './contract';
+import { checkResponses, route } from './contract';
 
 export interface AppDeps {
   checks: ComponentCheck[];
@@ -128,7 +129,7 @@ export function createApp(deps: AppDeps): Express {
   if (deps.checkResponses) app.use(checkResponses());
   app.use(createHealthRouter(deps.checks));
   const openapi = openApiDocument();
-  app.get('/api/v1/openapi.json', (_req, res) => {
+  route(app, documentOperation, (_req, res) => {
     res.json(openapi);
   });
   if (deps.sessions?.hub) cacheTokens(deps.sessions.db, deps.sessions.hub);
@@ -165,6 +166,7 @@ export function createApp(deps: AppDeps): Express {
     app.use(createWorkflowsRouter(sessions));
     app.use(createRunnerGroupsRouter(sessions));
     app.use(createStacksRouter(sessions));
+    app.use(createWebhooksRouter(sessions));
     app.use(createRunnerSchedulesRouter(sessions));
     app.use(createPullRequestRouter(sessions));
     app.use(createAuthorizeRouter({ db: sessions.db, authz: deps.authz ?? { enabled: false, url: '' } }));

@@ -8,11 +8,13 @@ import { z } from 'zod';
 
 export interface ResponseContract {
   description: string;
-  /** The JSON body; absent for an answer without one (204). */
+  /** The body; absent for an answer without one (204). */
   schema?: z.ZodType;
+  /** The body's media type when it is not JSON (`text/event-stream`); such a body is not checked. */
+  mediaType?: string;
+  /** The declared GET path its Location header names: where the answer's resource is read (checked: always set). */
+  location?: string;
 }
-
-export type SuccessStatus = 200 | 201 | 202 | 204;
 
 export interface Operation {
   method: 'get' | 'post' | 'put' | 'patch' | 'delete';
@@ -22,10 +24,15 @@ export interface Operation {
   /** Path parameters, by name. */
   params?: Record<string, z.ZodType>;
   query?: z.ZodObject;
+  /** Request headers it reads, by name. */
+  headers?: Record<string, z.ZodType>;
   body?: z.ZodType;
-  responses: Partial<Record<SuccessStatus, ResponseContract>>;
+  /** The answers it gives with their own body (every 2xx, and any other status whose body is not an error). */
+  responses: Record<number, ResponseContract>;
   /** The error statuses it answers, each with the `{error: {code, message}}` body. */
   errors: number[];
+  /** Callable without credentials (health, this document); otherwise a bearer token or the session cookie. */
+  public?: true;
 }
 
 /** The `:id` of the session routes. */
@@ -46,11 +53,20 @@ export function route(router: Router, op: Operation, ...handlers: RequestHandler
 }
 
 /** Where an answer does not fit its operation's contract, or undefined when it does. */
-export function contractViolation(op: Operation, status: number, body: unknown): string | undefined {
-  if (status >= 300) return undefined;
-  const declared = op.responses[status as SuccessStatus];
-  if (!declared) return `${op.method.toUpperCase()} ${op.path} answered ${status}, which it does not declare`;
-  if (!declared.schema) return undefined;
+export function contractViolation(
+  op: Operation,
+  status: number,
+  body: unknown,
+  headers: Record<string, unknown> = {},
+): string | undefined {
+  const declared = op.responses[status];
+  if (!declared) {
+    if (status >= 300) return undefined;
+    return `${op.method.toUpperCase()} ${op.path} answered ${status}, which it does not declare`;
+  }
+  if (declared.location && headers.location === undefined)
+    return `${op.method.toUpperCase()} ${op.path} ${status}: no Location header`;
+  if (!declared.schema || declared.mediaType) return undefined;
   // As the client receives it: dates as ISO strings, undefined fields gone.
   const wire: unknown = body === undefined ? undefined : JSON.parse(JSON.stringify(body));
   const parsed = declared.schema.safeParse(wire);
@@ -65,7 +81,7 @@ export function checkResponses(): RequestHandler {
     const json = res.json.bind(res);
     res.json = (body: unknown) => {
       const op = res.locals.operation as Operation | undefined;
-      const violation = op ? contractViolation(op, res.statusCode, body) : undefined;
+      const violation = op ? contractViolation(op, res.statusCode, body, res.getHeaders()) : undefined;
       if (violation) {
         res.status(500);
         return json({ error: { code: 'response_contract', message: violation } });
@@ -96,6 +112,12 @@ export function operationPaths(ops: Operation[]): Record<string, Record<string, 
   for (const op of ops) {
     const path = op.path.replace(/:(\w+)/g, '{$1}');
     const parameters = [
+      ...Object.entries(op.headers ?? {}).map(([name, s]) => ({
+        name,
+        in: 'header',
+        required: !s.safeParse(undefined).success,
+        schema: toJson(s, 'input'),
+      })),
       ...Object.entries(op.params ?? {}).map(([name, s]) => ({
         name,
         in: 'path',
@@ -113,6 +135,7 @@ export function operationPaths(ops: Operation[]): Record<string, Record<string, 
       ...paths[path],
       [op.method]: {
         summary: op.summary,
+        ...(op.public ? { security: [] } : {}),
         ...(parameters.length ? { parameters } : {}),
         ...(op.body
           ? {
@@ -128,9 +151,25 @@ export function operationPaths(ops: Operation[]): Record<string, Record<string, 
               status,
               {
                 description: r.description,
-                ...(r.schema
-                  ? { content: { 'application/json': { schema: toJson(r.schema, 'output') } } }
+                ...(r.location
+                  ? {
+                      headers: {
+                        Location: {
+                          description: `Where to read it: GET ${r.location.replace(/:(\w+)/g, '{$1}')}`,
+                          schema: { type: 'string' },
+                        },
+                      },
+                    }
                   : {}),
+                ...(r.schema
+                  ? {
+                      content: {
+                        [r.mediaType ?? 'application/json']: { schema: toJson(r.schema, 'output') },
+                      },
+                    }
+                  : r.mediaType
+                    ? { content: { [r.mediaType]: { schema: { type: 'string' } } } }
+                    : {}),
               },
             ]),
           ),

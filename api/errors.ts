@@ -1,6 +1,17 @@
 // Errors at the edge: {"error": {"code", "message"}} with a 4xx for anything the caller got wrong.
 import type { ErrorRequestHandler, RequestHandler } from 'express';
+import { z } from 'zod';
 import { RegistryError } from '../shared/infra/db/runners';
+
+/** Every error answer's body. */
+export const errorBodySchema = z.object({
+  error: z.object({
+    code: z.string(),
+    message: z.string(),
+    /** The request field at fault, when one is. */
+    field: z.string().optional(),
+  }),
+});
 
 export class HttpError extends Error {
   constructor(

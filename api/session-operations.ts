@@ -23,7 +23,10 @@ import { sessionWorkflowId } from '../shared/ids';
 import { logger } from '../shared/infra/logger';
 import { operationUpdate, SESSION_WORKFLOW_TYPE } from '../shared/messages';
 import { KumossCloud, KumossSessionId } from '../shared/search-attributes';
+import type { z } from 'zod';
+import { acceptedSchema } from '../shared/contracts';
 import { currentUser } from './auth';
+import type { ResponseContract } from './contract';
 import { HttpError } from './errors';
 
 export interface SessionRouteDeps {
@@ -172,6 +175,15 @@ export async function openSession(
     await deps.db.deleteFrom('sessions').where('session_id', '=', row.session_id).execute();
     throw err;
   }
+}
+
+/** The 202 of an IaC route as its operation declares it (api/contract.ts), with `extra` fields. */
+export function acceptedAnswer(
+  extra: z.ZodRawShape = {},
+  description = 'Accepted: the session runs the operation in the background. `accepted` says whether it starts: false, with `refusal` and `reason`, when the session has an operation in flight or is finished.',
+  where = '/api/v1/sessions/:id',
+): ResponseContract {
+  return { description, schema: acceptedSchema.extend(extra), location: where };
 }
 
 /** The 202 of an IaC route: the session, the round, and whether its run will start. */

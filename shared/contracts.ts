@@ -257,6 +257,12 @@ export interface RoundProgress {
 const TOKEN_USERNAME =
   /^(gh[pousr]_[A-Za-z0-9_]{10,}|github_pat_[A-Za-z0-9_]{10,}|glpat-[A-Za-z0-9_-]{10,}|gl(dt|ptt|rt|soat|ft)-[A-Za-z0-9_-]{10,}|x-access-token|x-oauth-basic|x-token-auth|oauth2|gitlab-ci-token|[A-Fa-f0-9]{40})$/;
 
+/** True when an address or URL points at this machine's loopback (an embedded component). */
+export function isLoopback(addressOrUrl: string): boolean {
+  const host = addressOrUrl.includes('://') ? new URL(addressOrUrl).hostname : addressOrUrl.split(':')[0];
+  return host === '127.0.0.1' || host === 'localhost' || host === '[::1]' || host === '::1';
+}
+
 /** Longest repository URL accepted: real forge URLs are far shorter; a longer one can only fail later. */
 export const MAX_REPOSITORY_URL = 2048;
 
@@ -571,9 +577,6 @@ export const sessionListSchema = z.object({
 /** The drift a session's latest drift round left, which a revert may name. */
 export const revertableSchema = z.object({ addresses: z.array(z.string()) });
 
-/** A revert's 202: the accepted operation and the addresses it reverts. */
-export const revertAcceptedSchema = acceptedSchema.extend({ addresses: z.array(z.string()) });
-
 export const approvalSchema = z.object({ session_id: z.string(), plan_approval: planApprovalSchema });
 
 const signedInUserSchema = z.object({
@@ -667,3 +670,41 @@ export const gitConnectionViewSchema = z.object({
   created_at: z.string(),
 });
 export const gitConnectionListSchema = z.object({ git_connections: z.array(gitConnectionViewSchema) });
+
+// ---- The wizard's preflights and the API's health ------------------------------------------
+
+/** `POST /api/v1/auth/authorize`: may the caller work on this repository and cloud? */
+export const authorizeRequestSchema = z
+  .object({
+    repository_url: repositoryUrlSchema,
+    cloud: z.enum(CLOUDS),
+    iac_path: iacPathSchema.optional(),
+    /** Accepted so the wizard can send its whole form; never forwarded. */
+    scope_id: z.string().max(256).optional(),
+  })
+  .strict();
+export const authorizeAnswerSchema = z.object({
+  authorized: z.boolean(),
+  /** False when no external check ran (services.authz.enabled is false). */
+  checked: z.boolean(),
+  reason: z.string().optional(),
+});
+
+/** `POST /api/v1/mapping`: what the mapping sidecar knows of a repository. */
+export const mappingRequestSchema = z
+  .object({ repository_url: repositoryUrlSchema, iac_path: iacPathSchema.optional() })
+  .strict();
+export const mappingAnswerSchema = z.object({
+  /** The repository's cloud; null when the sidecar is unsure (or off). */
+  provider: z.enum(CLOUDS).nullable(),
+  scope_id: z.string().nullable(),
+  checked: z.boolean(),
+});
+
+/** `GET /health`: every component the API depends on. */
+export const healthSchema = z.object({
+  status: z.enum(['ok', 'degraded']),
+  components: z.array(
+    z.object({ name: z.string(), ok: z.boolean(), detail: z.string(), latency_ms: z.number() }),
+  ),
+});

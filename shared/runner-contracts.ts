@@ -3,7 +3,7 @@
 // Sandbox-safe: workflows import it.
 import { z } from 'zod';
 import { googleCredentialProblem } from './google-credentials';
-import { stackScheduleSchema } from './stack-contracts';
+import { scheduleStateSchema, stackScheduleSchema } from './stack-contracts';
 
 const uuid = z.string().uuid('must be a UUID');
 const name = (what: string, pattern: RegExp, hint: string) =>
@@ -268,8 +268,10 @@ export interface RunnerStartContext {
   retried_from?: string;
 }
 
-export type DetectorStatus = 'in_sync' | 'drifted' | 'missing' | 'skipped' | 'blocked';
-export type RepairAction = 'create' | 'update' | 'replace' | 'restore' | 'enable';
+export const DETECTOR_STATUSES = ['in_sync', 'drifted', 'missing', 'skipped', 'blocked'] as const;
+export type DetectorStatus = (typeof DETECTOR_STATUSES)[number];
+export const REPAIR_ACTIONS = ['create', 'update', 'replace', 'restore', 'enable'] as const;
+export type RepairAction = (typeof REPAIR_ACTIONS)[number];
 
 export interface FieldDifference {
   field: string;
@@ -434,3 +436,154 @@ export interface CompensationInput {
   step: string;
   output: Record<string, unknown>;
 }
+
+// ---- API answers ---------------------------------------------------------------------------
+
+/** A cloud connection as the API shows it: never its credentials, only whether it has some. */
+export const cloudConnectionAnswerSchema = z.object({
+  cloud_connection_uuid: z.string(),
+  organization_uuid: z.string(),
+  name: z.string(),
+  provider: z.enum(CLOUD_PROVIDERS),
+  region: z.string(),
+  project_id: z.string().nullable(),
+  account_id: z.string().nullable(),
+  role_arn: z.string().nullable(),
+  has_credentials: z.boolean(),
+});
+export type CloudConnectionAnswer = z.infer<typeof cloudConnectionAnswerSchema>;
+export const cloudConnectionListSchema = z.object({
+  cloud_connections: z.array(cloudConnectionAnswerSchema),
+});
+
+/** A runner group: the environment it should have, on its cloud connection. */
+export const runnerGroupAnswerSchema = z.object({
+  runner_group_uuid: z.string(),
+  organization_uuid: z.string(),
+  name: z.string(),
+  backend_type: z.enum(BACKEND_TYPES),
+  cloud_connection_uuid: z.string().nullable(),
+  environment: runnerEnvironmentSchema,
+});
+export type RunnerGroup = z.infer<typeof runnerGroupAnswerSchema>;
+export const runnerGroupListSchema = z.object({ runner_groups: z.array(runnerGroupAnswerSchema) });
+
+/** One DAG run of a group as recorded (GET /api/v1/runner-groups/{id}/executions). */
+export const runnerExecutionSchema = z.object({
+  runner_execution_uuid: z.string(),
+  workflow_type: z.string(),
+  workflow_uuid: z.string(),
+  workflow_run_uuid: z.string(),
+  actor_uuid: z.string().nullable(),
+  status: z.string(),
+  outcome: z.string().nullable(),
+  retry_count: z.number().int(),
+  retried_from: z.string().nullable(),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+export type RunnerExecution = z.infer<typeof runnerExecutionSchema>;
+export const runnerExecutionListSchema = z.object({ executions: z.array(runnerExecutionSchema) });
+
+const fieldDifferenceSchema = z.object({ field: z.string(), expected: z.unknown(), actual: z.unknown() });
+const plannedActionSchema = z.object({
+  resource: z.enum(RUNNER_RESOURCES),
+  step: z.string(),
+  action: z.enum(REPAIR_ACTIONS),
+  target: z.string(),
+  differences: z.array(fieldDifferenceSchema),
+});
+const blockedResourceSchema = z.object({
+  resource: z.enum(RUNNER_RESOURCES),
+  step: z.string(),
+  target: z.string(),
+  reason: z.string(),
+});
+const driftSummarySchema = z.object({
+  checked: z.number().int(),
+  skipped: z.number().int(),
+  in_sync: z.number().int(),
+  drifted: z.number().int(),
+  blocked: z.number().int(),
+  resources: z.partialRecord(z.enum(RUNNER_RESOURCES), z.enum(DETECTOR_STATUSES)),
+});
+
+/** A RunnerEnvironmentDriftPlan: what a detection found and what a repair would do. */
+export const driftPlanAnswerSchema = z.object({
+  plan_uuid: z.string(),
+  organization_uuid: z.string(),
+  runner_group_uuid: z.string(),
+  runner_execution_uuid: z.string().nullable(),
+  workflow_uuid: z.string(),
+  plan_status: z.enum(PLAN_STATUSES),
+  actions_needed: z.array(plannedActionSchema),
+  blocked_resources: z.array(blockedResourceSchema),
+  drift_summary: driftSummarySchema,
+  repair_status: z.string().nullable(),
+  repair_workflow_uuid: z.string().nullable(),
+});
+export type DriftPlanAnswer = z.infer<typeof driftPlanAnswerSchema>;
+
+/** A runner group's periodic detection and its Temporal Schedule's state. */
+export const runnerScheduleAnswerSchema = z.object({
+  runner_group_uuid: z.string(),
+  schedule: stackScheduleSchema,
+  auto_apply: z.boolean(),
+  schedule_state: scheduleStateSchema,
+});
+export type RunnerScheduleAnswer = z.infer<typeof runnerScheduleAnswerSchema>;
+
+/** `POST /api/workflows/start` (and `…/retry`): the started run's ids. */
+export const workflowStartRequestSchema = z
+  .object({
+    workflow_type: z
+      .string()
+      .min(1, 'workflow_type is required')
+      .max(128)
+      .describe(`One of ${RUNNER_WORKFLOW_TYPES.join(', ')}.`),
+    initial_data: z
+      .record(z.string(), z.unknown())
+      .default({})
+      .describe(
+        'The workflow input (runner_group_uuid; auto_apply for a detection, plan_uuid for a repair); organization_uuid is set from the caller (naming another organization is a 403).',
+      ),
+  })
+  .strict();
+export const workflowStartedSchema = z.object({
+  workflow_uuid: z.string(),
+  workflow_run_uuid: z.string(),
+  workflow_type: z.enum(RUNNER_WORKFLOW_TYPES),
+  status: z.literal('RUNNING'),
+  /** The run a retry starts again from. */
+  retried_from: z.string().optional(),
+});
+
+/** The DAG's state as a run reports it: seed 002's output fields, and each step's output by name. */
+export const runnerDagStateSchema = z.looseObject({
+  workflow_type: z.enum(RUNNER_WORKFLOW_TYPES).optional(),
+  runner_group_uuid: z.string(),
+  organization_uuid: z.string(),
+  workflow_uuid: z.string(),
+  status: z.enum(DAG_STATUSES),
+  outcome: z.string().nullish(),
+  failure_reason: z.string().nullish(),
+  retry_count: z.number().int(),
+  plan_uuid: z.string().nullish(),
+  plan_status: z.enum(PLAN_STATUSES).nullish(),
+  actions_needed: z.array(plannedActionSchema).nullish(),
+  blocked_resources: z.array(blockedResourceSchema).nullish(),
+  drift_summary: driftSummarySchema.nullish(),
+  /** Workflow id of the repair a detection chained (GET /api/workflows/{id} takes it). */
+  repair_workflow_id: z.string().nullish(),
+});
+
+/** `GET /api/workflows/{workflow_uuid}`: a run's status and its state (null before a worker reports it). */
+export const workflowRunSchema = z.object({
+  workflow_uuid: z.string(),
+  workflow_run_uuid: z.string(),
+  workflow_type: z.enum(RUNNER_WORKFLOW_TYPES),
+  status: z.string().describe('The Temporal execution status: RUNNING, COMPLETED, FAILED, …'),
+  started_at: z.string(),
+  closed_at: z.string().nullable(),
+  output: runnerDagStateSchema.nullable(),
+});

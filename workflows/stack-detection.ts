@@ -17,7 +17,7 @@ import type { Activities } from '../activities';
 import { sessionWorkflowId } from '../shared/ids';
 import { KumossCloud, KumossOutcome, KumossSessionId } from '../shared/search-attributes';
 import type { StackDetectionInput, StackDetectionResult } from '../shared/stack-contracts';
-import type { WebhookEvent } from '../shared/infra/webhooks';
+import type { WebhookEvent } from '../shared/webhook-contracts';
 import { session } from './session';
 
 const light = proxyActivities<Activities>({

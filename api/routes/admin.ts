@@ -161,8 +161,22 @@ export const adminOperations = {
     summary:
       "Connect a git host (admin): `{origin, kind?, credential?}`; the organization's own token for it is stored sealed and never returned. 409 when connected already.",
     body: gitConnectionSchema,
-    responses: { 201: { description: 'The connection', schema: gitConnectionViewSchema } },
+    responses: {
+      201: {
+        description: 'The connection',
+        schema: gitConnectionViewSchema,
+        location: '/api/v1/admin/connections/git/:id',
+      },
+    },
     errors: [400, 401, 403, 409],
+  }),
+  gitConnection: operation({
+    method: 'get',
+    path: '/api/v1/admin/connections/git/:id',
+    summary: 'One of the organization’s git connections (admin; never its credential)',
+    params: { id: z.uuid().describe('The git connection') },
+    responses: { 200: { description: 'The connection', schema: gitConnectionViewSchema } },
+    errors: [401, 403, 404],
   }),
   disconnectGit: operation({
     method: 'delete',
@@ -389,6 +403,15 @@ export function createAdminRouter(deps: SessionRouteDeps): Router {
       if (err instanceof GitConnectionConflict) throw new HttpError(409, 'conflict', err.message);
       throw err;
     }
+  });
+
+  route(router, adminOperations.gitConnection, auth, requireRole('admin'), async (req, res) => {
+    const id = uuidParam(req.params.id, 'Git connection');
+    const found = (await listGitConnections(deps.db, currentUser(req).organization_uuid)).find(
+      (c) => c.git_connection_uuid === id,
+    );
+    if (!found) throw new HttpError(404, 'not_found', `Git connection ${id} not found.`);
+    res.json(found);
   });
 
   route(router, adminOperations.disconnectGit, auth, requireRole('admin'), async (req, res) => {

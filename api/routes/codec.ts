@@ -11,6 +11,7 @@ import type { Db } from '../../shared/infra/db';
 import { findUserByAuthSession } from '../../shared/infra/db/auth-sessions';
 import { findUserByToken } from '../../shared/infra/db/users';
 import { cookieValue, SESSION_COOKIE } from '../auth';
+import { operation, route } from '../contract';
 import { HttpError } from '../errors';
 import { parseBody } from '../validation';
 
@@ -30,6 +31,25 @@ const bodySchema = z
   .strict();
 
 type WirePayload = z.infer<typeof bodySchema>['payloads'][number];
+
+const codecOperation = (op: 'encode' | 'decode') =>
+  operation({
+    method: 'post',
+    path: `/codec/${op}`,
+    summary: `Temporal's remote codec: ${op} payloads (a signed-in user's token or session cookie; CORS for the Web UI's origin)`,
+    body: bodySchema,
+    responses: {
+      200: {
+        description: `The payloads, ${op}d`,
+        schema: z.object({
+          payloads: z.array(z.object({ metadata: z.record(z.string(), base64), data: base64 })),
+        }),
+      },
+    },
+    errors: [400, 401, 413],
+  });
+
+export const codecOperations = { encode: codecOperation('encode'), decode: codecOperation('decode') };
 
 const fromWire = (p: WirePayload) => ({
   metadata: Object.fromEntries(Object.entries(p.metadata).map(([k, v]) => [k, Buffer.from(v, 'base64')])),
@@ -69,7 +89,7 @@ export function createCodecRouter(deps: CodecRouteDeps, db: Db | undefined): Rou
   };
 
   for (const op of ['encode', 'decode'] as const) {
-    router.post(`/codec/${op}`, express.json({ limit: '4mb' }), async (req, res) => {
+    route(router, codecOperations[op], express.json({ limit: '4mb' }), async (req, res) => {
       if (!(await allowed(req))) {
         throw new HttpError(
           401,

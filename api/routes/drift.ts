@@ -5,12 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { Router, type Request, type Response } from 'express';
 import { z } from 'zod';
-import {
-  acceptedSchema,
-  firstRequestSchema,
-  followUpRequestSchema,
-  type SessionOperation,
-} from '../../shared/contracts';
+import { firstRequestSchema, followUpRequestSchema, type SessionOperation } from '../../shared/contracts';
 import { operation, route } from '../contract';
 import { authenticate, currentUser, requireRole } from '../auth';
 import { requireAuthorized } from '../authz';
@@ -23,15 +18,12 @@ import {
   submitOperation,
   type OperationOutcome,
   type SessionRouteDeps,
+  acceptedAnswer,
 } from '../session-operations';
 import { parseBody } from '../validation';
 
 const firstOrFollowUp = z.union([firstRequestSchema, followUpRequestSchema]);
-const started = {
-  description:
-    'Accepted: the operation runs in the background. `accepted` says whether it starts: false, with `refusal` and `reason`, when the session has an operation in flight or is finished.',
-  schema: acceptedSchema,
-};
+const started = acceptedAnswer();
 const roundOperation = (path: string, summary: string) =>
   operation({
     method: 'post',

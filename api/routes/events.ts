@@ -9,11 +9,13 @@
 // of those intervals. When users change (a token revoked, a role changed: USERS_CHANGED on the
 // hub), every open stream checks its own credential again and ends at once if it no longer holds.
 import { Router, type Response } from 'express';
+import { z } from 'zod';
 import { eventsAfter, type SessionEventRow } from '../../shared/infra/db/sessions';
 import { authenticate, currentUser, requireRole, stillAuthenticated, USERS_CHANGED } from '../auth';
 import { mayFetchArtifact } from '../artifact-access';
 import { ownSession } from '../session-operations';
 import type { EventsHub } from '../events-hub';
+import { operation, route, sessionIdParam } from '../contract';
 import type { SessionDetailDeps } from './sessions';
 
 export interface EventsDeps extends SessionDetailDeps {
@@ -35,6 +37,31 @@ function write(res: Response, id: number, event: string, data: Record<string, un
   if (res.writableEnded) return;
   res.write(`id: ${id}\nevent: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
 }
+
+const lastEventId = z
+  .string()
+  .max(16)
+  .optional()
+  .describe('The id of the last event seen: the stream resumes after it');
+
+export const eventOperations = {
+  subscribe: operation({
+    method: 'get',
+    path: '/api/v1/events/subscribe/:id',
+    summary:
+      'Server-sent events of a session (developer): rounds accepted, status changes, artifacts, reports, pull requests, refusals, round ends; resume with Last-Event-ID',
+    params: sessionIdParam,
+    headers: { 'Last-Event-ID': lastEventId },
+    query: z.object({ last_event_id: lastEventId }),
+    responses: {
+      200: {
+        description: 'The event stream: `id: <sequence>`, `event: <type>`, `data: <JSON>` per event',
+        mediaType: 'text/event-stream',
+      },
+    },
+    errors: [401, 403, 404],
+  }),
+};
 
 export function createEventsRouter(deps: EventsDeps): Router {
   const router = Router();
@@ -60,8 +87,9 @@ export function createEventsRouter(deps: EventsDeps): Router {
     return p;
   };
 
-  router.get(
-    '/api/v1/events/subscribe/:id',
+  route(
+    router,
+    eventOperations.subscribe,
     authenticate(deps.db),
     requireRole('developer'),
     async (req, res) => {

@@ -1,5 +1,7 @@
 // GET /health: every component the API depends on, with its state. 200 when all are up, else 503.
 import { Router } from 'express';
+import { healthSchema } from '../../shared/contracts';
+import { operation, route } from '../contract';
 
 export interface ComponentCheck {
   name: string;
@@ -32,9 +34,23 @@ export async function runChecks(checks: ComponentCheck[], timeoutMs = 3000): Pro
   );
 }
 
+export const healthOperations = {
+  health: operation({
+    method: 'get',
+    path: '/health',
+    summary: 'Component health: the metadata store, Temporal, the object store',
+    public: true,
+    responses: {
+      200: { description: 'Every component up', schema: healthSchema },
+      503: { description: 'A component is down', schema: healthSchema },
+    },
+    errors: [],
+  }),
+};
+
 export function createHealthRouter(checks: ComponentCheck[]): Router {
   const router = Router();
-  router.get('/health', async (_req, res) => {
+  route(router, healthOperations.health, async (_req, res) => {
     const components = await runChecks(checks);
     const ok = components.every((c) => c.ok);
     res.status(ok ? 200 : 503).json({ status: ok ? 'ok' : 'degraded', components });

@@ -4,16 +4,25 @@
 // is treated as unsure too.
 import { Router } from 'express';
 import { z } from 'zod';
-import { CLOUDS } from '../../shared/drift-exceptions';
-import { iacPathSchema, repositoryUrlSchema } from '../../shared/contracts';
+import { CLOUDS, type Cloud } from '../../shared/drift-exceptions';
+import { mappingAnswerSchema, mappingRequestSchema } from '../../shared/contracts';
 import type { Db } from '../../shared/infra/db';
 import { authenticate, requireRole } from '../auth';
+import { operation, route } from '../contract';
 import { askSidecar } from '../sidecar';
 import { parseBody } from '../validation';
 
-const mappingRequestSchema = z
-  .object({ repository_url: repositoryUrlSchema, iac_path: iacPathSchema.optional() })
-  .strict();
+export const mappingOperations = {
+  map: operation({
+    method: 'post',
+    path: '/api/v1/mapping',
+    summary:
+      'Mapping sidecar: the cloud and scope of a known repository, null when unsure or off (developer)',
+    body: mappingRequestSchema,
+    responses: { 200: { description: 'What the sidecar knows', schema: mappingAnswerSchema } },
+    errors: [400, 401, 503],
+  }),
+};
 const sidecarAnswer = z.object({
   provider: z.string().max(64).nullable().optional(),
   scope_id: z.string().nullable().optional(),
@@ -21,7 +30,7 @@ const sidecarAnswer = z.object({
 
 export function createMappingRouter(deps: { db: Db; mapping: { enabled: boolean; url: string } }): Router {
   const router = Router();
-  router.post('/api/v1/mapping', authenticate(deps.db), requireRole('developer'), async (req, res) => {
+  route(router, mappingOperations.map, authenticate(deps.db), requireRole('developer'), async (req, res) => {
     const body = parseBody(mappingRequestSchema, req.body);
     if (!deps.mapping.enabled) {
       res.json({ provider: null, scope_id: null, checked: false });
@@ -36,7 +45,9 @@ export function createMappingRouter(deps: { db: Db; mapping: { enabled: boolean;
       name: 'mapping',
     });
     const provider =
-      answer.provider && (CLOUDS as readonly string[]).includes(answer.provider) ? answer.provider : null;
+      answer.provider && (CLOUDS as readonly string[]).includes(answer.provider)
+        ? (answer.provider as Cloud)
+        : null;
     // A scope the first request would refuse (blank, or over its 256 characters) is no answer.
     const scope =
       typeof answer.scope_id === 'string' && answer.scope_id.trim() && answer.scope_id.length <= 256

@@ -4,7 +4,7 @@
 // there). What the forge answered (number, URL, state) is recorded by the workflow; reading it
 // changes nothing. On the embedded git host, which is no forge, the pull request is a reviewed
 // branch merge: it has no number and no page.
-import { acceptedSchema, pullRequestRecordSchema } from '../../shared/contracts';
+import { pullRequestRecordSchema } from '../../shared/contracts';
 import { operation, route, sessionIdParam } from '../contract';
 import { sessionLock } from '../../shared/infra/db/sessions';
 import { Router } from 'express';
@@ -19,6 +19,7 @@ import {
   submitOperation,
   type OperationOutcome,
   type SessionRouteDeps,
+  acceptedAnswer,
 } from '../session-operations';
 
 const REFUSAL_CODES: Record<string, string> = {
@@ -57,12 +58,6 @@ async function pullRequestOf(
   return row ? { ...row, provider: row.provider as PullRequestRecord['provider'] } : undefined;
 }
 
-const accepted = {
-  description:
-    'Accepted: the session runs the operation in the background (`accepted` false, with `refusal` and `reason`, when it will not start)',
-  schema: acceptedSchema,
-};
-
 /** The pull-request operations, each registered below from its declaration (api/contract.ts). */
 export const pullRequestOperations = {
   open: operation({
@@ -72,7 +67,7 @@ export const pullRequestOperations = {
       'Open the pull request of the session branch (devops): a session operation; the session workflow has the small model write title and description and the forge open it (on the embedded git host: a reviewed branch merge, no number, no URL)',
     params: sessionIdParam,
     responses: {
-      202: accepted,
+      202: acceptedAnswer({}, undefined, '/api/v1/sessions/:id/pull-request'),
       200: { description: 'Already open: the recorded pull request', schema: pullRequestRecordSchema },
     },
     errors: [401, 403, 404, 409],
@@ -90,7 +85,7 @@ export const pullRequestOperations = {
     path: '/api/v1/sessions/:id/merge',
     summary: 'Merge the pull request (devops); 409 while the session is locked',
     params: sessionIdParam,
-    responses: { 202: accepted },
+    responses: { 202: acceptedAnswer() },
     errors: [401, 403, 404, 409],
   }),
 };

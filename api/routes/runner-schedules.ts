@@ -4,14 +4,74 @@
 // pause and resume (with a note) and a run now. Devops change it, developers read it.
 import { Router } from 'express';
 import type { Client } from '@temporalio/client';
+import { z } from 'zod';
 import type { Db } from '../../shared/infra/db';
 import { getRunnerGroup, getRunnerSchedule, setRunnerSchedule } from '../../shared/infra/db/runners';
-import { runnerScheduleSchema } from '../../shared/runner-contracts';
+import {
+  runnerScheduleAnswerSchema,
+  runnerScheduleSchema,
+  type RunnerScheduleAnswer,
+  type RunnerGroup,
+} from '../../shared/runner-contracts';
 import { scheduleNoteSchema } from '../../shared/stack-contracts';
 import { authenticate, currentUser, requireRole } from '../auth';
+import { operation, route } from '../contract';
 import { HttpError } from '../errors';
 import { RunnerSchedules, scheduleUnavailable as unavailable } from '../schedules';
 import { parseBody, uuidParam } from '../validation';
+
+const groupId = { id: z.uuid().describe('The runner group') };
+const scheduleAnswer = (description: string) => ({ description, schema: runnerScheduleAnswerSchema });
+const noted = (verb: 'pause' | 'resume') =>
+  operation({
+    method: 'post',
+    path: `/api/v1/runner-groups/:id/schedule/${verb}`,
+    summary: `${verb === 'pause' ? 'Pause' : 'Resume'} the group’s schedule, with an optional note (devops)`,
+    params: groupId,
+    body: scheduleNoteSchema.optional(),
+    responses: { 200: scheduleAnswer('The schedule') },
+    errors: [400, 401, 403, 404, 503],
+  });
+
+/** A runner group's schedule operations, each registered below from its declaration (api/contract.ts). */
+export const runnerScheduleOperations = {
+  put: operation({
+    method: 'put',
+    path: '/api/v1/runner-groups/:id/schedule',
+    summary:
+      'Set a runner group’s periodic detection (its Temporal Schedule runner-schedule:<group>); auto_apply off by default (devops)',
+    params: groupId,
+    body: runnerScheduleSchema,
+    responses: { 200: scheduleAnswer('The schedule and its state') },
+    errors: [400, 401, 403, 404, 503],
+  }),
+  get: operation({
+    method: 'get',
+    path: '/api/v1/runner-groups/:id/schedule',
+    summary: 'A runner group’s schedule, whether it applies, and its state (next runs, paused, note)',
+    params: groupId,
+    responses: { 200: scheduleAnswer('The schedule') },
+    errors: [401, 404],
+  }),
+  delete: operation({
+    method: 'delete',
+    path: '/api/v1/runner-groups/:id/schedule',
+    summary: 'Remove a runner group’s schedule (devops)',
+    params: groupId,
+    responses: { 204: { description: 'Removed' } },
+    errors: [401, 403, 404, 503],
+  }),
+  pause: noted('pause'),
+  resume: noted('resume'),
+  trigger: operation({
+    method: 'post',
+    path: '/api/v1/runner-groups/:id/schedule/trigger',
+    summary: 'Run the group’s scheduled detection now (devops)',
+    params: groupId,
+    responses: { 202: scheduleAnswer('Triggered; the schedule') },
+    errors: [401, 403, 404, 503],
+  }),
+};
 
 export function createRunnerSchedulesRouter(deps: { db: Db; client: Client; taskQueue: string }): Router {
   const router = Router();
@@ -24,28 +84,35 @@ export function createRunnerSchedulesRouter(deps: { db: Db; client: Client; task
     if (!g) throw new HttpError(404, 'not_found', `Runner group ${id} not found.`);
     return g;
   };
-  const answer = async (org: string, groupUuid: string) => {
-    const set = await getRunnerSchedule(deps.db, org, groupUuid);
-    const state = await schedules.state(groupUuid);
-    if (!set || !state) throw new HttpError(404, 'not_found', `Runner group ${groupUuid} has no schedule.`);
-    return { runner_group_uuid: groupUuid, ...set, schedule_state: state };
+  const answer = async (g: RunnerGroup): Promise<RunnerScheduleAnswer> => {
+    const set = await getRunnerSchedule(deps.db, g.organization_uuid, g.runner_group_uuid);
+    const state = await schedules.state(g.runner_group_uuid);
+    if (!set || !state)
+      throw new HttpError(404, 'not_found', `Runner group ${g.runner_group_uuid} has no schedule.`);
+    return {
+      runner_group_uuid: g.runner_group_uuid,
+      schedule: set.schedule,
+      auto_apply: set.auto_apply,
+      schedule_state: state,
+    };
   };
+  const ops = runnerScheduleOperations;
 
-  router.put('/api/v1/runner-groups/:id/schedule', auth, requireRole('devops'), async (req, res) => {
+  route(router, ops.put, auth, requireRole('devops'), async (req, res) => {
     const g = await group(req);
     const user = currentUser(req);
     const s = parseBody(runnerScheduleSchema, req.body);
     await schedules.put(g, s, user.user_uuid).catch(unavailable);
     await setRunnerSchedule(deps.db, g.organization_uuid, g.runner_group_uuid, s);
-    res.json(await answer(g.organization_uuid, g.runner_group_uuid));
+    res.json(await answer(g));
   });
 
-  router.get('/api/v1/runner-groups/:id/schedule', auth, requireRole('developer'), async (req, res) => {
+  route(router, ops.get, auth, requireRole('developer'), async (req, res) => {
     const g = await group(req);
-    res.json(await answer(g.organization_uuid, g.runner_group_uuid));
+    res.json(await answer(g));
   });
 
-  router.delete('/api/v1/runner-groups/:id/schedule', auth, requireRole('devops'), async (req, res) => {
+  route(router, ops.delete, auth, requireRole('devops'), async (req, res) => {
     const g = await group(req);
     await schedules.delete(g.runner_group_uuid).catch(unavailable);
     await setRunnerSchedule(deps.db, g.organization_uuid, g.runner_group_uuid, null);
@@ -53,25 +120,20 @@ export function createRunnerSchedulesRouter(deps: { db: Db; client: Client; task
   });
 
   for (const verb of ['pause', 'resume'] as const) {
-    router.post(
-      `/api/v1/runner-groups/:id/schedule/${verb}`,
-      auth,
-      requireRole('devops'),
-      async (req, res) => {
-        const g = await group(req);
-        await answer(g.organization_uuid, g.runner_group_uuid);
-        const { note } = parseBody(scheduleNoteSchema, req.body ?? {});
-        await schedules[verb](g.runner_group_uuid, note).catch(unavailable);
-        res.json(await answer(g.organization_uuid, g.runner_group_uuid));
-      },
-    );
+    route(router, ops[verb], auth, requireRole('devops'), async (req, res) => {
+      const g = await group(req);
+      await answer(g);
+      const { note } = parseBody(scheduleNoteSchema, req.body ?? {});
+      await schedules[verb](g.runner_group_uuid, note).catch(unavailable);
+      res.json(await answer(g));
+    });
   }
 
-  router.post('/api/v1/runner-groups/:id/schedule/trigger', auth, requireRole('devops'), async (req, res) => {
+  route(router, ops.trigger, auth, requireRole('devops'), async (req, res) => {
     const g = await group(req);
-    await answer(g.organization_uuid, g.runner_group_uuid);
+    await answer(g);
     await schedules.trigger(g.runner_group_uuid).catch(unavailable);
-    res.status(202).json(await answer(g.organization_uuid, g.runner_group_uuid));
+    res.status(202).json(await answer(g));
   });
 
   return router;

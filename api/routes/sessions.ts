@@ -16,10 +16,8 @@ import {
 } from '../../shared/infra/db/sessions';
 import { HttpError } from '../errors';
 import {
-  acceptedSchema,
   approvalSchema,
   revertableSchema,
-  revertAcceptedSchema,
   revertBodySchema,
   revertText,
   sessionDetailSchema,
@@ -27,6 +25,7 @@ import {
   sessionListSchema,
   type SessionDetail,
 } from '../../shared/contracts';
+import { z } from 'zod';
 import { operation, route, sessionIdParam } from '../contract';
 import { revertableAddresses } from '../revert';
 import { authenticate, currentUser, requireRole } from '../auth';
@@ -39,6 +38,7 @@ import {
   ownSession,
   submitOperation,
   type SessionRouteDeps,
+  acceptedAnswer,
 } from '../session-operations';
 
 export interface SessionDetailDeps extends SessionRouteDeps {
@@ -131,13 +131,7 @@ export const sessionOperations = {
     summary:
       'Apply the pinned plan (devops); with orchestration.apply_requires_approval, 409 approval_required until a second person approved it',
     params: sessionIdParam,
-    responses: {
-      202: {
-        description:
-          'Accepted: the operation runs in the background. `accepted` says whether it starts: false, with `refusal` and `reason`, when the session has an operation in flight or is finished.',
-        schema: acceptedSchema,
-      },
-    },
+    responses: { 202: acceptedAnswer() },
     errors: [401, 403, 404, 409],
   }),
   revertable: operation({
@@ -157,7 +151,7 @@ export const sessionOperations = {
     params: sessionIdParam,
     body: revertBodySchema,
     responses: {
-      202: { description: 'Accepted, with the addresses it reverts', schema: revertAcceptedSchema },
+      202: acceptedAnswer({ addresses: z.array(z.string()) }, 'Accepted, with the addresses it reverts'),
     },
     errors: [400, 401, 403, 404],
   }),

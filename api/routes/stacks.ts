@@ -1,7 +1,7 @@
 // Stacks over HTTP, always within the caller's organization: registered roots (devops change
 // them, developers read them), each with its Temporal Schedule — pause and resume with a note,
-// run now, backfill a missed window — its detection runs, the drift inbox, and the signed
-// webhooks that announce what the runs find.
+// run now, backfill a missed window — its detection runs and the drift inbox (the webhooks that
+// announce what the runs find: routes/webhooks.ts).
 import { requireAuthorized } from '../authz';
 import { requireAllowedTarget, requireConnectedRepository } from '../targets';
 import { randomUUID } from 'node:crypto';
@@ -33,13 +33,16 @@ import {
   type Stack,
 } from '../../shared/stack-contracts';
 import { z } from 'zod';
-import { acceptedSchema } from '../../shared/contracts';
 import { operation, route } from '../contract';
-import { createWebhook, deleteWebhook, listDeliveries, listWebhooks } from '../../shared/infra/db/webhooks';
-import { webhookSpecSchema } from '../../shared/infra/webhooks';
 import { authenticate, currentUser, requireRole } from '../auth';
 import { HttpError, registryError } from '../errors';
-import { acceptedBody, newRoundId, openSession, type SessionRouteDeps } from '../session-operations';
+import {
+  acceptedBody,
+  newRoundId,
+  openSession,
+  type SessionRouteDeps,
+  acceptedAnswer,
+} from '../session-operations';
 import { scheduleUnavailable as unavailable, StackSchedules } from '../schedules';
 import { parseBody, uuidParam } from '../validation';
 
@@ -47,10 +50,8 @@ export type StacksDeps = SessionRouteDeps;
 
 const stackId = { id: z.uuid().describe('The stack') };
 const stackAnswer = (description: string) => ({ description, schema: stackAnswerSchema });
-const sessionStarted = (description: string, extra: 'targets' | 'addresses') => ({
-  description,
-  schema: acceptedSchema.extend({ [extra]: z.array(z.string()) }),
-});
+const sessionStarted = (description: string, extra: 'targets' | 'addresses') =>
+  acceptedAnswer({ [extra]: z.array(z.string()) }, description);
 
 /** The stack and inbox operations, each registered below from its declaration (api/contract.ts). */
 export const stackOperations = {
@@ -60,7 +61,9 @@ export const stackOperations = {
     summary:
       'Register a stack (a Terraform root) and its drift schedule, created as the Temporal Schedule drift-schedule:<stack> (devops)',
     body: stackSpecSchema,
-    responses: { 201: stackAnswer('Created, with schedule_state') },
+    responses: {
+      201: { ...stackAnswer('Created, with schedule_state'), location: '/api/v1/stacks/:id' },
+    },
     errors: [400, 401, 403, 409, 503],
   }),
   list: operation({
@@ -373,33 +376,6 @@ export function createStacksRouter(deps: StacksDeps): Router {
     const chosen = await chosenItems(req, 'revert');
     const { text, addresses } = revertRequest(chosen.stack.name, chosen.items);
     await openStackSession(res, chosen, { kind: 'generate', text, revert: addresses }, { addresses });
-  });
-
-  router.post('/api/v1/webhooks', auth, requireRole('devops'), async (req, res) => {
-    const spec = parseBody(webhookSpecSchema, req.body);
-    await requireAllowedTarget(deps.targets, 'url', spec.url);
-    const { endpoint, secret } = await createWebhook(deps.db, org(req), spec);
-    // The signing secret is shown here only: the receiver keeps it to check signatures.
-    res
-      .status(201)
-      .location(`/api/v1/webhooks/${endpoint.endpoint_uuid}`)
-      .json({ ...endpoint, secret });
-  });
-
-  router.get('/api/v1/webhooks', auth, requireRole('developer'), async (req, res) => {
-    res.json({ webhooks: await listWebhooks(deps.db, org(req)) });
-  });
-
-  router.delete('/api/v1/webhooks/:id', auth, requireRole('devops'), async (req, res) => {
-    await deleteWebhook(deps.db, org(req), uuidParam(req.params.id, 'Webhook')).catch(registryError);
-    res.status(204).end();
-  });
-
-  router.get('/api/v1/webhooks/:id/deliveries', auth, requireRole('developer'), async (req, res) => {
-    const id = uuidParam(req.params.id, 'Webhook');
-    if (!(await listWebhooks(deps.db, org(req))).some((w) => w.endpoint_uuid === id))
-      throw new HttpError(404, 'not_found', `Webhook ${id} not found.`);
-    res.json({ deliveries: await listDeliveries(deps.db, org(req), id) });
   });
 
   return router;

@@ -22,6 +22,9 @@ import {
   REPAIR_WORKFLOW_TYPE,
   repairInputSchema,
   RUNNER_WORKFLOW_TYPES,
+  workflowRunSchema,
+  workflowStartedSchema,
+  workflowStartRequestSchema,
   type RunnerDagState,
   type RunnerStartContext,
   type RunnerWorkflowType,
@@ -29,6 +32,7 @@ import {
 import { KumossOrganization, KumossRunnerGroup } from '../../shared/search-attributes';
 import { dagStateQuery } from '../../shared/messages';
 import { assertRole, authenticate, currentUser, requireRole } from '../auth';
+import { operation, route } from '../contract';
 import { HttpError } from '../errors';
 import { parseBody } from '../validation';
 
@@ -38,12 +42,43 @@ export interface WorkflowRouteDeps {
   taskQueue: string;
 }
 
-const startSchema = z
-  .object({
-    workflow_type: z.string().min(1, 'workflow_type is required').max(128),
-    initial_data: z.record(z.string(), z.unknown()).default({}),
-  })
-  .strict();
+const workflowId = {
+  workflow_uuid: z.string().describe('The workflow id, or a run id (repair_workflow_uuid is one)'),
+};
+const started = (description: string) => ({
+  description,
+  schema: workflowStartedSchema,
+  location: '/api/workflows/:workflow_uuid',
+});
+
+/** The DAG operations, each registered below from its declaration (api/contract.ts). */
+export const workflowOperations = {
+  start: operation({
+    method: 'post',
+    path: '/api/workflows/start',
+    summary:
+      'Start runner.environment-drift-detect (developer; devops with auto_apply) or runner.environment-drift-repair (devops)',
+    body: workflowStartRequestSchema,
+    responses: { 202: started('Started') },
+    errors: [400, 401, 403, 404, 409, 503],
+  }),
+  run: operation({
+    method: 'get',
+    path: '/api/workflows/:workflow_uuid',
+    summary: 'Status and output (every field of the seed output schema) of a run, by workflow id or run id',
+    params: workflowId,
+    responses: { 200: { description: 'Status and output', schema: workflowRunSchema } },
+    errors: [401, 404, 503],
+  }),
+  retry: operation({
+    method: 'post',
+    path: '/api/workflows/:workflow_uuid/retry',
+    summary: 'Start a failed run again (retry_count + 1, retried_from)',
+    params: workflowId,
+    responses: { 202: started('Started again') },
+    errors: [401, 403, 404, 409, 503],
+  }),
+};
 
 const INPUT_SCHEMAS = {
   [DETECT_WORKFLOW_TYPE]: detectInputSchema,
@@ -64,7 +99,7 @@ function isRunnerType(t: string): t is RunnerWorkflowType {
 /** Validates a start request within the caller's organization; throws the 4xx that fits. */
 async function prepareStart(deps: WorkflowRouteDeps, req: Request, body: unknown) {
   const user = currentUser(req);
-  const { workflow_type, initial_data } = parseBody(startSchema, body);
+  const { workflow_type, initial_data } = parseBody(workflowStartRequestSchema, body);
   if (!isRunnerType(workflow_type)) {
     throw new HttpError(
       400,
@@ -208,15 +243,15 @@ export function createWorkflowsRouter(deps: WorkflowRouteDeps): Router {
   const router = Router();
   const auth = authenticate(deps.db);
 
-  router.post('/api/workflows/start', auth, requireRole('developer'), async (req, res) => {
+  route(router, workflowOperations.start, auth, requireRole('developer'), async (req, res) => {
     const user = currentUser(req);
     const { workflow_type, input } = await prepareStart(deps, req, req.body);
     const started = await start(deps, workflow_type, input, { actor_uuid: user.user_uuid });
     res.status(202).location(`/api/workflows/${started.workflow_uuid}`).json(started);
   });
 
-  router.get('/api/workflows/:id', auth, requireRole('developer'), async (req, res) => {
-    const { handle, description } = await findRun(deps, req, String(req.params.id));
+  route(router, workflowOperations.run, auth, requireRole('developer'), async (req, res) => {
+    const { handle, description } = await findRun(deps, req, String(req.params.workflow_uuid));
     const status = description.status.name;
     res.json({
       workflow_uuid: description.workflowId,
@@ -229,9 +264,9 @@ export function createWorkflowsRouter(deps: WorkflowRouteDeps): Router {
     });
   });
 
-  router.post('/api/workflows/:id/retry', auth, requireRole('developer'), async (req, res) => {
+  route(router, workflowOperations.retry, auth, requireRole('developer'), async (req, res) => {
     const user = currentUser(req);
-    const { handle, description } = await findRun(deps, req, String(req.params.id));
+    const { handle, description } = await findRun(deps, req, String(req.params.workflow_uuid));
     const status = description.status.name;
     if (!['FAILED', 'TERMINATED', 'TIMED_OUT', 'CANCELLED'].includes(status)) {
       throw new HttpError(

@@ -406,11 +406,7 @@ export function embeddedDatabaseUrl(data: string, port: number): string {
   return `postgres://kumoss:${encodeURIComponent(kumoss)}@127.0.0.1:${port}/kumoss`;
 }
 
-/** True when an address or URL points at this machine's loopback (an embedded component). */
-export function isLoopback(addressOrUrl: string): boolean {
-  const host = addressOrUrl.includes('://') ? new URL(addressOrUrl).hostname : addressOrUrl.split(':')[0];
-  return host === '127.0.0.1' || host === 'localhost' || host === '[::1]' || host === '::1';
-}
+export { isLoopback } from '../contracts';
 
 /** The targets policy of this configuration: its own git host and Gitea, and what it names. */
 export function targetPolicy(config: KumossConfig): TargetPolicy {

@@ -3,44 +3,11 @@
 // `<timestamp>.<body>`, sent as `Kumoss-Signature: t=<unix seconds>,v1=<hex>`; a receiver
 // recomputes it, compares in constant time and refuses a timestamp outside its replay window.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { z } from 'zod';
-import { isLoopback } from './config';
-
-export const WEBHOOK_EVENTS = [
-  'drift.detected',
-  'drift.resolved',
-  'detection.failed',
-  'detection.clean',
-] as const;
-export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number];
+export { WEBHOOK_EVENTS, webhookSpecSchema, type WebhookEvent, type WebhookSpec } from '../webhook-contracts';
 
 export const SIGNATURE_HEADER = 'kumoss-signature';
 /** How old a signed timestamp may be (either way) before a receiver refuses it. */
 export const REPLAY_WINDOW_SECONDS = 300;
-
-export const webhookSpecSchema = z
-  .object({
-    url: z
-      .string()
-      .max(2048)
-      .superRefine((value, ctx) => {
-        let url: URL;
-        try {
-          url = new URL(value);
-        } catch {
-          ctx.addIssue({ code: 'custom', message: 'must be an absolute URL' });
-          return;
-        }
-        // Plain http only to this machine (a local receiver); anything else travels encrypted.
-        if (url.protocol !== 'https:' && !(url.protocol === 'http:' && isLoopback(value)))
-          ctx.addIssue({ code: 'custom', message: 'must use https:// (http:// only on loopback)' });
-        if (url.username || url.password)
-          ctx.addIssue({ code: 'custom', message: 'must not carry credentials' });
-      }),
-    events: z.array(z.enum(WEBHOOK_EVENTS)).min(1, 'must name at least one event').max(WEBHOOK_EVENTS.length),
-  })
-  .strict();
-export type WebhookSpec = z.infer<typeof webhookSpecSchema>;
 
 export const newWebhookSecret = (): string => `whsec_${randomBytes(24).toString('base64url')}`;
 

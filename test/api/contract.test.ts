@@ -56,7 +56,7 @@ const pattern = (route: string) =>
 
 describe('the API contract', () => {
   it('documents every route the app serves, and documents nothing it does not serve', () => {
-    const routes = routesOf(app).filter((r) => r.includes(' /api/') || r.endsWith(' /health'));
+    const routes = routesOf(app).filter((r) => / \/(api|codec)\/|\/health$/.test(r));
     expect(routes.length).toBeGreaterThan(50);
     const undocumented = routes.filter((r) => !documented.some((d) => pattern(r).test(d)));
     expect(undocumented).toEqual([]);
@@ -114,5 +114,55 @@ describe('the API contract', () => {
     );
     // Errors have their own shape, checked by the error handler's tests.
     expect(contractViolation(list, 404, { error: { code: 'not_found', message: 'x' } })).toBeUndefined();
+  });
+
+  it('declares a body for every answer that has one, so the web client is typed from schemas', () => {
+    const bodiless = API_OPERATIONS.flatMap((op) =>
+      Object.entries(op.responses)
+        .filter(([status, r]) => status !== '204' && !r.schema && !r.mediaType)
+        .map(([status]) => `${op.method} ${op.path} ${status}`),
+    );
+    expect(bodiless).toEqual([]);
+  });
+
+  it('points every Location header at a resource the API serves with GET, and finds one left unset', () => {
+    const gets = new Set(API_OPERATIONS.filter((op) => op.method === 'get').map((op) => op.path));
+    const located = API_OPERATIONS.flatMap((op) =>
+      Object.values(op.responses).flatMap((r) => (r.location ? [r.location] : [])),
+    );
+    expect(located.length).toBeGreaterThanOrEqual(12);
+    expect(located.filter((l) => !gets.has(l))).toEqual([]);
+
+    const create = API_OPERATIONS.find((op) => op.method === 'post' && op.path === '/api/v1/webhooks')!;
+    const endpoint = {
+      endpoint_uuid: '0b0e3c1a-6f43-4c52-9d5c-0d1f1c8c2b11',
+      organization_uuid: '6a1b1e9e-1d0c-4b8e-8f5e-3e0e7d8a9c10',
+      url: 'https://hooks.example/kumoss',
+      events: ['drift.detected'],
+      secret: 'whsec_x',
+    };
+    expect(contractViolation(create, 201, endpoint, { location: '/api/v1/webhooks/0b0e…' })).toBeUndefined();
+    expect(contractViolation(create, 201, endpoint, {})).toBe(
+      'POST /api/v1/webhooks 201: no Location header',
+    );
+    const paths = operationPaths([create]) as Record<string, Record<string, { responses: object }>>;
+    expect(paths['/api/v1/webhooks']!.post!.responses).toMatchObject({
+      201: { headers: { Location: { description: 'Where to read it: GET /api/v1/webhooks/{id}' } } },
+    });
+  });
+
+  it('documents the event stream as text/event-stream with its Last-Event-ID header, and health without credentials', () => {
+    const doc = openApiDocument().paths as Record<string, Record<string, Record<string, unknown>>>;
+    const events = doc['/api/v1/events/subscribe/{id}']!.get!;
+    expect(events.parameters).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ name: 'Last-Event-ID', in: 'header', required: false }),
+      ]),
+    );
+    expect(Object.keys((events.responses as Record<string, { content: object }>)['200']!.content)).toEqual([
+      'text/event-stream',
+    ]);
+    expect(doc['/health']!.get!.security).toEqual([]);
+    expect(doc['/api/v1/sessions']!.get!.security).toBeUndefined();
   });
 });

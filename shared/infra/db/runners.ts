@@ -6,30 +6,23 @@ import {
   runnerEnvironmentSchema,
   runnerGroupSchema,
   type BlockedResource,
+  type CloudConnectionAnswer,
   type CloudConnectionSpec,
+  type DriftPlanAnswer,
+  type RunnerExecution,
+  type RunnerGroup,
   type DriftSummary,
   type PlannedAction,
-  type PlanStatus,
-  type RunnerEnvironment,
   type RunnerGroupSpec,
 } from '../../runner-contracts';
 import { sql } from 'kysely';
+import { stackScheduleSchema, type StackSchedule } from '../../stack-contracts';
 import type { SecretBox } from '../secret-box';
 import type { CloudConnectionsTable, Db } from './index';
 
 /** A connection as routes show it: its sealed credentials never, only whether it has some. */
-export type CloudConnection = Omit<CloudConnectionsTable, 'created_at' | 'credentials_sealed'> & {
-  has_credentials: boolean;
-};
-
-export interface RunnerGroup {
-  runner_group_uuid: string;
-  organization_uuid: string;
-  name: string;
-  backend_type: RunnerEnvironment['backend_type'];
-  cloud_connection_uuid: string | null;
-  environment: RunnerEnvironment;
-}
+export type CloudConnection = CloudConnectionAnswer;
+export type { RunnerGroup };
 
 export class RegistryError extends Error {
   constructor(
@@ -327,19 +320,7 @@ export async function finishExecution(
     .execute();
 }
 
-export interface DriftPlanRecord {
-  plan_uuid: string;
-  organization_uuid: string;
-  runner_group_uuid: string;
-  runner_execution_uuid: string | null;
-  workflow_uuid: string;
-  plan_status: PlanStatus;
-  actions_needed: PlannedAction[];
-  blocked_resources: BlockedResource[];
-  drift_summary: DriftSummary;
-  repair_status: string | null;
-  repair_workflow_uuid: string | null;
-}
+export type DriftPlanRecord = DriftPlanAnswer;
 
 /** Stores the plan of a detect run once (keyed by its workflow id) and returns its plan_uuid. */
 export async function savePlan(
@@ -428,12 +409,47 @@ export async function getRunnerSchedule(
   db: Db,
   organization_uuid: string,
   runner_group_uuid: string,
-): Promise<{ schedule: unknown; auto_apply: boolean } | null> {
+): Promise<{ schedule: StackSchedule; auto_apply: boolean } | null> {
   const row = await db
     .selectFrom('runner_groups')
     .select(['schedule', 'schedule_auto_apply'])
     .where('runner_group_uuid', '=', runner_group_uuid)
     .where('organization_uuid', '=', organization_uuid)
     .executeTakeFirst();
-  return row?.schedule ? { schedule: row.schedule, auto_apply: row.schedule_auto_apply } : null;
+  return row?.schedule
+    ? { schedule: stackScheduleSchema.parse(row.schedule), auto_apply: row.schedule_auto_apply }
+    : null;
+}
+
+/** A group's DAG runs, newest first (at most 200). */
+export async function listExecutions(
+  db: Db,
+  organization_uuid: string,
+  runner_group_uuid: string,
+): Promise<RunnerExecution[]> {
+  const rows = await db
+    .selectFrom('runner_executions')
+    .select([
+      'runner_execution_uuid',
+      'workflow_type',
+      'workflow_uuid',
+      'workflow_run_uuid',
+      'actor_uuid',
+      'status',
+      'outcome',
+      'retry_count',
+      'retried_from',
+      'created_at',
+      'updated_at',
+    ])
+    .where('runner_group_uuid', '=', runner_group_uuid)
+    .where('organization_uuid', '=', organization_uuid)
+    .orderBy('created_at', 'desc')
+    .limit(200)
+    .execute();
+  return rows.map((r) => ({
+    ...r,
+    created_at: r.created_at.toISOString(),
+    updated_at: r.updated_at.toISOString(),
+  }));
 }

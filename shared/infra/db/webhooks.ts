@@ -2,16 +2,12 @@
 // once, when the endpoint is made; lists never show it. The delivery activity reads it here.
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
-import { newWebhookSecret, type WebhookEvent, type WebhookSpec } from '../webhooks';
+import { newWebhookSecret } from '../webhooks';
+import type { WebhookDelivery, WebhookEndpoint, WebhookEvent, WebhookSpec } from '../../webhook-contracts';
 import { RegistryError } from './runners';
 import type { Db } from './index';
 
-export interface WebhookEndpoint {
-  endpoint_uuid: string;
-  organization_uuid: string;
-  url: string;
-  events: WebhookEvent[];
-}
+export type { WebhookDelivery, WebhookEndpoint };
 
 export async function createWebhook(
   db: Db,
@@ -68,15 +64,6 @@ export async function subscribedEndpoints(
   return rows
     .map((r) => ({ ...r, events: r.events as WebhookEvent[] }))
     .filter((r) => r.events.includes(event));
-}
-
-export interface WebhookDelivery {
-  delivery_id: string;
-  event: string;
-  attempts: number;
-  status_code: number | null;
-  error: string | null;
-  delivered_at: string | null;
 }
 
 /** One attempt, recorded; `delivered` when the endpoint answered 2xx. */

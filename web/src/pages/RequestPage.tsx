@@ -36,7 +36,7 @@ function useMapping(repositoryUrl: string, iacPath: string, valid: boolean) {
     staleTime: 60_000,
     queryFn: async (): Promise<{ provider: Cloud | null; scope_id: string | null }> => {
       const { data, response } = await api.POST('/api/v1/mapping', {
-        body: { repository_url: repositoryUrl, ...(iacPath ? { iac_path: iacPath } : {}) } as never,
+        body: { repository_url: repositoryUrl, ...(iacPath ? { iac_path: iacPath } : {}) },
       });
       // The sidecar down or the question refused: ask the person.
       if (response.status !== 200 || !data) return { provider: null, scope_id: null };
@@ -71,13 +71,12 @@ export function RequestPage({ me }: { me: Me }) {
     setError(null);
     try {
       const pre = await api.POST('/api/v1/auth/authorize', {
-        body: { cloud, repository_url: repositoryUrl, ...(iacPath ? { iac_path: iacPath } : {}) } as never,
+        body: { cloud, repository_url: repositoryUrl, ...(iacPath ? { iac_path: iacPath } : {}) },
       });
       if (pre.response.status !== 200) {
-        const body = (pre.data ?? pre.error) as { reason?: string } | undefined;
-        setError(
-          body?.reason ? `Not authorized: ${body.reason}` : errorMessage(pre.error, 'Not authorized.'),
-        );
+        // A 403 is the sidecar's answer (with its reason) or an error body.
+        const reason = pre.error && 'reason' in pre.error ? pre.error.reason : undefined;
+        setError(reason ? `Not authorized: ${reason}` : errorMessage(pre.error, 'Not authorized.'));
         return;
       }
       const body = {
@@ -92,7 +91,7 @@ export function RequestPage({ me }: { me: Me }) {
         setError(errorMessage(res.error, `The request was not accepted (HTTP ${res.response.status}).`));
         return;
       }
-      navigate(`/sessions/${(res.data as { session_id: string }).session_id}`);
+      navigate(`/sessions/${res.data.session_id}`);
     } finally {
       setBusy(false);
     }

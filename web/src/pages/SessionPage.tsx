@@ -179,9 +179,8 @@ function LeftoverDrift({ detail: d, me, onChange }: { detail: Detail; me: Me; on
       body: { addresses: [...chosen] },
     });
     setBusy(false);
-    const accepted = res.data as { accepted?: boolean; reason?: string } | undefined;
     if (res.response.status !== 202) setError(errorMessage(res.error, `HTTP ${res.response.status}`));
-    else if (accepted?.accepted === false) setError(accepted.reason ?? 'The session refused the request.');
+    else if (res.data?.accepted === false) setError(res.data.reason ?? 'The session refused the request.');
     else setChosen(new Set());
     onChange();
   };
@@ -258,9 +257,8 @@ function FollowUp({ detail: d, me, onSent }: { detail: Detail; me: Me; onSent: (
     const body = { session_id: d.session_id, text };
     const res = await api.POST(MODE_ROUTES[mode], { body });
     setBusy(false);
-    const accepted = res.data as { accepted?: boolean; reason?: string } | undefined;
     if (res.response.status !== 202) setError(errorMessage(res.error, `HTTP ${res.response.status}`));
-    else if (accepted?.accepted === false) setError(accepted.reason ?? 'The session refused the request.');
+    else if (res.data?.accepted === false) setError(res.data.reason ?? 'The session refused the request.');
     else setText('');
     onSent();
   };

@@ -14,7 +14,7 @@ export function SignInPage({ onSignedIn }: { onSignedIn: () => void }) {
     setBusy(true);
     setError(null);
     const { error: failure, response } = await api.POST('/api/v1/auth/session', {
-      body: { token } as never,
+      body: { token },
     });
     setBusy(false);
     if (response.status === 201) {
