@@ -18,7 +18,7 @@ import {
 } from '../shared/contracts';
 import type { EventsHub } from './events-hub';
 import type { Db } from '../shared/infra/db';
-import { insertSession, recordEvents } from '../shared/infra/db/sessions';
+import { deleteSession, insertSession, recordEvents, sessionRow } from '../shared/infra/db/sessions';
 import { sessionWorkflowId } from '../shared/ids';
 import { logger } from '../shared/infra/logger';
 import { operationUpdate, SESSION_WORKFLOW_TYPE } from '../shared/messages';
@@ -58,11 +58,7 @@ export const newRoundId = (): string => `r-${randomUUID().slice(0, 8)}`;
 /** The session row of the caller's organization, or 404. */
 export async function ownSession(deps: Pick<SessionRouteDeps, 'db'>, req: Request, sessionId: string) {
   const user = currentUser(req);
-  const row = await deps.db
-    .selectFrom('sessions')
-    .selectAll()
-    .where('session_id', '=', sessionId)
-    .executeTakeFirst();
+  const row = await sessionRow(deps.db, sessionId);
   if (!row || row.organization_uuid !== user.organization_uuid) {
     throw new HttpError(404, 'not_found', `Session ${sessionId} not found.`);
   }
@@ -172,7 +168,7 @@ export async function openSession(
   try {
     await startSession(deps, settings, op, memo);
   } catch (err) {
-    await deps.db.deleteFrom('sessions').where('session_id', '=', row.session_id).execute();
+    await deleteSession(deps.db, row.session_id);
     throw err;
   }
 }

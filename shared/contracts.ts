@@ -527,16 +527,8 @@ export const sessionDetailSchema = z.object({
   branch: z.string(),
   in_flight: z.object({ round_id: z.string(), kind: z.string() }).nullable(),
   rounds: z.array(sessionRoundDetailSchema),
-  pull_request: z
-    .object({
-      provider: z.string(),
-      number: z.number().int().nullable(),
-      url: z.string().nullable(),
-      status: z.enum(['open', 'merged']),
-      base: z.string(),
-      merge_commit: z.string().nullable(),
-    })
-    .nullable(),
+  /** The pull request as recorded (GET …/pull-request answers the same). */
+  pull_request: pullRequestRecordSchema.nullable(),
   /** The session's artifacts with presigned GET URLs (they expire: presign_ttl_seconds). */
   artifacts: z.array(z.object({ key: z.string(), url: z.string() })),
   /** Seconds until the first of those URLs expires: read the detail again before then. */

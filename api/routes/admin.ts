@@ -32,12 +32,22 @@ import {
 } from '../../shared/infra/db/git-connections';
 import { requireAllowedTarget } from '../targets';
 import { HttpError } from '../errors';
-import { notifySessionChanged } from '../../shared/infra/db/sessions';
+import {
+  adminSessions,
+  lockSession,
+  notifySessionChanged,
+  organizationLocks,
+  recordComplianceOverride,
+  unlockSession,
+} from '../../shared/infra/db/sessions';
 import {
   createUserInOrganization,
+  findUserInOrganization,
   issueUserToken,
+  listUsers,
   revokeUserToken,
   ROLES,
+  setUserRole,
 } from '../../shared/infra/db/users';
 
 /** Why an admin locks a session: shown to whoever is refused the merge. */
@@ -194,34 +204,13 @@ export function createAdminRouter(deps: SessionRouteDeps): Router {
 
   route(router, adminOperations.sessions, auth, requireRole('admin'), async (req, res) => {
     const user = currentUser(req);
-    const rows = await deps.db
-      .selectFrom('sessions')
-      .select([
-        'session_id',
-        'repository_url',
-        'cloud',
-        'iac_path',
-        'status',
-        'in_flight',
-        'created_at',
-        'updated_at',
-      ])
-      .where('organization_uuid', '=', user.organization_uuid)
-      .orderBy('created_at', 'desc')
-      .limit(500)
-      .execute();
+    const rows = await adminSessions(deps.db, user.organization_uuid);
     res.json({ sessions: rows.map((r) => ({ ...r, workflow_id: sessionWorkflowId(r.session_id) })) });
   });
 
   route(router, adminOperations.users, auth, requireRole('admin'), async (req, res) => {
     const user = currentUser(req);
-    const users = await deps.db
-      .selectFrom('users')
-      .select(['user_uuid', 'name', 'role', 'created_at', 'revoked_at'])
-      .where('organization_uuid', '=', user.organization_uuid)
-      .orderBy('name')
-      .execute();
-    res.json({ users });
+    res.json({ users: await listUsers(deps.db, user.organization_uuid) });
   });
 
   /** Every API process forgets the tokens it remembered (this one at once). */
@@ -234,12 +223,7 @@ export function createAdminRouter(deps: SessionRouteDeps): Router {
   async function otherUser(req: Request, id: string): Promise<{ user_uuid: string; name: string }> {
     const me = currentUser(req);
     const found = z.uuid().safeParse(id).success
-      ? await deps.db
-          .selectFrom('users')
-          .select(['user_uuid', 'name'])
-          .where('user_uuid', '=', id)
-          .where('organization_uuid', '=', me.organization_uuid)
-          .executeTakeFirst()
+      ? await findUserInOrganization(deps.db, me.organization_uuid, { user_uuid: id })
       : undefined;
     if (!found) throw new HttpError(404, 'not_found', `No user ${id} in this organization.`);
     if (found.user_uuid === me.user_uuid)
@@ -250,12 +234,7 @@ export function createAdminRouter(deps: SessionRouteDeps): Router {
   route(router, adminOperations.createUser, auth, requireRole('admin'), async (req, res) => {
     const me = currentUser(req);
     const body = parseBody(newUserSchema, req.body);
-    const taken = await deps.db
-      .selectFrom('users')
-      .select('user_uuid')
-      .where('organization_uuid', '=', me.organization_uuid)
-      .where('name', '=', body.name)
-      .executeTakeFirst();
+    const taken = await findUserInOrganization(deps.db, me.organization_uuid, { name: body.name });
     if (taken)
       throw new HttpError(
         409,
@@ -283,11 +262,7 @@ export function createAdminRouter(deps: SessionRouteDeps): Router {
   route(router, adminOperations.changeRole, auth, requireRole('admin'), async (req, res) => {
     const body = parseBody(roleChangeSchema, req.body);
     const target = await otherUser(req, req.params.id as string);
-    await deps.db
-      .updateTable('users')
-      .set({ role: body.role })
-      .where('user_uuid', '=', target.user_uuid)
-      .execute();
+    await setUserRole(deps.db, target.user_uuid, body.role);
     await usersChanged();
     res.json({ user_uuid: target.user_uuid, name: target.name, role: body.role });
   });
@@ -308,32 +283,13 @@ export function createAdminRouter(deps: SessionRouteDeps): Router {
 
   route(router, adminOperations.locks, auth, requireRole('admin'), async (req, res) => {
     const user = currentUser(req);
-    const locks = await deps.db
-      .selectFrom('session_locks')
-      .innerJoin('sessions', 'sessions.session_id', 'session_locks.session_id')
-      .select([
-        'session_locks.session_id',
-        'session_locks.locked_by',
-        'session_locks.reason',
-        'session_locks.locked_at',
-      ])
-      .where('sessions.organization_uuid', '=', user.organization_uuid)
-      .execute();
-    res.json({ locks });
+    res.json({ locks: await organizationLocks(deps.db, user.organization_uuid) });
   });
 
   route(router, adminOperations.lock, auth, requireRole('admin'), async (req, res) => {
     const row = await ownSession(deps, req, req.params.id as string);
     const { reason } = parseBody(lockRequestSchema, req.body ?? {});
-    await deps.db
-      .insertInto('session_locks')
-      .values({ session_id: row.session_id, locked_by: currentUser(req).user_uuid, reason })
-      // An admin's lock replaces a pinned plan's (its apply then leaves it in place).
-      .onConflict((oc) =>
-        oc.column('session_id').doUpdateSet({ reason, kind: 'admin', locked_by: currentUser(req).user_uuid }),
-      )
-      .execute();
-    await notifySessionChanged(deps.db, row.session_id);
+    await lockSession(deps.db, row.session_id, currentUser(req).user_uuid, reason);
     deps.hub?.changed(row.session_id);
     res.json({ session_id: row.session_id, locked: true, reason });
   });
@@ -357,20 +313,14 @@ export function createAdminRouter(deps: SessionRouteDeps): Router {
       by: currentUser(req).user_uuid,
       at: new Date().toISOString(),
     };
-    await deps.db
-      .updateTable('sessions')
-      .set({ compliance_override: JSON.stringify(override) } as never)
-      .where('session_id', '=', row.session_id)
-      .execute();
-    await notifySessionChanged(deps.db, row.session_id);
+    await recordComplianceOverride(deps.db, row.session_id, override);
     deps.hub?.changed(row.session_id);
     res.json({ session_id: row.session_id, compliance_override: override });
   });
 
   route(router, adminOperations.unlock, auth, requireRole('admin'), async (req, res) => {
     const row = await ownSession(deps, req, req.params.id as string);
-    await deps.db.deleteFrom('session_locks').where('session_id', '=', row.session_id).execute();
-    await notifySessionChanged(deps.db, row.session_id);
+    await unlockSession(deps.db, row.session_id);
     deps.hub?.changed(row.session_id);
     res.json({ session_id: row.session_id, locked: false });
   });

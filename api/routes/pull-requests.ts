@@ -6,10 +6,9 @@
 // branch merge: it has no number and no page.
 import { pullRequestRecordSchema } from '../../shared/contracts';
 import { operation, route, sessionIdParam } from '../contract';
-import { sessionLock } from '../../shared/infra/db/sessions';
 import { Router } from 'express';
-import { SessionRefusals, type PullRequestRecord } from '../../shared/contracts';
-import { sessionRounds } from '../../shared/infra/db/sessions';
+import { SessionRefusals } from '../../shared/contracts';
+import { sessionLock, sessionPullRequest, sessionRounds } from '../../shared/infra/db/sessions';
 import { authenticate, currentUser, requireRole } from '../auth';
 import { HttpError } from '../errors';
 import {
@@ -33,29 +32,6 @@ function refusedIs409(outcome: OperationOutcome): void {
   if (!outcome.accepted) {
     throw new HttpError(409, REFUSAL_CODES[outcome.refusal] ?? 'refused', outcome.reason);
   }
-}
-
-async function pullRequestOf(
-  deps: SessionRouteDeps,
-  sessionId: string,
-): Promise<PullRequestRecord | undefined> {
-  const row = await deps.db
-    .selectFrom('pull_requests')
-    .select([
-      'session_id',
-      'provider',
-      'number',
-      'title',
-      'description',
-      'head',
-      'base',
-      'url',
-      'status',
-      'merge_commit',
-    ])
-    .where('session_id', '=', sessionId)
-    .executeTakeFirst();
-  return row ? { ...row, provider: row.provider as PullRequestRecord['provider'] } : undefined;
 }
 
 /** The pull-request operations, each registered below from its declaration (api/contract.ts). */
@@ -96,7 +72,7 @@ export function createPullRequestRouter(deps: SessionRouteDeps): Router {
 
   route(router, pullRequestOperations.open, auth, requireRole('devops'), async (req, res) => {
     const row = await ownSession(deps, req, req.params.id as string);
-    const existing = await pullRequestOf(deps, row.session_id);
+    const existing = await sessionPullRequest(deps.db, row.session_id);
     if (existing) {
       res.status(200).json(existing);
       return;
@@ -139,7 +115,7 @@ export function createPullRequestRouter(deps: SessionRouteDeps): Router {
           : `Session ${row.session_id} is locked; merging is blocked until an admin clears the lock.`,
       );
     }
-    const pr = await pullRequestOf(deps, row.session_id);
+    const pr = await sessionPullRequest(deps.db, row.session_id);
     if (!pr) throw new HttpError(409, 'no_pull_request', 'Create the pull request before merging it.');
     if (pr.status === 'merged') {
       throw new HttpError(
@@ -168,7 +144,7 @@ export function createPullRequestRouter(deps: SessionRouteDeps): Router {
 
   route(router, pullRequestOperations.read, auth, requireRole('developer'), async (req, res) => {
     const row = await ownSession(deps, req, req.params.id as string);
-    const pr = await pullRequestOf(deps, row.session_id);
+    const pr = await sessionPullRequest(deps.db, row.session_id);
     if (!pr) throw new HttpError(404, 'not_found', 'This session has no pull request.');
     res.json(pr);
   });

@@ -5,7 +5,14 @@
 import { createHash } from 'node:crypto';
 import { posix } from 'node:path';
 import { sql, type Transaction } from 'kysely';
-import type { PinnedPlan, SessionRound, SessionSettings, SessionStatus } from '../../contracts';
+import {
+  pullRequestRecordSchema,
+  type PinnedPlan,
+  type PullRequestRecord,
+  type SessionRound,
+  type SessionSettings,
+  type SessionStatus,
+} from '../../contracts';
 import { sessionBranch } from '../../ids';
 import type { Database, Db } from './index';
 
@@ -364,12 +371,103 @@ export function sessionLock(db: Db, sessionId: string) {
 }
 
 /** A session's pull request as recorded, if it has one. */
-export function sessionPullRequest(db: Db, sessionId: string) {
-  return db
+export async function sessionPullRequest(db: Db, sessionId: string): Promise<PullRequestRecord | undefined> {
+  const row = await db
     .selectFrom('pull_requests')
-    .select(['provider', 'number', 'url', 'status', 'base', 'merge_commit'])
+    .select([
+      'session_id',
+      'provider',
+      'number',
+      'title',
+      'description',
+      'head',
+      'base',
+      'url',
+      'status',
+      'merge_commit',
+    ])
     .where('session_id', '=', sessionId)
     .executeTakeFirst();
+  return row ? { ...row, provider: pullRequestRecordSchema.shape.provider.parse(row.provider) } : undefined;
+}
+
+/** A session's row, if the store knows it (callers check its organization). */
+export function sessionRow(db: Db, sessionId: string) {
+  return db.selectFrom('sessions').selectAll().where('session_id', '=', sessionId).executeTakeFirst();
+}
+
+/** Forgets a session whose workflow never started (its first request failed to reach Temporal). */
+export async function deleteSession(db: Db, sessionId: string): Promise<void> {
+  await db.deleteFrom('sessions').where('session_id', '=', sessionId).execute();
+}
+
+/** The organization's sessions for the admin panel, newest first (at most 500). */
+export function adminSessions(db: Db, organizationUuid: string) {
+  return db
+    .selectFrom('sessions')
+    .select([
+      'session_id',
+      'repository_url',
+      'cloud',
+      'iac_path',
+      'status',
+      'in_flight',
+      'created_at',
+      'updated_at',
+    ])
+    .where('organization_uuid', '=', organizationUuid)
+    .orderBy('created_at', 'desc')
+    .limit(500)
+    .execute();
+}
+
+/** The locks on the organization's sessions. */
+export function organizationLocks(db: Db, organizationUuid: string) {
+  return db
+    .selectFrom('session_locks')
+    .innerJoin('sessions', 'sessions.session_id', 'session_locks.session_id')
+    .select([
+      'session_locks.session_id',
+      'session_locks.locked_by',
+      'session_locks.reason',
+      'session_locks.locked_at',
+    ])
+    .where('sessions.organization_uuid', '=', organizationUuid)
+    .execute();
+}
+
+/** An admin's lock on a session (it replaces a pinned plan's, whose apply then leaves it in place). */
+export async function lockSession(
+  db: Db,
+  sessionId: string,
+  lockedBy: string,
+  reason: string,
+): Promise<void> {
+  await db
+    .insertInto('session_locks')
+    .values({ session_id: sessionId, locked_by: lockedBy, reason })
+    .onConflict((oc) => oc.column('session_id').doUpdateSet({ reason, kind: 'admin', locked_by: lockedBy }))
+    .execute();
+  await notifySessionChanged(db, sessionId);
+}
+
+export async function unlockSession(db: Db, sessionId: string): Promise<void> {
+  await db.deleteFrom('session_locks').where('session_id', '=', sessionId).execute();
+  await notifySessionChanged(db, sessionId);
+}
+
+/** Records an admin's override of the pinned plan's compliance findings, and says the session changed. */
+export async function recordComplianceOverride(
+  db: Db,
+  sessionId: string,
+  override: { round_id: string; reason: string; by: string; at: string },
+): Promise<void> {
+  await db
+    .updateTable('sessions')
+    .set({ compliance_override: JSON.stringify(override) } as never)
+    .where('session_id', '=', sessionId)
+    .execute();
+  await notifySessionChanged(db, sessionId);
 }
 
 /** Records a second person's approval of the plan pinned now, and says the session changed. */

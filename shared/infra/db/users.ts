@@ -109,3 +109,32 @@ export async function issueUserToken(db: Db, userUuid: string): Promise<string> 
   });
   return token;
 }
+
+/** The organization's users for the admin panel (never a token hash). */
+export function listUsers(db: Db, organizationUuid: string) {
+  return db
+    .selectFrom('users')
+    .select(['user_uuid', 'name', 'role', 'created_at', 'revoked_at'])
+    .where('organization_uuid', '=', organizationUuid)
+    .orderBy('name')
+    .execute();
+}
+
+/** A user of the organization by id or by name, if there is one. */
+export function findUserInOrganization(
+  db: Db,
+  organizationUuid: string,
+  by: { user_uuid: string } | { name: string },
+) {
+  const query = db
+    .selectFrom('users')
+    .select(['user_uuid', 'name'])
+    .where('organization_uuid', '=', organizationUuid);
+  return (
+    'user_uuid' in by ? query.where('user_uuid', '=', by.user_uuid) : query.where('name', '=', by.name)
+  ).executeTakeFirst();
+}
+
+export async function setUserRole(db: Db, userUuid: string, role: Role): Promise<void> {
+  await db.updateTable('users').set({ role }).where('user_uuid', '=', userUuid).execute();
+}

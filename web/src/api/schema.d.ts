@@ -915,12 +915,17 @@ export interface paths {
                                 commit?: string;
                             }[];
                             pull_request: {
-                                provider: string;
+                                session_id: string;
+                                /** @enum {string} */
+                                provider: "github" | "gitlab" | "gitea" | "git_host" | "local";
                                 number: number | null;
+                                title: string;
+                                description: string;
+                                head: string;
+                                base: string;
                                 url: string | null;
                                 /** @enum {string} */
                                 status: "open" | "merged";
-                                base: string;
                                 merge_commit: string | null;
                             } | null;
                             artifacts: {
