@@ -17,6 +17,7 @@ const BENCHES = [
   'real-root', // (e) a 1,000-resource root
   'web', // (f) the web application
   'load-sessions', // 50 sessions at once
+  'kill-resume', // a worker SIGKILLed mid-round under npm start
   'stacks-scale', // 300 stacks on a 5-minute schedule, one then two workers (≈ 13 min)
 ];
 

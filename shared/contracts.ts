@@ -16,6 +16,13 @@ export const ROUND_STATUSES = [
 export type RoundStatus = (typeof ROUND_STATUSES)[number];
 
 /** Letters, digits, dot, dash, underscore: safe in branch names, keys and workflow ids. */
+/**
+ * How long an activity may go without a heartbeat before the server retries it elsewhere (its
+ * worker died). Every activity heartbeats every 2 s while it runs (worker/heartbeat.ts), so a short
+ * timeout costs nothing and a killed worker's round resumes in seconds.
+ */
+export const DEFAULT_HEARTBEAT_SECONDS = 10;
+
 export const idSchema = z
   .string()
   .min(1)
@@ -40,7 +47,7 @@ export const driftRoundInputSchema = z.object({
   max_drift_reports: z.number().int().min(1).max(20).default(3),
   drift_group_operations: z.number().int().min(1).max(100).default(8),
   /** How long an activity may go without a heartbeat before it is retried on another worker. */
-  heartbeat_timeout_seconds: z.number().int().min(5).max(3600).default(60),
+  heartbeat_timeout_seconds: z.number().int().min(5).max(3600).default(DEFAULT_HEARTBEAT_SECONDS),
   /** A partial round's targets chosen beforehand (drift inbox items): no model picks them. */
   targets: z.array(z.string().min(1).max(1024)).min(1).max(500).optional(),
 });
@@ -83,7 +90,7 @@ const sessionRoundSchema = z.object({
   state_project_id: z.string().min(1).max(64).optional(),
   branch: z.string().optional(),
   engine: z.enum(['terraform', 'tofu']).optional(),
-  heartbeat_timeout_seconds: z.number().int().min(5).max(3600).default(60),
+  heartbeat_timeout_seconds: z.number().int().min(5).max(3600).default(DEFAULT_HEARTBEAT_SECONDS),
 });
 
 /** How many addresses one revert may name. */

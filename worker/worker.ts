@@ -7,7 +7,7 @@ import { Worker, type WorkerOptions } from '@temporalio/worker';
 import { OpenTelemetryPlugin } from '@temporalio/interceptors-opentelemetry';
 import type { Tracing } from '../shared/infra/tracing';
 import type { Activities } from '../activities';
-import { autoHeartbeat } from './heartbeat';
+import { autoHeartbeat, HEARTBEAT_EVERY_MS } from './heartbeat';
 
 export const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 
@@ -48,6 +48,9 @@ export async function createWorker(opts: CreateWorkerOptions): Promise<Worker> {
     taskQueue: opts.taskQueue,
     activities: opts.activities,
     interceptors: { activity: [autoHeartbeat] },
+    // Each heartbeat reaches the server as it is made (the SDK would hold them for up to 80 % of
+    // the heartbeat timeout): a short timeout still has most of its length as margin.
+    maxHeartbeatThrottleInterval: HEARTBEAT_EVERY_MS,
     ...(opts.identity ? { identity: opts.identity } : {}),
     ...(opts.dataConverter ? { dataConverter: opts.dataConverter } : {}),
     ...(opts.workflowBundlePath

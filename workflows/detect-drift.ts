@@ -3,11 +3,12 @@
 // (`temporal workflow start --type detectDrift`).
 import { proxyActivities, setCurrentDetails, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
+import { DEFAULT_HEARTBEAT_SECONDS } from '../shared/contracts';
 import type { DetectDriftInput, DetectDriftOutput } from '../shared/round-contracts';
 
 const { detectDrift: detect } = proxyActivities<Activities>({
   startToCloseTimeout: '45 minutes',
-  heartbeatTimeout: '2 minutes',
+  heartbeatTimeout: `${DEFAULT_HEARTBEAT_SECONDS}s`,
   retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 5 },
   summary: 'init, plan -out, show -json',
 });

@@ -17,6 +17,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { z } from 'zod';
+import { DEFAULT_HEARTBEAT_SECONDS } from '../shared/contracts';
 import { ErrorTypes } from '../shared/errors';
 import {
   withSeedFields,
@@ -47,8 +48,8 @@ const NON_RETRYABLE = [ErrorTypes.InvalidInput, ErrorTypes.NotFound, ErrorTypes.
 
 const steps = proxyActivities<Record<string, StepActivity>>({
   startToCloseTimeout: '2 minutes',
-  // Activities heartbeat while they run (worker/heartbeat.ts): a dead worker is noticed in 30 s.
-  heartbeatTimeout: '30s',
+  // Activities heartbeat while they run (worker/heartbeat.ts): a dead worker is noticed in 10 s.
+  heartbeatTimeout: `${DEFAULT_HEARTBEAT_SECONDS}s`,
   retry: {
     initialInterval: '1s',
     backoffCoefficient: 2,
@@ -61,7 +62,7 @@ const steps = proxyActivities<Record<string, StepActivity>>({
 // One attempt per call: the workflow counts compensation retries itself (comp_retry_count).
 const compensations = proxyActivities<Record<string, CompensationActivity>>({
   startToCloseTimeout: '2 minutes',
-  heartbeatTimeout: '30s',
+  heartbeatTimeout: `${DEFAULT_HEARTBEAT_SECONDS}s`,
   retry: { maximumAttempts: 1 },
 });
 

@@ -14,6 +14,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
+import { DEFAULT_HEARTBEAT_SECONDS } from '../shared/contracts';
 import { sessionWorkflowId } from '../shared/ids';
 import { KumossCloud, KumossOutcome, KumossSessionId } from '../shared/search-attributes';
 import type { StackDetectionInput, StackDetectionResult } from '../shared/stack-contracts';
@@ -32,7 +33,7 @@ const hooks = proxyActivities<Activities>({
 });
 const engine = proxyActivities<Activities>({
   startToCloseTimeout: '45 minutes',
-  heartbeatTimeout: '2 minutes',
+  heartbeatTimeout: `${DEFAULT_HEARTBEAT_SECONDS}s`,
   retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 3 },
   summary: 'init, plan -out, show -json, drift and exceptions',
 });

@@ -6,6 +6,7 @@ import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { DEFAULT_HEARTBEAT_SECONDS } from '../contracts';
 
 export const projectRoot = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 
@@ -68,11 +69,11 @@ export const configSchema = z.object({
       /** Key prefix: `<prefix>/<state project id>/terraform.tfstate`. */
       prefix: z.string().default('state'),
       /** A lease its holder stopped renewing (a killed worker) is free after this long. */
-      lock_ttl_seconds: z.number().int().min(5).max(3600).default(30),
+      lock_ttl_seconds: z.number().int().min(5).max(3600).default(15),
       /** How long an engine call waits for another call's lease before it fails and is retried. */
       lock_wait_seconds: z.number().int().min(1).max(86_400).default(600),
     })
-    .default({ managed: true, bucket: '', prefix: 'state', lock_ttl_seconds: 30, lock_wait_seconds: 600 }),
+    .default({ managed: true, bucket: '', prefix: 'state', lock_ttl_seconds: 15, lock_wait_seconds: 600 }),
   database: z.object({
     url: z.string().default(''),
     embedded_port: port.default(5433),
@@ -92,7 +93,7 @@ export const configSchema = z.object({
     /** How often an event subscription looks at its session (the seed's web app polls every 4-5 s). */
     session_events_poll_ms: z.number().int().min(50).max(10_000).default(500),
     /** A worker that dies mid-activity is noticed after this long; the activity then runs elsewhere. */
-    activity_heartbeat_seconds: z.number().int().min(5).max(3600).default(60),
+    activity_heartbeat_seconds: z.number().int().min(5).max(3600).default(DEFAULT_HEARTBEAT_SECONDS),
     /** Times a generate round's model may repair a change that does not validate. */
     max_repair_cycles: z.number().int().min(0).max(10).default(2),
     /** Four eyes: apply needs a second devops or admin's recorded approval of the pinned plan. */
