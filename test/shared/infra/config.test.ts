@@ -22,9 +22,11 @@ describe('loadConfig', () => {
       managed: true,
       bucket: '',
       prefix: 'state',
-      lock_ttl_seconds: 30,
+      lock_ttl_seconds: 15,
       lock_wait_seconds: 600,
     });
+    // A killed worker's activity is retried 10 s later (every activity heartbeats every 2 s).
+    expect(c.orchestration.activity_heartbeat_seconds).toBe(10);
   });
 
   it('lets the environment override a key, parsing numbers and booleans', () => {
