@@ -5,7 +5,6 @@
 // derivation time on the round's own plan, and the peak memory of the process running the worker.
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   AuthorizeSecurityGroupIngressCommand,
@@ -21,6 +20,7 @@ import type { DriftRoundInput, DriftRoundResult } from '../shared/contracts';
 import { deriveDrift } from '../shared/drift';
 import { driftRoundWorkflowId, roundArtifactKey } from '../shared/ids';
 import { quietKnownWarnings } from '../shared/infra/logger';
+import { testCloudDir } from '../test/support/test-cloud';
 import { awsClients, trustPolicy } from '../test/support/aws-test-bed';
 import { startStackWorker, startTestStackProcess, stackEngineDeps } from '../test/support/test-stack';
 import { EngineTimes } from './engine-busy';
@@ -120,7 +120,9 @@ ${Array.from({ length: MODULES }, (_, m) => `\nmodule "m${m}" {\n  source = "./m
 
 async function main(): Promise<void> {
   const { stack, stop } = await startTestStackProcess();
-  const work = mkdtempSync(join(tmpdir(), 'kumoss-bench-root-'));
+  // Under the test cloud's directory: the engine sandbox lets the engine write the root's local
+  // state there (and nowhere else outside its checkout).
+  const work = mkdtempSync(join(testCloudDir(), 'bench-root-'));
   try {
     const repo = join(work, 'repo');
     mkdirSync(repo, { recursive: true });

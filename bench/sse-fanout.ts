@@ -114,6 +114,8 @@ try {
       KUMOSS_API_HOST: '127.0.0.1',
       KUMOSS_API_PORT: String(port),
       KUMOSS_LOG_LEVEL: 'warn',
+      // The run's git host is on loopback: a private target the API refuses unless named.
+      KUMOSS_PRIVATE_TARGETS_ALLOWED: new URL(stack.gitHostUrl).origin,
     },
   });
   api.on('exit', (code, signal) => console.error(`API process exited: ${code ?? signal}`));
