@@ -379,7 +379,7 @@ export class EngineClient {
 
   private static readonly VALIDATE = ['validate', '-json', '-no-color'];
 
-  private planArgs(opts: { out: string; targets?: string[] }): string[] {
+  private planArgs(opts: { out: string; targets?: string[]; parallelism?: number }): string[] {
     const args = [
       'plan',
       '-input=false',
@@ -388,6 +388,7 @@ export class EngineClient {
       '-detailed-exitcode',
       `-out=${opts.out}`,
     ];
+    if (opts.parallelism) args.push(`-parallelism=${opts.parallelism}`);
     for (const t of opts.targets ?? []) args.push(`-target=${t}`);
     return args;
   }
@@ -419,7 +420,10 @@ export class EngineClient {
     return { valid: true, output: r.stdout, reinitialized };
   }
 
-  async plan(opts: { out: string; targets?: string[] }, hooks: CallHooks = {}): Promise<PlanResult> {
+  async plan(
+    opts: { out: string; targets?: string[]; parallelism?: number },
+    hooks: CallHooks = {},
+  ): Promise<PlanResult> {
     const { r, reinitialized } = await this.withReinit(
       'plan',
       this.planArgs(opts),
