@@ -164,3 +164,8 @@ export function currentUser(req: Request): User {
   if (!req.user) throw new HttpError(401, 'unauthorized', 'Not authenticated.');
   return req.user;
 }
+
+/** The caller's organization: every registry route reads and writes within it only. */
+export function callerOrganization(req: Request): string {
+  return currentUser(req).organization_uuid;
+}

@@ -26,7 +26,7 @@ import {
   runnerGroupListSchema,
   runnerGroupSchema,
 } from '../../shared/runner-contracts';
-import { authenticate, currentUser, requireRole } from '../auth';
+import { authenticate, callerOrganization, currentUser, requireRole } from '../auth';
 import { operation, route } from '../contract';
 import { HttpError, registryError } from '../errors';
 import { parseBody, uuidParam } from '../validation';
@@ -125,7 +125,7 @@ export function createRunnerGroupsRouter(deps: { db: Db; secrets?: SecretBox }):
   const router = Router();
   const auth = authenticate(deps.db);
   const ops = runnerGroupOperations;
-  const org = (req: Parameters<typeof currentUser>[0]) => currentUser(req).organization_uuid;
+  const org = callerOrganization;
 
   route(router, ops.createConnection, auth, requireRole('devops'), async (req, res) => {
     const spec = parseBody(cloudConnectionSchema, req.body);

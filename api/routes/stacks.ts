@@ -34,7 +34,7 @@ import {
 } from '../../shared/stack-contracts';
 import { z } from 'zod';
 import { operation, route } from '../contract';
-import { authenticate, currentUser, requireRole } from '../auth';
+import { authenticate, callerOrganization, currentUser, requireRole } from '../auth';
 import { HttpError, registryError } from '../errors';
 import {
   acceptedBody,
@@ -175,7 +175,7 @@ export function createStacksRouter(deps: StacksDeps): Router {
   const router = Router();
   const auth = authenticate(deps.db);
   const schedules = new StackSchedules(deps.client, deps.taskQueue);
-  const org = (req: Parameters<typeof currentUser>[0]) => currentUser(req).organization_uuid;
+  const org = callerOrganization;
   const own = async (req: Parameters<typeof currentUser>[0]): Promise<Stack> =>
     getStack(deps.db, uuidParam(req.params.id, 'Stack'), org(req)).catch(registryError);
   const withSchedule = async (stack: Stack) => ({

@@ -4,7 +4,13 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import type { Db } from '../../shared/infra/db';
-import { createWebhook, deleteWebhook, listDeliveries, listWebhooks } from '../../shared/infra/db/webhooks';
+import {
+  createWebhook,
+  deleteWebhook,
+  getWebhook,
+  listDeliveries,
+  listWebhooks,
+} from '../../shared/infra/db/webhooks';
 import type { TargetPolicy } from '../../shared/infra/network-targets';
 import {
   webhookCreatedSchema,
@@ -13,7 +19,8 @@ import {
   webhookListSchema,
   webhookSpecSchema,
 } from '../../shared/webhook-contracts';
-import { authenticate, currentUser, requireRole } from '../auth';
+import type { currentUser } from '../auth';
+import { authenticate, callerOrganization, requireRole } from '../auth';
 import { operation, route } from '../contract';
 import { HttpError, registryError } from '../errors';
 import { requireAllowedTarget } from '../targets';
@@ -75,7 +82,7 @@ export function createWebhooksRouter(deps: { db: Db; targets?: TargetPolicy }): 
   const router = Router();
   const auth = authenticate(deps.db);
   const ops = webhookOperations;
-  const org = (req: Parameters<typeof currentUser>[0]) => currentUser(req).organization_uuid;
+  const org = callerOrganization;
 
   route(router, ops.create, auth, requireRole('devops'), async (req, res) => {
     const spec = parseBody(webhookSpecSchema, req.body);
@@ -94,7 +101,7 @@ export function createWebhooksRouter(deps: { db: Db; targets?: TargetPolicy }): 
 
   const own = async (req: Parameters<typeof currentUser>[0]) => {
     const id = uuidParam(req.params.id, 'Webhook');
-    const found = (await listWebhooks(deps.db, org(req))).find((w) => w.endpoint_uuid === id);
+    const found = await getWebhook(deps.db, org(req), id);
     if (!found) throw new HttpError(404, 'not_found', `Webhook ${id} not found.`);
     return found;
   };

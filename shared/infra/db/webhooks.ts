@@ -40,6 +40,21 @@ export async function listWebhooks(db: Db, organization_uuid: string): Promise<W
   return rows.map((r) => ({ ...r, events: r.events as WebhookEvent[] }));
 }
 
+/** One endpoint of the organization (never its secret), or undefined. */
+export async function getWebhook(
+  db: Db,
+  organization_uuid: string,
+  endpoint_uuid: string,
+): Promise<WebhookEndpoint | undefined> {
+  const row = await db
+    .selectFrom('webhook_endpoints')
+    .select(columns)
+    .where('organization_uuid', '=', organization_uuid)
+    .where('endpoint_uuid', '=', endpoint_uuid)
+    .executeTakeFirst();
+  return row ? { ...row, events: row.events as WebhookEvent[] } : undefined;
+}
+
 export async function deleteWebhook(db: Db, organization_uuid: string, endpoint_uuid: string): Promise<void> {
   const r = await db
     .deleteFrom('webhook_endpoints')
