@@ -360,13 +360,31 @@ describe('stacks: scheduled detection and the drift inbox', () => {
     expect(described.searchAttributes.TemporalScheduledById).toEqual([stackScheduleId(id)]);
 
     expect((await api.call('POST', `/api/v1/stacks/${id}/pause`, tokens.devops, {})).status).toBe(200);
-    // Whatever was already running when the pause came may finish; after that, nothing new starts
-    // while two of the times it would have fired pass.
-    const settled = await until('settled run', (r) => r.every((x) => x.status !== 'running'));
+    // Whatever the schedule started before the pause may finish — and a run it started records
+    // itself only once its first activity runs, seconds later under load: settled is every action
+    // the schedule took recorded and finished. After that, nothing new starts while two of the
+    // times it would have fired pass.
+    let settled: Run[] = [];
+    let taken = 0;
+    await expect
+      .poll(
+        async () => {
+          const [r, d] = await Promise.all([runs(), handle.describe()]);
+          settled = r;
+          taken = d.info.numActionsTaken;
+          return (
+            d.info.runningActions.length === 0 && r.length === taken && r.every((x) => x.status !== 'running')
+          );
+        },
+        { timeout: 60_000, interval: 200, message: 'no settled run' },
+      )
+      .toBe(true);
     // (An absence has no event to await: the window is two 3-second fire times and a second.)
     await new Promise((res) => setTimeout(res, 2 * 3_000 + 1_000));
     expect((await runs()).length).toBe(settled.length);
-    expect((await handle.describe()).state.paused).toBe(true);
+    const paused = await handle.describe();
+    expect(paused.state.paused).toBe(true);
+    expect(paused.info.numActionsTaken).toBe(taken);
 
     expect((await api.call('POST', `/api/v1/stacks/${id}/resume`, tokens.devops, {})).status).toBe(200);
     await until('run after resume', (r) => r.length > settled.length);
