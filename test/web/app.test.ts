@@ -7,7 +7,7 @@
 // serious or critical violation on any view. With KUMOSS_SCREENSHOTS=<dir> it saves the README's
 // pictures there (`npm run screenshots`).
 import { randomUUID } from 'node:crypto';
-import type { Browser, BrowserContext } from 'playwright-core';
+import type { Browser, BrowserContext, Locator } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureWebBuild } from '../../scripts/web-build';
 import { createDb, type Db } from '../../shared/infra/db';
@@ -77,7 +77,13 @@ describe('web application: artifacts, admin panel, runner groups (Chromium)', ()
     await page.getByLabel('Access token').fill(token);
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('button', { name: 'Sign out' }).waitFor();
-    return { context, page, problems };
+    /** Waits for `locator`; when it never shows, the error says what the page said instead. */
+    const seen = (locator: Locator) =>
+      locator.waitFor().catch(async (e: Error) => {
+        const alerts = await page.getByRole('alert').allTextContents();
+        throw new Error(`${e.message}\nalerts: ${alerts.join(' | ')}\nconsole: ${problems.join(' | ')}`);
+      });
+    return { context, page, problems, seen };
   };
 
   /**
@@ -409,14 +415,17 @@ describe('web application: artifacts, admin panel, runner groups (Chromium)', ()
   });
 
   it('follows a runner group’s drift detection live to its plan, then the repair it starts', async () => {
-    const { context, page, problems } = await signedIn(tokens.devops, '/runners');
+    const { context, page, problems, seen } = await signedIn(tokens.devops, '/runners');
     await page.getByRole('heading', { name: 'Runner groups', level: 1 }).waitFor();
+    // The view settled (both lists loaded) before anything is typed into it.
+    await seen(page.getByText('No runner group yet.'));
+    await seen(page.getByText('No cloud connection yet.'));
     // A connection and a group made in the views (the group's environment, never provisioned: all drifted).
     const connName = `aws-web-${randomUUID().slice(0, 6)}`;
     await page.locator('#conn-name').fill(connName);
     await page.locator('#conn-region').fill('eu-central-1');
     await page.getByRole('button', { name: 'Add connection' }).click();
-    await page.getByRole('cell', { name: connName }).waitFor();
+    await seen(page.getByRole('cell', { name: connName }));
     const groupName = `group-web-${randomUUID().slice(0, 6)}`;
     await page.locator('#new-group-name').fill(groupName);
     await page.locator('#new-group-connection').selectOption({ label: `${connName} (aws eu-central-1)` });
