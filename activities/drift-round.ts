@@ -53,8 +53,14 @@ export interface PrepareRoundOutput {
   promptKey: string;
 }
 
-import type { CycleInput, IterationInput, IterationOutput } from '../shared/round-contracts';
-export type { CycleInput, IterationInput, IterationOutput };
+import type {
+  ConfirmInput,
+  ConfirmOutput,
+  CycleInput,
+  IterationInput,
+  IterationOutput,
+} from '../shared/round-contracts';
+export type { ConfirmInput, ConfirmOutput, CycleInput, IterationInput, IterationOutput };
 
 export interface GenerateOutput {
   changed: boolean;
@@ -62,6 +68,17 @@ export interface GenerateOutput {
   files: string[];
   unremediableCount: number;
   resultKey: string;
+}
+
+/** A cycle's recorded result: the generate answer, why drift stays, why validation failed. */
+type CycleResult = GenerateOutput & { unremediable: Unremediable[]; validation_failure?: string };
+
+/** What a whole-root validation that disagreed with the targeted plans found (confirm.json). */
+interface ConfirmRecord {
+  disagreement: string;
+  reverted: number[];
+  /** The whole-root plan of the last group kept (absent: none was). */
+  planKey?: string;
 }
 
 export interface ValidateOutput {
@@ -226,6 +243,34 @@ export async function writeModelEdits(
 
 export function createDriftRoundActivities(deps: DriftRoundDeps) {
   const { workspaces, git, artifacts, model, catalogue } = deps;
+
+  /** The operations of one group of an iteration. */
+  const groupOperations = async (operationsKey: string, groupSize: number, group: number) =>
+    groupDriftOperations(await getJson<DriftOperation[]>(artifacts, operationsKey), groupSize)[group] ?? [];
+
+  /**
+   * A cycle whose change is taken back: its result says why each of its operations stays
+   * unreconciled (written before the branch moves, so a retry finds it).
+   */
+  const recordTakenBack = async (
+    input: { ref: RoundRef; iteration: string; operationsKey: string; groupSize: number },
+    group: number,
+    failure: string,
+    reason: string,
+  ): Promise<void> => {
+    const resultKey = key(input.ref, `iteration-${input.iteration}/group-${group}/remediation.json`);
+    const [result, ops] = await Promise.all([
+      getJson<CycleResult>(artifacts, resultKey),
+      groupOperations(input.operationsKey, input.groupSize, group),
+    ]);
+    result.unremediable = ops.map((o) => ({
+      address: o.address,
+      attributes: o.changes.map((c) => c.path || '*'),
+      reason,
+    }));
+    result.validation_failure = failure;
+    await artifacts.putJson(resultKey, result);
+  };
 
   return {
     /** Checks out the session branch, loads the cloud's exception rules, composes the prompt. */
@@ -485,11 +530,10 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       const cycleCommit = messages.find((m) => m.body.includes(marker))?.sha ?? '';
       const reverted =
         cycleCommit !== '' && messages.some((m) => m.body.includes(`This reverts commit ${cycleCommit}`));
-      type Result = GenerateOutput & { unremediable: Unremediable[]; validation_failure?: string };
       if (reverted) {
         // A retry after this cycle's change was found invalid and reverted: validating the reverted
         // tree would call the cycle valid. The answer was recorded before the revert.
-        const recorded = await getJson<Result>(artifacts, resultKey);
+        const recorded = await getJson<CycleResult>(artifacts, resultKey);
         await ws.git.push(ws.dir, ref.branch);
         return {
           valid: false,
@@ -500,7 +544,11 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       }
       try {
         const planFile = join(ws.scratch, `${ref.roundId}-${iteration}-${group}.tfplan`);
-        const plan = await ws.engine.validateAndPlan({ out: planFile, targets: input.targets }, h);
+        const targets =
+          input.scope === 'group'
+            ? (await groupOperations(input.operationsKey, input.groupSize, group)).map((o) => o.address)
+            : input.targets;
+        const plan = await ws.engine.validateAndPlan({ out: planFile, targets }, h);
         const planKey = key(ref, `iteration-${iteration}/group-${group}/plan.tfplan`);
         await Promise.all([
           artifacts.putFile(planKey, planFile),
@@ -512,16 +560,12 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
           // The proposed code does not validate: say why its drift stays unreconciled (recorded
           // first, so a retry after the revert finds it), then take the cycle's commit back so the
           // branch stays valid.
-          const result = await getJson<Result>(artifacts, resultKey);
-          const all = await getJson<DriftOperation[]>(artifacts, input.operationsKey);
-          const ops = groupDriftOperations(all, input.groupSize)[group] ?? [];
-          result.unremediable = ops.map((o) => ({
-            address: o.address,
-            attributes: o.changes.map((c) => c.path || '*'),
-            reason: `The proposed change did not validate (${err.message}); it was reverted.`,
-          }));
-          result.validation_failure = err.message;
-          await artifacts.putJson(resultKey, result);
+          await recordTakenBack(
+            input,
+            group,
+            err.message,
+            `The proposed change did not validate (${err.message}); it was reverted.`,
+          );
           await git.run(['revert', '--no-edit', cycleCommit || 'HEAD'], ws.dir);
           await ws.git.push(ws.dir, ref.branch);
           const head = (await git.run(['rev-parse', 'HEAD'], ws.dir)).trim();
@@ -529,6 +573,115 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
         }
         throw toActivityFailure(err);
       }
+    },
+
+    /**
+     * The whole root's plan after an iteration whose earlier groups were validated by targeted
+     * plans: one plan (validate beside it) of the branch with every group on it. When the whole
+     * root does not plan although each group's targeted plan did — a change broke something outside
+     * its group's addresses — the targeted plans are not trusted: the groups' commits are taken back
+     * in one revert and applied again one by one, each validated by a plan of the whole root, and
+     * those that do not plan stay off the branch with the reason in their cycle's result. The branch
+     * is pushed once, at the end; a retry after that push finds the step's commit and plans again.
+     */
+    async confirmIteration(input: ConfirmInput): Promise<ConfirmOutput> {
+      const { ref, iteration } = input;
+      const ws = await workspaces.get(ref);
+      const h = hooks();
+      const step = `iteration-${iteration}/confirm`;
+      const recordKey = key(ref, `${step}/confirm.json`);
+      const marker = `Kumoss-Confirm: ${ref.sessionId}/${ref.roundId}/${iteration}`;
+      const head = async () => (await git.run(['rev-parse', 'HEAD'], ws.dir)).trim();
+      const rootPlan = async (name: string) => {
+        const planFile = join(ws.scratch, `${ref.roundId}-${iteration}-${name}.tfplan`);
+        const plan = await ws.engine.validateAndPlan({ out: planFile, targets: input.targets }, h);
+        const planKey = key(ref, `${step}/${name}.tfplan`);
+        await Promise.all([
+          artifacts.putFile(planKey, planFile),
+          artifacts.putText(key(ref, `${step}/${name}.txt`), plan.output),
+        ]);
+        return { planKey, reinitialized: plan.reinitialized };
+      };
+      /** The engine's answer when the root does not plan; any other failure is thrown. */
+      const refusal = (err: unknown): string => {
+        if (err instanceof EngineError) return err.message;
+        throw err;
+      };
+      const stepped = (await git.run(['log', '-F', `--grep=${marker}`, '--format=%H'], ws.dir)).trim();
+      if (stepped) {
+        // A retry after the whole-root validation pushed: what it found is recorded.
+        const found = await getJson<ConfirmRecord>(artifacts, recordKey);
+        return { ...found, reinitialized: false, head: await head(), recordKey };
+      }
+      let disagreement: string;
+      try {
+        return { ...(await rootPlan('plan')), head: await head(), reverted: [] };
+      } catch (err) {
+        disagreement = refusal(err);
+      }
+      const before = await head();
+      const commits = input.groups.map((g) => g.commit);
+      await git.run(['revert', '--no-commit', ...[...commits].reverse()], ws.dir);
+      await git.run(
+        [
+          'commit',
+          '--quiet',
+          '-m',
+          `Take back iteration ${iteration}'s changes to validate each against the whole root\n\nEach group planned on its own (-target), the whole root with all of them did not: ${disagreement}\n\n${marker}`,
+        ],
+        ws.dir,
+      );
+      // The iteration began on a root that planned. When it does not plan without the changes
+      // either, the failure is not theirs (the cloud, the network, the lock): the step is retried
+      // from the branch as it was, nothing pushed.
+      try {
+        await rootPlan('base');
+      } catch (err) {
+        await git.run(['reset', '--hard', before], ws.dir);
+        throw toActivityFailure(err);
+      }
+      let last: { planKey: string; reinitialized: boolean } | undefined;
+      const reverted: number[] = [];
+      for (const { group, commit } of input.groups) {
+        let reason: string;
+        try {
+          await git.run(['cherry-pick', commit], ws.dir);
+        } catch {
+          await git.run(['cherry-pick', '--abort'], ws.dir).catch(() => undefined);
+          reason = 'it no longer applies without the changes taken back before it';
+          reverted.push(group);
+          await recordTakenBack(input, group, reason, `The proposed change was taken back: ${reason}.`);
+          continue;
+        }
+        try {
+          last = await rootPlan(`group-${group}`);
+          continue;
+        } catch (err) {
+          reason = refusal(err);
+        }
+        await git.run(['reset', '--hard', 'HEAD~1'], ws.dir);
+        reverted.push(group);
+        await recordTakenBack(
+          input,
+          group,
+          reason,
+          `The proposed change planned on its own but not with the whole root (${reason}); it was reverted.`,
+        );
+      }
+      const record: ConfirmRecord = {
+        disagreement,
+        reverted,
+        ...(last ? { planKey: last.planKey } : {}),
+      };
+      await artifacts.putJson(recordKey, record);
+      await ws.git.push(ws.dir, ref.branch);
+      return {
+        ...(last ?? { reinitialized: false }),
+        head: await head(),
+        disagreement,
+        reverted,
+        recordKey,
+      };
     },
 
     /** The drift JSON report: diff_history first, then the leftovers of the round. */

@@ -63,6 +63,43 @@ export interface CycleInput {
   operationsKey: string;
   groupSize: number;
   targets: string[];
+  /**
+   * What validating the cycle plans: `root` (absent too) the whole root — the round's targets in
+   * a partial round; `group` only the group's addresses and what they depend on (-target), the
+   * iteration's whole-root plan (confirmIteration) coming after.
+   */
+  scope?: 'root' | 'group';
+}
+
+/**
+ * The whole root's plan after an iteration whose earlier groups were each validated by a plan
+ * targeted at their addresses: the plan the next iteration reads.
+ */
+export interface ConfirmInput {
+  ref: RoundRef;
+  iteration: string;
+  targets: string[];
+  operationsKey: string;
+  groupSize: number;
+  /** The iteration's groups still on the branch, in order, with their commits. */
+  groups: { group: number; commit: string }[];
+}
+
+export interface ConfirmOutput {
+  /** The whole-root plan of the branch as the step leaves it (absent: no group survived). */
+  planKey?: string;
+  reinitialized: boolean;
+  /** The branch's commit after the step. */
+  head: string;
+  /**
+   * Why the whole root did not plan with every group on it although each earlier group's targeted
+   * plan did; the groups were then validated one by one against the whole root.
+   */
+  disagreement?: string;
+  /** Groups that did not plan with the whole root: taken back, their drift left with the reason. */
+  reverted: number[];
+  /** What the step found, when the whole root disagreed (an artifact of the round). */
+  recordKey?: string;
 }
 
 export interface DetectDriftInput {

@@ -2,8 +2,12 @@
 // orchestrates: at most max_drift_reports iterations; iteration 1 plans; a later one reads the plan
 // its predecessor's last cycle validated and plans for itself only when that cycle produced
 // nothing; drift split into operations, exceptions dropped (the loop stops when every operation is
-// excluded), survivors in groups, one generate-and-validate cycle per group.
-import { setCurrentDetails } from '@temporalio/workflow';
+// excluded), survivors in groups, one generate-and-validate cycle per group. A group before the
+// iteration's last is validated by a plan targeted at its addresses; the iteration's changes are
+// then validated together by one plan of the whole root — the plan the next iteration reads
+// (confirmIteration, which falls back to validating each group against the whole root when they
+// disagree). An iteration with one change validates it with the whole root directly.
+import { patched, setCurrentDetails } from '@temporalio/workflow';
 import type { DriftRoundActivities } from '../activities/drift-round';
 import type { IterationOutput, RoundRef } from '../shared/round-contracts';
 import type { RoundStatus } from '../shared/contracts';
@@ -27,8 +31,17 @@ export interface LoopResult {
   head?: string;
 }
 
+/**
+ * Rounds recorded before groups were validated by targeted plans validated every group with a plan
+ * of the whole root and ran no confirmIteration: they replay down that path.
+ */
+export const TARGETED_GROUP_PLANS = 'targeted-group-plans';
+
 export async function detectAndRemediate(
-  acts: Pick<DriftRoundActivities, 'planIteration' | 'generateRemediation' | 'validateRemediation'>,
+  acts: Pick<
+    DriftRoundActivities,
+    'planIteration' | 'generateRemediation' | 'validateRemediation' | 'confirmIteration'
+  >,
   start: RoundRef,
   targets: string[],
   opts: { maxIterations: number; groupSize: number },
@@ -40,6 +53,7 @@ export async function detectAndRemediate(
     ...r,
     ...(ref.head ? { head: ref.head } : {}),
   });
+  const targeted = patched(TARGETED_GROUP_PLANS);
   const cycleResultKeys: string[] = [];
   let reinits = 0;
   let planKey: string | undefined;
@@ -81,35 +95,88 @@ export async function detectAndRemediate(
     }
     let lastValidated: string | undefined;
     let progressed = false;
+    /** This iteration's changes on the branch, awaiting the whole root's plan (targeted). */
+    const pending: { group: number; commit: string }[] = [];
+    const cycleFor = (g: number) => ({
+      ref,
+      iteration: String(i),
+      group: g,
+      operationsKey: det.operationsKey,
+      groupSize: opts.groupSize,
+      targets,
+    });
     for (let g = 0; g < det.groupCount; g++) {
       setCurrentDetails(
         `Iteration ${i} of ${opts.maxIterations}: ${det.operationCount} operation(s) in ${det.groupCount} group(s), generating group ${g + 1}`,
       );
       hooks.setStatus('generating');
-      const cycle = {
-        ref,
-        iteration: String(i),
-        group: g,
-        operationsKey: det.operationsKey,
-        groupSize: opts.groupSize,
-        targets,
-      };
-      const gen = await acts.generateRemediation(cycle);
+      const gen = await acts.generateRemediation(cycleFor(g));
       cycleResultKeys.push(gen.resultKey);
       lastValidated = undefined;
       if (gen.commit) ref = { ...ref, head: gen.commit };
       if (!gen.changed) continue;
+      // The iteration's last group is validated with the whole root's plan, below.
+      if (targeted && gen.commit && g === det.groupCount - 1) {
+        pending.push({ group: g, commit: gen.commit });
+        continue;
+      }
       hooks.setStatus('validating');
       setCurrentDetails(
-        `Iteration ${i} of ${opts.maxIterations}: validating group ${g + 1} of ${det.groupCount}`,
+        `Iteration ${i} of ${opts.maxIterations}: validating group ${g + 1} of ${det.groupCount}${targeted ? ' (a plan of its addresses)' : ''}`,
       );
-      const val = await acts.validateRemediation({ ...cycle, ref });
+      const val = await acts.validateRemediation({
+        ...cycleFor(g),
+        ...(targeted ? { scope: 'group' as const } : {}),
+      });
       if (val.reinitialized) reinits += 1;
       if (val.head) ref = { ...ref, head: val.head };
       if (val.valid && val.planKey) {
+        hooks.addArtifact(val.planKey);
+        if (targeted && gen.commit) pending.push({ group: g, commit: gen.commit });
+        else {
+          lastValidated = val.planKey;
+          progressed = true;
+        }
+      }
+    }
+    const only = pending.length === 1 ? pending[0] : undefined;
+    if (only) {
+      // One change: the whole root's plan validates it (and takes it back when it does not plan).
+      hooks.setStatus('validating');
+      setCurrentDetails(`Iteration ${i} of ${opts.maxIterations}: validating with a plan of the whole root`);
+      const val = await acts.validateRemediation(cycleFor(only.group));
+      if (val.reinitialized) reinits += 1;
+      if (val.head) ref = { ...ref, head: val.head };
+      if (val.valid && val.planKey) {
+        hooks.addArtifact(val.planKey);
         lastValidated = val.planKey;
         progressed = true;
-        hooks.addArtifact(val.planKey);
+      }
+    } else if (pending.length > 1) {
+      hooks.setStatus('validating');
+      setCurrentDetails(
+        `Iteration ${i} of ${opts.maxIterations}: validating ${pending.length} groups' changes with a plan of the whole root`,
+      );
+      const conf = await acts.confirmIteration({
+        ref,
+        iteration: String(i),
+        targets,
+        operationsKey: det.operationsKey,
+        groupSize: opts.groupSize,
+        groups: pending,
+      });
+      if (conf.reinitialized) reinits += 1;
+      ref = { ...ref, head: conf.head };
+      if (conf.recordKey) hooks.addArtifact(conf.recordKey);
+      if (conf.disagreement) {
+        setCurrentDetails(
+          `Iteration ${i} of ${opts.maxIterations}: the whole root did not plan with every group's change although each group's own plan did (${conf.disagreement}); each group was validated against the whole root, ${conf.reverted.length} taken back`,
+        );
+      }
+      if (conf.planKey) {
+        hooks.addArtifact(conf.planKey);
+        lastValidated = conf.planKey;
+        progressed = true;
       }
     }
     planKey = lastValidated;

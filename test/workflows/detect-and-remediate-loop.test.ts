@@ -1,13 +1,21 @@
 // The detect-and-remediate loop's stops, on stub activities (the fast tier: no Temporal, no engine):
 // in sync at once, every operation excluded, no progress in an iteration, the iteration bound — and
-// that a later iteration reads the plan its predecessor's last valid cycle left instead of planning.
+// that a later iteration reads the plan its predecessor's last valid cycle left instead of planning;
+// groups before an iteration's last validated by targeted plans, then one plan of the whole root.
 import { describe, expect, it, vi } from 'vitest';
 
-// Outside a workflow there is no activation to describe: the loop's progress details go nowhere.
-vi.mock('@temporalio/workflow', () => ({ setCurrentDetails: () => undefined }));
+// Outside a workflow there is no activation to describe: the loop's progress details go nowhere,
+// and the loop runs as a new round does (past the targeted-plans patch).
+vi.mock('@temporalio/workflow', () => ({ setCurrentDetails: () => undefined, patched: () => true }));
 
 const { detectAndRemediate } = await import('../../workflows/detect-and-remediate');
-import type { GenerateOutput, IterationOutput, ValidateOutput } from '../../activities/drift-round';
+import type {
+  ConfirmInput,
+  ConfirmOutput,
+  GenerateOutput,
+  IterationOutput,
+  ValidateOutput,
+} from '../../activities/drift-round';
 import type { RoundRef } from '../../activities/workspace';
 
 const ref: RoundRef = {
@@ -35,8 +43,15 @@ const iteration = (i: string, o: Partial<IterationOutput> = {}): IterationOutput
   ...o,
 });
 
-/** Stub activities: iterations answered in turn; every cycle changes code and validates as told. */
-function stubs(iterations: Partial<IterationOutput>[], validates = true) {
+/**
+ * Stub activities: iterations answered in turn; every cycle changes code and validates as told;
+ * the whole root's plan after several groups answers `confirm` (default: it plans).
+ */
+function stubs(
+  iterations: Partial<IterationOutput>[],
+  validates = true,
+  confirm: (input: ConfirmInput) => Partial<ConfirmOutput> = () => ({}),
+) {
   const planned: { iteration: string; planKey?: string }[] = [];
   let n = 0;
   let commit = 0;
@@ -60,6 +75,16 @@ function stubs(iterations: Partial<IterationOutput>[], validates = true) {
           ? { valid: true, planKey: `validated-${input.iteration}-${input.group}`, reinitialized: false }
           : { valid: false, reinitialized: false, reason: 'Error: Unsupported argument' },
       ),
+    ),
+    confirmIteration: vi.fn(
+      (input: ConfirmInput): Promise<ConfirmOutput> =>
+        Promise.resolve({
+          planKey: `confirmed-${input.iteration}`,
+          reinitialized: false,
+          head: `h${input.iteration}`,
+          reverted: [],
+          ...confirm(input),
+        }),
     ),
   };
   return { acts, planned };
@@ -113,5 +138,61 @@ describe('the detect-and-remediate loop', () => {
     const r = await loop(acts, 1);
     expect(r).toMatchObject({ iterations: 1, stoppedBecause: 'in-sync' });
     expect(r.finalOperationsKey).toBeUndefined();
+  });
+
+  it('validates the groups before the last by targeted plans, then all changes by one plan of the whole root', async () => {
+    const { acts, planned } = stubs([{ groupCount: 3 }, { inSync: true, operationCount: 0, groupCount: 0 }]);
+    const r = await loop(acts);
+    expect(acts.validateRemediation.mock.calls.map(([c]) => c)).toEqual([
+      expect.objectContaining({ group: 0, scope: 'group' }),
+      expect.objectContaining({ group: 1, scope: 'group' }),
+    ]);
+    expect(acts.confirmIteration).toHaveBeenCalledTimes(1);
+    expect(acts.confirmIteration.mock.calls[0]?.[0]).toMatchObject({
+      iteration: '1',
+      operationsKey: 'ops-1',
+      groups: [
+        { group: 0, commit: 'c1' },
+        { group: 1, commit: 'c2' },
+        { group: 2, commit: 'c3' },
+      ],
+    });
+    expect(acts.confirmIteration.mock.calls[0]?.[0].ref.head).toBe('c3');
+    // The next iteration reads the whole root's plan, at the commit the step left.
+    expect(planned).toEqual([{ iteration: '1' }, { iteration: '2', planKey: 'confirmed-1' }]);
+    expect(r).toMatchObject({ iterations: 2, stoppedBecause: 'in-sync', head: 'h1' });
+  });
+
+  it('validates a lone change with the whole root at once: no targeted plan, no second plan', async () => {
+    const { acts } = stubs([{ groupCount: 1 }, { inSync: true, operationCount: 0, groupCount: 0 }]);
+    await loop(acts);
+    expect(acts.validateRemediation).toHaveBeenCalledTimes(1);
+    expect(acts.validateRemediation.mock.calls[0]?.[0]).not.toHaveProperty('scope');
+    expect(acts.confirmIteration).not.toHaveBeenCalled();
+  });
+
+  it('leaves a group whose targeted plan failed out of the whole root’s plan', async () => {
+    const { acts } = stubs([{ groupCount: 3 }, { inSync: true, operationCount: 0, groupCount: 0 }]);
+    acts.validateRemediation.mockImplementationOnce(() =>
+      Promise.resolve({ valid: false, reinitialized: false, reason: 'Error: Unsupported argument', head: 'rv1' }),
+    );
+    await loop(acts);
+    expect(acts.confirmIteration.mock.calls[0]?.[0].groups).toEqual([
+      { group: 1, commit: 'c2' },
+      { group: 2, commit: 'c3' },
+    ]);
+  });
+
+  it('stops without progress when the whole root took every change back', async () => {
+    const { acts } = stubs([{ groupCount: 2 }], true, () => ({
+      planKey: undefined,
+      disagreement: 'Error: Reference to undeclared resource',
+      reverted: [0, 1],
+      recordKey: 'confirm-1',
+    }));
+    const h = hooks();
+    const r = await detectAndRemediate(acts, ref, [], { maxIterations: 3, groupSize: 8 }, h);
+    expect(r).toMatchObject({ iterations: 1, stoppedBecause: 'no-progress', finalOperationsKey: 'ops-1' });
+    expect(h.addArtifact).toHaveBeenCalledWith('confirm-1');
   });
 });

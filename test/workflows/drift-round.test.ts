@@ -254,6 +254,80 @@ describe('driftRound when a remediation adds a provider', () => {
   });
 });
 
+describe('driftRound when the whole root disagrees with a group’s targeted plan', () => {
+  let h: TemporalHarness;
+  let b: DriftTestBed;
+
+  // The offline fix, plus — beside app_config's fix — a data source reading a file that is not
+  // there: `validate` and a plan targeted at app_config never read it, a plan of the whole root does.
+  class BreaksTheRootModel extends OfflineModel {
+    override async remediate(input: Parameters<OfflineModel['remediate']>[0]) {
+      const r = await super.remediate(input);
+      if (!input.operations.some((o) => o.address === DRIFT_ADDRESSES.attribute)) return r;
+      return {
+        ...r,
+        edits: r.edits.map((e) =>
+          e.path === 'main.tf'
+            ? {
+                ...e,
+                content: `${e.content}\ndata "local_file" "gone" {\n  filename = "\${path.module}/gone.txt"\n}\n`,
+              }
+            : e,
+        ),
+      };
+    }
+  }
+
+  beforeAll(async () => {
+    h = await temporalHarness('drift-round-confirm', testActivities({ model: new BreaksTheRootModel() }));
+    b = await newTestBed();
+  });
+  afterAll(async () => {
+    await b?.destroy();
+    await h?.close();
+  });
+
+  it('says so, validates each group against the whole root, and keeps only the change that plans', async () => {
+    await b.inject('attribute');
+    await b.inject('ingress');
+    const args = roundInput(b.repoUrl, { drift_group_operations: 1, max_drift_reports: 1 });
+    const result = await h.client.workflow.execute(driftRound, {
+      taskQueue: h.taskQueue,
+      workflowId: driftRoundWorkflowId(args.session_id, args.round_id),
+      args: [args],
+    });
+    expect(result.outcome).toBe('Partial');
+    expect(result.remediated).toEqual([DRIFT_ADDRESSES.ingress]);
+    const prefix = `sessions/${args.session_id}/rounds/${args.round_id}/iteration-1`;
+    const record = JSON.parse(await artifactStore().getText(`${prefix}/confirm/confirm.json`)) as {
+      disagreement: string;
+      reverted: number[];
+      planKey: string;
+    };
+    expect(record.disagreement).toMatch(/gone\.txt/);
+    expect(record.reverted).toEqual([0]);
+    expect(record.planKey).toBe(`${prefix}/confirm/group-1.tfplan`);
+    const report = driftReportSchema.parse(JSON.parse(await artifactStore().getText(result.report_key ?? '')));
+    expect(report.unreconciled_drift).toEqual([
+      expect.objectContaining({
+        address: DRIFT_ADDRESSES.attribute,
+        reason: expect.stringContaining('planned on its own but not with the whole root') as string,
+      }),
+    ]);
+    // The branch says what happened, and plans with only the ingress fix on it.
+    const clone = await cloneOf(b.repoUrl);
+    await gitClient().run(['checkout', '--quiet', result.branch], clone);
+    const log = await gitClient().run(['log', '--format=%s'], clone);
+    expect(log).toContain("Take back iteration 1's changes to validate each against the whole root");
+    const fresh = await h.client.workflow.execute(detectDrift, {
+      taskQueue: h.taskQueue,
+      workflowId: `verify-${randomUUID()}`,
+      args: [{ repositoryUrl: b.repoUrl, branch: result.branch, scopeId: 'scope-test' }],
+    });
+    expect(fresh.drifted).toEqual([DRIFT_ADDRESSES.attribute]);
+  });
+});
+
 async function cloneOf(url: string): Promise<string> {
   const dir = join(mkdtempSync(join(tmpdir(), 'kumoss-clone-')), 'c');
   await gitClient().run(['clone', '--quiet', url, dir]);
