@@ -221,17 +221,21 @@ export async function writeModelEdits(
       throw err;
     }
   });
-  for (const [i, e] of edits.entries()) {
-    const target = targets[i] ?? '';
-    const before = originals.get(e.path);
-    if (before !== undefined && /\.(tf|tfvars)$/.test(e.path)) {
+  // Every file's fmt at once (each is an engine process of its own; the engine's slots bound them).
+  await Promise.all(
+    edits.map(async (e) => {
+      const before = originals.get(e.path);
+      if (before === undefined || !/\.(tf|tfvars)$/.test(e.path)) return;
       try {
         const [canonical, formatted] = await Promise.all([ws.engine.fmt(before), ws.engine.fmt(e.content)]);
         if (canonical === before) e.content = formatted;
       } catch {
         // fmt rejects it: the validation cycle will say why.
       }
-    }
+    }),
+  );
+  for (const [i, e] of edits.entries()) {
+    const target = targets[i] ?? '';
     mkdirSync(dirname(target), { recursive: true });
     writeFileSync(target, e.content);
     uploads.push(
