@@ -76,15 +76,14 @@ function stubs(
           : { valid: false, reinitialized: false, reason: 'Error: Unsupported argument' },
       ),
     ),
-    confirmIteration: vi.fn(
-      (input: ConfirmInput): Promise<ConfirmOutput> =>
-        Promise.resolve({
-          planKey: `confirmed-${input.iteration}`,
-          reinitialized: false,
-          head: `h${input.iteration}`,
-          reverted: [],
-          ...confirm(input),
-        }),
+    confirmIteration: vi.fn((input: ConfirmInput): Promise<ConfirmOutput> =>
+      Promise.resolve({
+        planKey: `confirmed-${input.iteration}`,
+        reinitialized: false,
+        head: `h${input.iteration}`,
+        reverted: [],
+        ...confirm(input),
+      }),
     ),
   };
   return { acts, planned };
@@ -174,7 +173,12 @@ describe('the detect-and-remediate loop', () => {
   it('leaves a group whose targeted plan failed out of the whole root’s plan', async () => {
     const { acts } = stubs([{ groupCount: 3 }, { inSync: true, operationCount: 0, groupCount: 0 }]);
     acts.validateRemediation.mockImplementationOnce(() =>
-      Promise.resolve({ valid: false, reinitialized: false, reason: 'Error: Unsupported argument', head: 'rv1' }),
+      Promise.resolve({
+        valid: false,
+        reinitialized: false,
+        reason: 'Error: Unsupported argument',
+        head: 'rv1',
+      }),
     );
     await loop(acts);
     expect(acts.confirmIteration.mock.calls[0]?.[0].groups).toEqual([

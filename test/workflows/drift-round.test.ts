@@ -307,7 +307,9 @@ describe('driftRound when the whole root disagrees with a group’s targeted pla
     expect(record.disagreement).toMatch(/gone\.txt/);
     expect(record.reverted).toEqual([0]);
     expect(record.planKey).toBe(`${prefix}/confirm/group-1.tfplan`);
-    const report = driftReportSchema.parse(JSON.parse(await artifactStore().getText(result.report_key ?? '')));
+    const report = driftReportSchema.parse(
+      JSON.parse(await artifactStore().getText(result.report_key ?? '')),
+    );
     expect(report.unreconciled_drift).toEqual([
       expect.objectContaining({
         address: DRIFT_ADDRESSES.attribute,
