@@ -3,6 +3,7 @@
 // most once per round) and re-runs init when the engine's output asks for it (a remediation added
 // a provider or a module). The scope id reaches every call as TF_VAR_kumoss_scope_id: a root that
 // declares `variable "kumoss_scope_id"` sees it, one that does not is unaffected.
+import { existsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { z } from 'zod';
 import { inSpan } from '../shared/infra/tracing';
@@ -256,6 +257,13 @@ export class EngineClient {
 
   /** The program and arguments that run the engine with `args`: inside the sandbox when it is on. */
   private commandLine(args: string[], env: Record<string, string>): { command: string; args: string[] } {
+    // `npm start` builds only the configured engine; a run that asks for the other one says so.
+    if (!existsSync(this.opts.binary))
+      throw new EngineError(
+        `${this.opts.kind} is not installed here (${this.opts.binary}); \`npm run setup\` builds it`,
+        true,
+        '',
+      );
     const sandbox = this.sandboxed();
     if (!sandbox) return { command: this.opts.binary, args };
     try {

@@ -38,6 +38,24 @@ describe("engine failures classified by the engine's own -json diagnostics (real
 }
 `;
 
+  it('an engine that is not installed fails at once, permanent, saying how to build it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kumoss-engine-'));
+    const missing = join(dir, 'no-such-tofu');
+    const engine = new EngineClient({
+      ...engineDeps(),
+      kind: 'tofu',
+      binary: missing,
+      workdir: dir,
+      scopeId: 'e',
+    });
+    const err = await engine.validate().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(EngineError);
+    expect(err).toMatchObject({ permanent: true });
+    expect((err as Error).message).toBe(
+      `tofu is not installed here (${missing}); \`npm run setup\` builds it`,
+    );
+  });
+
   it('a configuration error found by validate is permanent, named with its file and line', async () => {
     const engine = root({
       'main.tf': `${versions}
