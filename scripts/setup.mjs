@@ -42,8 +42,19 @@ import {
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const started = Date.now();
 const quiet = process.argv.includes('--quiet');
-/** The background half of setup: builds the tools marked `background`, under a lock of its own. */
+/**
+ * The background half of setup: builds one tool marked `background`, under a lock of that tool's
+ * own — builds of different tools run side by side, their CPU share set by their priority.
+ */
 const background = process.argv.includes('--background');
+const backgroundTool = background ? (process.argv[process.argv.indexOf('--background') + 1] ?? '') : '';
+/**
+ * `--for=start`: only what `npm start` runs — the configured engine (not the other), OPA, the
+ * providers, moto, PostgreSQL, bubblewrap, and the forge (its build starts first, so it overlaps
+ * the rest). Test-only tools (Chromium, the other engine, the cluster tier's server) wait for the
+ * first `npm test`.
+ */
+const forStart = process.argv.includes('--for=start');
 /** @param {string} msg */
 const log = (msg) => console.log(`[setup] ${msg}`);
 /** @param {number} t0 */
@@ -58,7 +69,7 @@ function fail(msg) {
 /** One setup at a time per machine: a second `npm test` waits instead of building twice. */
 /** @param {() => Promise<void>} fn */
 async function withLock(fn) {
-  const lock = join(cacheDir(), background ? 'setup-background.lock' : 'setup.lock');
+  const lock = join(cacheDir(), background ? `setup-background-${backgroundTool}.lock` : 'setup.lock');
   mkdirSync(cacheDir(), { recursive: true });
   const deadline = Date.now() + 60 * 60 * 1000;
   let announced = false;
@@ -321,7 +332,11 @@ function ensureProviderMirror(only) {
   }
   const cfg = cliConfigPath();
   const text = cliConfigText();
-  if (!existsSync(cfg) || readFileSync(cfg, 'utf8') !== text) writeFileSync(cfg, text);
+  if (!existsSync(cfg) || readFileSync(cfg, 'utf8') !== text) {
+    // Background builds run side by side: each writes a whole file and renames it into place.
+    writeFileSync(`${cfg}.${process.pid}`, text);
+    renameSync(`${cfg}.${process.pid}`, cfg);
+  }
 }
 
 /** A PyPI tool in a virtual environment of its own under the cache, keyed by version. */
@@ -443,6 +458,35 @@ const ensurePostgres = () =>
   );
 
 /**
+ * The engine `npm start` runs: KUMOSS_ENGINE, else `engine.binary` of the config file
+ * (KUMOSS_CONFIG, default kumoss.yaml), else terraform — as shared/infra/config.ts reads them.
+ * Read once the npm dependencies are in place (the YAML parser is one of them).
+ * @returns {Promise<string>}
+ */
+async function configuredEngine() {
+  if (process.env.KUMOSS_ENGINE) return process.env.KUMOSS_ENGINE;
+  const file = process.env.KUMOSS_CONFIG ?? join(root, 'kumoss.yaml');
+  try {
+    const { parse } = await import('yaml');
+    const doc = /** @type {{ engine?: { binary?: unknown } } | null} */ (parse(readFileSync(file, 'utf8')));
+    const binary = doc?.engine?.binary;
+    return typeof binary === 'string' && binary ? binary : 'terraform';
+  } catch {
+    return 'terraform';
+  }
+}
+
+/**
+ * Tools `npm start` does not run: the engine it is not configured for and the cluster tier's
+ * server; built by the first `npm test` (or setup without --for=start).
+ * @param {{ name: string }} tool @param {string} engine the configured engine
+ */
+function notForStart(tool, engine) {
+  if (tool.name === 'temporal-server' || tool.name === 'temporal-sql-tool') return true;
+  return (tool.name === 'terraform' || tool.name === 'tofu') && tool.name !== engine;
+}
+
+/**
  * Runs `jobs` with at most `limit` at a time.
  * @param {(() => Promise<void>)[]} jobs @param {number} limit
  */
@@ -455,18 +499,19 @@ async function pool(jobs, limit) {
 }
 
 if (background) {
-  const files = backgroundBuildFiles(process.argv[process.argv.indexOf('--background') + 1] ?? '');
+  const files = backgroundBuildFiles(backgroundTool);
   process.on('exit', (code) => {
     if (code !== 0) writeFileSync(files.failed, `exit code ${code}`);
     rmSync(files.pid, { force: true });
   });
-  const name = process.argv[process.argv.indexOf('--background') + 1] ?? '';
   await withLock(async () => {
     await pool(
-      GO_TOOLS.filter((t) => t.background && t.name === name).map((tool) => () => ensureGoTool(tool)),
+      GO_TOOLS.filter((t) => t.background && t.name === backgroundTool).map(
+        (tool) => () => ensureGoTool(tool),
+      ),
       1,
     );
-    ensureProviderMirror(name);
+    ensureProviderMirror(backgroundTool);
   });
   log(`background build done in ${seconds(started)}`);
 } else {
@@ -474,35 +519,42 @@ if (background) {
     ensureSystemTools();
     ensureNodeModules();
     mkdirSync(toolsDir(), { recursive: true });
+    const engine = forStart ? await configuredEngine() : '';
+    /** @param {{ name: string }} t */
+    const wanted = (t) => !(forStart && notForStart(t, engine));
+    // The forge is the longest build and the started system runs it: it begins before the rest.
+    if (forStart) startBackgroundBuilds(['gitea']);
     // Go builds two at a time (a build spends part of its time downloading and linking), the PyPI
     // installs beside them (network-bound).
     await Promise.all([
       pool(
-        GO_TOOLS.filter((t) => !t.background).map((tool) => () => ensureGoTool(tool)),
+        GO_TOOLS.filter((t) => !t.background && wanted(t)).map((tool) => () => ensureGoTool(tool)),
         2,
       ),
       pool(
         [
           ...PY_TOOLS.map((tool) => () => ensurePyTool(tool)),
           ensureBubblewrap,
-          ensureChromium,
+          ...(forStart ? [] : [ensureChromium]),
           ensurePostgres,
         ],
         1,
       ),
     ]);
     ensureProviderMirror();
+    startBackgroundBuilds(GO_TOOLS.filter((t) => t.background && wanted(t)).map((t) => t.name));
   });
-  startBackgroundBuilds();
   if (!quiet) log(`ready in ${seconds(started)} (tool cache: ${toolsDir()})`);
 }
 
 /**
- * Heavy tools only some runs need (the kumoss/aws provider) build in a detached process, so
- * `npm start` and the test run begin at once; what needs them waits (waitForTool).
+ * Heavy tools only some runs need (the kumoss/aws provider, the forge, the cluster tier's server)
+ * build in a detached process, so `npm start` and the test run begin at once; what needs them
+ * waits (waitForTool).
+ * @param {string[]} names
  */
-function startBackgroundBuilds() {
-  for (const tool of GO_TOOLS.filter((t) => t.background)) {
+function startBackgroundBuilds(names) {
+  for (const tool of GO_TOOLS.filter((t) => t.background && names.includes(t.name))) {
     if (process.env[tool.envOverride] || toolReady(tool.name)) continue;
     const files = backgroundBuildFiles(tool.name);
     try {
@@ -520,7 +572,8 @@ function startBackgroundBuilds() {
       stdio: ['ignore', out, out],
     });
     writeFileSync(files.pid, String(child.pid));
-    if (tool.lowPriority && child.pid) {
+    // Under `npm start` only the forge is waited for: the rest builds in the time it leaves idle.
+    if ((tool.lowPriority || (forStart && tool.name !== 'gitea')) && child.pid) {
       try {
         setPriority(child.pid, 19); // the go toolchain it runs inherits it
       } catch {

@@ -26,7 +26,7 @@ import { startEmbeddedDatabase } from './embedded/database';
 import { startGitea } from './embedded/gitea';
 import { ensureWebBuild } from './web-build';
 import { startGitHost } from './embedded/git-host';
-import { toolReady } from '../shared/infra/tools.mjs';
+import { toolReady, waitForTool } from '../shared/infra/tools.mjs';
 import { startObjectStore } from './embedded/object-store';
 import { assertPortFree, PortTakenError } from './embedded/ports';
 import { loadDevServerSpec, startDevServer } from './embedded/temporal-dev';
@@ -190,6 +190,12 @@ async function main(config: KumossConfig): Promise<void> {
     await assertPortFree(config.database.embedded_port, 'metadata store (database.embedded_port)');
   await assertPortFree(config.git_host.port, 'git host (git_host.port)', config.git_host.host);
   await assertPortFree(config.api.port, 'API (api.port)', config.api.host);
+  if (!config.services.gitea.url && config.services.gitea.embedded_port)
+    await assertPortFree(
+      config.services.gitea.embedded_port,
+      'forge (services.gitea.embedded_port)',
+      config.git_host.host,
+    );
   if (!config.runners.aws.endpoint_url)
     await assertPortFree(
       config.runners.aws.embedded_emulator_port,
@@ -254,37 +260,6 @@ async function main(config: KumossConfig): Promise<void> {
     DATABASE_URL: databaseUrl(config),
   };
   let forgeUrl = '';
-  if (!config.services.gitea.url && config.services.gitea.embedded_port) {
-    if (!toolReady('gitea')) {
-      say(
-        'the embedded forge (Gitea) is still being built in the background; it starts with the next `npm start`',
-      );
-    } else {
-      await assertPortFree(
-        config.services.gitea.embedded_port,
-        'forge (services.gitea.embedded_port)',
-        config.git_host.host,
-      );
-      const giteaLog = createWriteStream(join(logDir, 'gitea.log'), { flags: 'a' });
-      const forge = await startGitea({
-        dir: join(data, 'gitea'),
-        certsDir: join(data, 'certs'),
-        host: config.git_host.host,
-        port: config.services.gitea.embedded_port,
-        onLog: (l) => giteaLog.write(`${l}\n`),
-      });
-      forge.process.once('exit', (code) => {
-        if (!stopping) say(`Gitea exited unexpectedly (code ${code}); see ${join(logDir, 'gitea.log')}`);
-      });
-      stops.push({ name: 'forge', stop: () => forge.stop() });
-      env.KUMOSS_GITEA_URL = forge.url;
-      env.GITEA_TOKEN = forge.token;
-      forgeUrl = forge.url;
-      say(
-        `forge (Gitea 1.27.3) on ${forge.url}: push to ${forge.url}/${forge.owner}/<repo>.git (token in ${join(data, 'gitea', 'token')})`,
-      );
-    }
-  }
   if (!config.runners.aws.endpoint_url && config.runners.aws.embedded_emulator_port) {
     const aws = await startAwsEmulator({ port: config.runners.aws.embedded_emulator_port });
     stops.push({ name: 'AWS emulator', stop: () => aws.stop() });
@@ -296,6 +271,31 @@ async function main(config: KumossConfig): Promise<void> {
   // environment's, else one kept in the data directory (readable by this user only).
   if (!env.KUMOSS_SECRETS_KEY) env.KUMOSS_SECRETS_KEY = embeddedSecretsKey(data);
   await ensureWebBuild({ log: say });
+  if (!config.services.gitea.url && config.services.gitea.embedded_port) {
+    // The first start builds the forge in the background (setup starts it before the rest); the
+    // stack above is up meanwhile, and the worker and the API start once the forge has.
+    if (!toolReady('gitea'))
+      say('waiting for the embedded forge (Gitea) to finish building: the first start builds it once');
+    await waitForTool('gitea');
+    const giteaLog = createWriteStream(join(logDir, 'gitea.log'), { flags: 'a' });
+    const forge = await startGitea({
+      dir: join(data, 'gitea'),
+      certsDir: join(data, 'certs'),
+      host: config.git_host.host,
+      port: config.services.gitea.embedded_port,
+      onLog: (l) => giteaLog.write(`${l}\n`),
+    });
+    forge.process.once('exit', (code) => {
+      if (!stopping) say(`Gitea exited unexpectedly (code ${code}); see ${join(logDir, 'gitea.log')}`);
+    });
+    stops.push({ name: 'forge', stop: () => forge.stop() });
+    env.KUMOSS_GITEA_URL = forge.url;
+    env.GITEA_TOKEN = forge.token;
+    forgeUrl = forge.url;
+    say(
+      `forge (Gitea 1.27.3) on ${forge.url}: push to ${forge.url}/${forge.owner}/<repo>.git (token in ${join(data, 'gitea', 'token')})`,
+    );
+  }
   spawnService('worker', 'worker/main.ts', env, { logs: logDir, run: runDir });
   spawnService('api', 'api/main.ts', env, { logs: logDir, run: runDir });
   const apiUrl = `http://${config.api.host}:${config.api.port}`;

@@ -9,6 +9,7 @@ import { embeddedDatabaseUrl, projectRoot } from '../../shared/infra/config';
 import { createDb, type Db } from '../../shared/infra/db';
 import { freePort } from '../../scripts/embedded/ports';
 import { testCloudDir } from './test-cloud';
+import { toolReady } from '../../shared/infra/tools.mjs';
 
 export interface Launcher {
   child: ChildProcess;
@@ -73,7 +74,8 @@ export async function startLauncher(env: Record<string, string> = {}): Promise<L
       KUMOSS_GIT_HOST_PORT: String(ports.git),
       S3_ENDPOINT: `http://127.0.0.1:${ports.s3}`,
       KUMOSS_AWS_EMULATOR_PORT: String(ports.aws),
-      KUMOSS_GITEA_PORT: String(ports.forge),
+      // The forge only when it is built: a test never waits for its first build (minutes).
+      KUMOSS_GITEA_PORT: toolReady('gitea') ? String(ports.forge) : '0',
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
