@@ -24,6 +24,7 @@ import {
   type TemporalHarness,
   demoAwsBed,
 } from '../support/stack';
+import { needsBackgroundBuilds } from '../support/background-builds';
 
 interface Detail {
   status: string;
@@ -36,6 +37,7 @@ interface Detail {
 }
 
 describe('generate rounds and apply', () => {
+  needsBackgroundBuilds('provider-aws');
   let h: TemporalHarness;
   let db: Db;
   let api: TestApi;

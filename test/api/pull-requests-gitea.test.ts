@@ -14,13 +14,14 @@ import { requestJson } from '../../shared/infra/http-json';
 import { ensureGitConnection } from '../../shared/infra/db/git-connections';
 import { findUserByToken } from '../../shared/infra/db/users';
 import { createDb, type Db } from '../../shared/infra/db';
-import { waitForTool } from '../../shared/infra/tools.mjs';
 import { startGitea, type EmbeddedGitea } from '../../scripts/embedded/gitea';
 import { roleTokens, startTestApi, waitForSession, type TestApi } from '../support/api';
 import { createDriftTestBed, type DriftTestBed } from '../support/drift-test-bed';
 import { engineDeps, stack, temporalHarness, testActivities, type TemporalHarness } from '../support/stack';
+import { needsBackgroundBuilds } from '../support/background-builds';
 
 describe('pull requests on Gitea, a real forge', () => {
+  needsBackgroundBuilds('gitea');
   const dir = mkdtempSync(join(tmpdir(), 'kumoss-gitea-'));
   let gitea: EmbeddedGitea;
   let h: TemporalHarness;
@@ -32,7 +33,6 @@ describe('pull requests on Gitea, a real forge', () => {
 
   beforeAll(async () => {
     // Setup builds Gitea in the background (minutes on a fresh machine).
-    await waitForTool('gitea');
     gitea = await startGitea({ dir, certsDir: dirname(stack().gitCaFile) });
     ca = readFileSync(gitea.caPath, 'utf8');
     const git = new GitClient({ caFile: stack().gitCaFile, hostTokens: { [gitea.url]: gitea.token } });

@@ -41,6 +41,7 @@ import {
   type TemporalHarness,
 } from '../support/stack';
 import { triggerStackRun } from '../support/stack-runs';
+import { needsBackgroundBuilds } from '../support/background-builds';
 
 interface Detail {
   status: string;
@@ -121,6 +122,7 @@ const PATCH_RULE = [
 ];
 
 describe('adopt or revert, with an exact blast radius', () => {
+  needsBackgroundBuilds('provider-aws');
   let h: TemporalHarness;
   let db: Db;
   let api: TestApi;

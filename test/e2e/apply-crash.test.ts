@@ -30,8 +30,10 @@ import {
   type TemporalHarness,
   demoAwsBed,
 } from '../support/stack';
+import { needsBackgroundBuilds } from '../support/background-builds';
 
 describe('apply survives its worker being killed during terraform apply (SIGKILL)', () => {
+  needsBackgroundBuilds('provider-aws');
   let h: TemporalHarness;
   let bed: AwsTestBed;
   const children: ChildProcess[] = [];

@@ -32,6 +32,7 @@ import {
   demoAwsBed,
 } from '../support/stack';
 import { stackManagedState } from '../support/test-stack';
+import { needsBackgroundBuilds } from '../support/background-builds';
 
 const SCOPE = '123456789012';
 
@@ -44,6 +45,7 @@ interface Detail {
 }
 
 describe('Kumoss-managed state shared by workers', () => {
+  needsBackgroundBuilds('provider-aws');
   let h: TemporalHarness;
   let db: Db;
   let api: TestApi;

@@ -18,6 +18,7 @@ import { postAccepted, roleTokens, startTestApi, waitForSession } from '../suppo
 import type { AwsTestBed } from '../support/aws-test-bed';
 import { createDb, migrate } from '../../shared/infra/db';
 import { demoAwsBed, stack, temporalHarness, testActivities, type TemporalHarness } from '../support/stack';
+import { needsBackgroundBuilds } from '../support/background-builds';
 
 const API_KEY = 'sk-ant-KUMOSS-SECRET-generate-0123456789';
 
@@ -61,6 +62,7 @@ function generateScript(req: RecordedRequest) {
 }
 
 describe('generateRound with the Anthropic provider (loopback Messages API)', () => {
+  needsBackgroundBuilds('provider-aws');
   let h: TemporalHarness;
   let api: MessagesLoopback;
   let bed: AwsTestBed;

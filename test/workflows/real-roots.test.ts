@@ -33,6 +33,7 @@ import {
   testActivities,
   type TemporalHarness,
 } from '../support/stack';
+import { needsBackgroundBuilds } from '../support/background-builds';
 
 interface SeedRun {
   result: DriftRoundResult;
@@ -54,6 +55,7 @@ interface RootRun {
 }
 
 describe('drift rounds on real-world roots (kumoss/aws on moto)', () => {
+  needsBackgroundBuilds('provider-aws');
   let h: TemporalHarness;
   const runs = new Map<string, RootRun>();
   let seed!: SeedRun;
