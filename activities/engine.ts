@@ -378,6 +378,14 @@ export class EngineClient {
     return r.stdout;
   }
 
+  /**
+   * Takes the working directory's `.terraform/` as initialized (a warm stack workspace whose last
+   * plan succeeded): the next call skips init, and runs it when the engine asks for it.
+   */
+  assumeInitialized(): void {
+    this.initialized = true;
+  }
+
   /** Runs init unless it already ran for this client. */
   async ensureInit(hooks: CallHooks = {}): Promise<boolean> {
     if (this.initialized) return false;

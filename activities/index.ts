@@ -14,7 +14,7 @@ import { createRunnerActivities, type RunnerDeps } from './runners';
 
 export type ActivityDeps = DriftDetectionDeps &
   DriftRoundDeps &
-  Pick<StackDetectionDeps, 'engines' | 'sessionDefaults'> &
+  Pick<StackDetectionDeps, 'engines' | 'sessionDefaults' | 'stackWorkspaces'> &
   Omit<PullRequestDeps, 'github'> & {
     github?: GitHubPullRequests;
     /** The runner DAGs' registry and cloud clients; without them the worker runs no runner DAG. */

@@ -30,7 +30,7 @@ import type { GitAccess } from './git-access';
 import type { GitClient } from './git';
 import { readPlanForDrift } from './plan-reader';
 import type { PromptCatalogue } from './prompt-catalogue';
-import { resolveIacDir } from './workspace';
+import { resolveIacDir, type StackWorkspaces } from './workspace';
 
 export interface StackDetectionDeps {
   db: Db;
@@ -41,6 +41,11 @@ export interface StackDetectionDeps {
   catalogue: PromptCatalogue;
   /** Engine settings by engine kind (the stack names its engine). */
   engines: Record<'terraform' | 'tofu', EngineDeps>;
+  /**
+   * This worker's warm workspaces of its stacks (absent: every run clones into a directory of its
+   * own and removes it).
+   */
+  stackWorkspaces?: StackWorkspaces;
   /** What an auto-remediation session starts with (the configuration's orchestration settings). */
   sessionDefaults?: SessionDefaults;
 }
@@ -75,14 +80,15 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
       }
     },
 
-    /** Checkout, init, plan -out, show -json; the drift derived, the exception rules applied. */
+    /**
+     * Checkout (this worker's warm workspace of the stack, fetched; else a clone), init when needed,
+     * plan -out, show -json; the drift derived, the exception rules applied.
+     */
     async planStack(input: { stack: Stack; run_id: string; today: string }): Promise<StackPlanOutput> {
       const { stack, run_id } = input;
-      const work = mkdtempSync(join(tmpdir(), 'kumoss-stack-'));
       const ctx = Context.current();
       const h = { signal: ctx.cancellationSignal, heartbeat: (d: string) => ctx.heartbeat(d) };
       try {
-        const checkout = join(work, 'repo');
         const git = deps.gitAccess
           ? await deps.gitAccess.forRepository(stack.repository_url, stack.organization_uuid)
           : deps.git;
@@ -99,89 +105,121 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
             ErrorTypes.RepositoryNotFound,
           );
         }
-        await git.checkout({ url: stack.repository_url, dir: checkout, branch });
-        const iacDir = resolveIacDir(checkout, stack.iac_path);
-        const engine = new EngineClient({
-          ...deps.engines[stack.engine],
-          workdir: iacDir,
-          runDir: work,
-          scopeId: stack.scope_id,
-          ...(deps.engines[stack.engine].cloudCredentials
-            ? {
-                runCredentials: () =>
-                  deps.engines[stack.engine].cloudCredentials!.forRun({
-                    organization_uuid: stack.organization_uuid,
-                    cloud: stack.cloud,
-                    run: `stack-${run_id}`,
-                  }),
-              }
-            : {}),
-          stateProjectId: stack.state_project_id,
-        });
-        const planFile = join(work, 'plan.tfplan');
-        const jsonFile = join(work, 'plan.json');
-        await engine.plan({ out: planFile }, h);
-        await engine.showJson(planFile, jsonFile, h);
-        const drift = deriveDrift(await readPlanForDrift(jsonFile));
-        const rules = activeRules(deps.catalogue.driftExceptions(stack.cloud).rules, input.today);
-        const { survivors, whitelisted } = applyExceptions(drift, rules);
-        const seen: DetectedDrift[] = [];
-        const values = (c: AttributeChange | undefined) =>
-          c && c.path
-            ? {
-                declared: itemValue(c.declared),
-                actual: itemValue(c.actual),
-                ...(c.note ? { note: c.note } : {}),
-              }
-            : {};
-        for (const op of survivors) {
-          const action = op.drift_actions.join(',') || op.planned_actions.join(',');
-          for (const c of op.changes)
-            seen.push({ address: op.address, attribute: c.path || '*', action, ...values(c) });
-        }
-        for (const w of whitelisted) {
-          const op = drift.find((d) => d.address === w.address);
-          const action = op ? op.drift_actions.join(',') || op.planned_actions.join(',') : 'update';
-          for (const a of w.attributes)
-            seen.push({
-              address: w.address,
-              attribute: a,
-              action,
-              rule_id: w.rule_id,
-              ...values(op?.changes.find((c) => (c.path || '*') === a)),
-            });
-        }
-        const plan_key = stackRunKey(stack.stack_uuid, run_id, 'plan.tfplan');
-        const report_key = stackRunKey(stack.stack_uuid, run_id, 'drift-report.json');
-        const seen_key = stackRunKey(stack.stack_uuid, run_id, 'seen.json');
-        await Promise.all([
-          deps.artifacts.putFile(plan_key, planFile),
-          deps.artifacts.putFile(
-            stackRunKey(stack.stack_uuid, run_id, 'plan.json'),
-            jsonFile,
-            'application/json',
-          ),
-          deps.artifacts.putJson(report_key, {
-            stack_uuid: stack.stack_uuid,
-            run_id,
-            drift,
-            operations: survivors,
-            whitelisted,
-          }),
-          deps.artifacts.putJson(seen_key, seen),
-        ]);
-        return {
-          drift_count: drift.length,
-          operation_count: survivors.length,
-          whitelisted_count: whitelisted.length,
-          plan_key,
-          report_key,
-          seen_key,
+        const target = { url: stack.repository_url, branch };
+        const inWorkspace = async (ws: {
+          dir: string;
+          scratch: string;
+          runDir: string;
+          initialized: boolean;
+          markInitialized?: () => void;
+        }): Promise<StackPlanOutput> => {
+          const iacDir = resolveIacDir(ws.dir, stack.iac_path);
+          const engine = new EngineClient({
+            ...deps.engines[stack.engine],
+            workdir: iacDir,
+            runDir: ws.runDir,
+            scopeId: stack.scope_id,
+            ...(deps.engines[stack.engine].cloudCredentials
+              ? {
+                  runCredentials: () =>
+                    deps.engines[stack.engine].cloudCredentials!.forRun({
+                      organization_uuid: stack.organization_uuid,
+                      cloud: stack.cloud,
+                      run: `stack-${run_id}`,
+                    }),
+                }
+              : {}),
+            stateProjectId: stack.state_project_id,
+          });
+          if (ws.initialized) engine.assumeInitialized();
+          const planFile = join(ws.scratch, 'plan.tfplan');
+          const jsonFile = join(ws.scratch, 'plan.json');
+          await engine.plan({ out: planFile }, h);
+          ws.markInitialized?.();
+          await engine.showJson(planFile, jsonFile, h);
+          const drift = deriveDrift(await readPlanForDrift(jsonFile));
+          const rules = activeRules(deps.catalogue.driftExceptions(stack.cloud).rules, input.today);
+          const { survivors, whitelisted } = applyExceptions(drift, rules);
+          const seen: DetectedDrift[] = [];
+          const values = (c: AttributeChange | undefined) =>
+            c && c.path
+              ? {
+                  declared: itemValue(c.declared),
+                  actual: itemValue(c.actual),
+                  ...(c.note ? { note: c.note } : {}),
+                }
+              : {};
+          for (const op of survivors) {
+            const action = op.drift_actions.join(',') || op.planned_actions.join(',');
+            for (const c of op.changes)
+              seen.push({ address: op.address, attribute: c.path || '*', action, ...values(c) });
+          }
+          for (const w of whitelisted) {
+            const op = drift.find((d) => d.address === w.address);
+            const action = op ? op.drift_actions.join(',') || op.planned_actions.join(',') : 'update';
+            for (const a of w.attributes)
+              seen.push({
+                address: w.address,
+                attribute: a,
+                action,
+                rule_id: w.rule_id,
+                ...values(op?.changes.find((c) => (c.path || '*') === a)),
+              });
+          }
+          const plan_key = stackRunKey(stack.stack_uuid, run_id, 'plan.tfplan');
+          const report_key = stackRunKey(stack.stack_uuid, run_id, 'drift-report.json');
+          const seen_key = stackRunKey(stack.stack_uuid, run_id, 'seen.json');
+          await Promise.all([
+            deps.artifacts.putFile(plan_key, planFile),
+            deps.artifacts.putFile(
+              stackRunKey(stack.stack_uuid, run_id, 'plan.json'),
+              jsonFile,
+              'application/json',
+            ),
+            deps.artifacts.putJson(report_key, {
+              stack_uuid: stack.stack_uuid,
+              run_id,
+              drift,
+              operations: survivors,
+              whitelisted,
+            }),
+            deps.artifacts.putJson(seen_key, seen),
+          ]);
+          return {
+            drift_count: drift.length,
+            operation_count: survivors.length,
+            whitelisted_count: whitelisted.length,
+            plan_key,
+            report_key,
+            seen_key,
+          };
         };
+        if (!deps.stackWorkspaces) {
+          const work = mkdtempSync(join(tmpdir(), 'kumoss-stack-'));
+          try {
+            await git.checkout({ ...target, dir: join(work, 'repo') });
+            return await inWorkspace({
+              dir: join(work, 'repo'),
+              scratch: work,
+              runDir: work,
+              initialized: false,
+            });
+          } finally {
+            rmSync(work, { recursive: true, force: true });
+          }
+        }
+        return await deps.stackWorkspaces.hold(
+          {
+            stack_uuid: stack.stack_uuid,
+            organization_uuid: stack.organization_uuid,
+            repository_url: stack.repository_url,
+            engine: deps.engines[stack.engine].binary,
+          },
+          { git, branch },
+          inWorkspace,
+        );
       } catch (err) {
         throw toActivityFailure(err);
-      } finally {
-        rmSync(work, { recursive: true, force: true });
       }
     },
 

@@ -5,7 +5,8 @@
 // the re-inits the engine asks for). A workspace lost to a restart, or found on another worker, is
 // rebuilt from the pushed branch: every cycle pushes before it returns, and a checkout this worker
 // did not just hold is always brought to the remote's branch first.
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, normalize, relative, sep } from 'node:path';
 import { EngineClient } from './engine';
 import type { EngineDeps } from './drift-detection';
@@ -207,4 +208,126 @@ export async function readConfigFiles(
     return out;
   });
   return [...config.files].map(([path, content]) => ({ path, content }));
+}
+
+/**
+ * What a stack's warm checkout keeps of its untracked files: the engine's working directory and the
+ * lock file init wrote when the repository has none (tracked files are reset to the branch).
+ */
+const STACK_KEEP = [...KEEP, '.terraform.lock.hcl'];
+
+/** A stack's warm workspace for one detection run (StackWorkspaces.hold). */
+export interface StackWorkspace {
+  /** The checkout, at the tip of the stack's branch. */
+  dir: string;
+  /** The run's own files (the plan, its JSON): emptied before and after the run. */
+  scratch: string;
+  /** What the engine sandbox may write: the checkout and the scratch directory. */
+  runDir: string;
+  /** True when the run fetched into this worker's checkout of the stack instead of cloning. */
+  warm: boolean;
+  /** True when the last run here planned (after its init): this run may plan without one. */
+  initialized: boolean;
+  /** Records that this run planned here. */
+  markInitialized(): void;
+}
+
+/** What identifies a stack's workspace: a change to any of these starts a fresh one. */
+export interface StackWorkspaceKey {
+  stack_uuid: string;
+  organization_uuid: string;
+  repository_url: string;
+  /** The engine binary (its path carries its version). */
+  engine: string;
+}
+
+/**
+ * Stack detections' checkouts on this worker: one per stack, kept between its scheduled runs with
+ * the engine's `.terraform/` — a run fetches and resets instead of cloning, and plans without an
+ * init when the last one here succeeded (the engine asks for init when the lock file, a module
+ * source or the backend changed, and the run then inits and plans again). One run of a stack at a
+ * time on this worker; runs of different stacks share nothing. The workspace belongs to the stack's
+ * organization, repository and engine: another of these starts a fresh one. Everything but the
+ * checkout's tracked files and `.terraform/` is removed before each run, so a run starts from the
+ * branch as pushed, whatever the previous run's code wrote.
+ */
+export class StackWorkspaces {
+  private readonly held = new Map<string, Promise<unknown>>();
+
+  constructor(private readonly root: string) {}
+
+  /**
+   * Runs `fn` in the stack's workspace at the tip of `branch` (fetched with `git`, the
+   * organization's credential), after any run of the same stack on this worker.
+   */
+  async hold<T>(
+    key: StackWorkspaceKey,
+    checkout: { git: GitClient; branch: string },
+    fn: (ws: StackWorkspace) => T | Promise<T>,
+  ): Promise<T> {
+    const previous = this.held.get(key.stack_uuid) ?? Promise.resolve();
+    const run = previous.catch(() => undefined).then(() => this.run(key, checkout, fn));
+    this.held.set(key.stack_uuid, run);
+    try {
+      return await run;
+    } finally {
+      if (this.held.get(key.stack_uuid) === run) this.held.delete(key.stack_uuid);
+    }
+  }
+
+  private async run<T>(
+    key: StackWorkspaceKey,
+    { git, branch }: { git: GitClient; branch: string },
+    fn: (ws: StackWorkspace) => T | Promise<T>,
+  ): Promise<T> {
+    const stackDir = join(this.root, safe(key.stack_uuid));
+    const id = createHash('sha256')
+      .update(JSON.stringify([key.organization_uuid, key.repository_url, key.engine]))
+      .digest('hex')
+      .slice(0, 16);
+    const runDir = join(stackDir, id);
+    const dir = join(runDir, 'repo');
+    const scratch = join(runDir, 'run');
+    // The marker lives outside what the sandboxed engine may write.
+    const marker = join(stackDir, `${id}.initialized`);
+    if (existsSync(stackDir))
+      for (const f of readdirSync(stackDir))
+        if (f !== id && f !== `${id}.initialized`)
+          rmSync(join(stackDir, f), { recursive: true, force: true });
+    if (existsSync(runDir))
+      for (const f of readdirSync(runDir))
+        if (f !== 'repo') rmSync(join(runDir, f), { recursive: true, force: true });
+    const target = { url: key.repository_url, dir, branch };
+    let warm = false;
+    if (existsSync(join(dir, '.git'))) {
+      try {
+        await git.refresh({ ...target, keep: STACK_KEEP });
+        warm = true;
+      } catch {
+        // Not a usable checkout of this repository (a broken clone): clone again.
+      }
+    }
+    if (!warm) {
+      rmSync(runDir, { recursive: true, force: true });
+      rmSync(marker, { force: true });
+      mkdirSync(runDir, { recursive: true });
+      await git.checkout(target);
+    }
+    mkdirSync(scratch, { recursive: true });
+    // Written again only when this run's plan succeeds.
+    const initialized = warm && existsSync(marker);
+    rmSync(marker, { force: true });
+    try {
+      return await fn({
+        dir,
+        scratch,
+        runDir,
+        warm,
+        initialized,
+        markInitialized: () => writeFileSync(marker, ''),
+      });
+    } finally {
+      rmSync(scratch, { recursive: true, force: true });
+    }
+  }
 }

@@ -16,7 +16,7 @@ import { createModel } from '../activities/model';
 import { awsClientFactory, GcpClient } from '../activities/runners/clouds';
 import type { Db } from '../shared/infra/db';
 import { PromptCatalogue } from '../activities/prompt-catalogue';
-import { RoundWorkspaces } from '../activities/workspace';
+import { RoundWorkspaces, StackWorkspaces } from '../activities/workspace';
 import {
   dataDir,
   gitTrustBundle,
@@ -230,6 +230,7 @@ export function buildActivities(
       config.engine.binary,
       gitAccess,
     ),
+    stackWorkspaces: new StackWorkspaces(join(dataDir(config), 'stack-work')),
     gitAccess,
     ...(process.env.GIT_TOKEN ? { github: githubClient(config, process.env.GIT_TOKEN) } : {}),
     githubHosts: config.services.github.hosts,

@@ -6,7 +6,13 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, w
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { RoundWorkspaces, STALE_CHECKOUT_MS, type RoundRef } from '../../activities/workspace';
+import { EngineClient } from '../../activities/engine';
+import {
+  RoundWorkspaces,
+  STALE_CHECKOUT_MS,
+  StackWorkspaces,
+  type RoundRef,
+} from '../../activities/workspace';
 import { engineDeps, gitClient, stack } from '../support/stack';
 
 describe('RoundWorkspaces.sweep', () => {
@@ -158,5 +164,120 @@ describe('RoundWorkspaces: one checkout per session, reused by its rounds', () =
     // And a new worker process with this repository's checkout fetches into it.
     const again = await workspaces().get(ref(url, 's-moved', 'r3'));
     expect(again.reused).toBe(true);
+  });
+});
+
+describe("StackWorkspaces: a stack's detections share one warm checkout on this worker", () => {
+  const root = mkdtempSync(join(tmpdir(), 'kumoss-stack-ws-'));
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
+  const git = gitClient();
+
+  async function pushFiles(url: string | undefined, files: Record<string, string>): Promise<string> {
+    const src = mkdtempSync(join(root, 'src-'));
+    const run = (...args: string[]) => execFileSync('git', args, { cwd: src, env: git.env(), stdio: 'pipe' });
+    const target = url ?? `${stack().gitHostUrl}/team/stack-ws-${Date.now()}.git`;
+    if (url) await git.checkout({ url, dir: src, branch: 'main' });
+    else run('init', '--quiet', '--initial-branch=main');
+    for (const [name, text] of Object.entries(files)) writeFileSync(join(src, name), text);
+    run('add', '--all');
+    run('commit', '--quiet', '-m', 'change');
+    run('push', '--quiet', target, 'HEAD:main');
+    return target;
+  }
+
+  const at = { git, branch: 'main' };
+
+  it('fetches instead of cloning, keeps .terraform, and removes whatever the last run wrote elsewhere', async () => {
+    const url = await pushFiles(undefined, { 'main.tf': 'terraform {}\n' });
+    const ws = new StackWorkspaces(join(root, 'work'));
+    const key = { stack_uuid: 'st-1', organization_uuid: 'org-a', repository_url: url, engine: '/bin/tf' };
+    const first = await ws.hold(key, at, (w) => {
+      expect(w).toMatchObject({ warm: false, initialized: false });
+      // What a run's code could leave behind: an edit, an untracked file, a file beside the
+      // checkout, the run's plan; and the engine's working directory.
+      writeFileSync(join(w.dir, 'main.tf'), 'terraform {}\n# edited by the run\n');
+      writeFileSync(join(w.dir, 'planted.tf'), 'resource "x" "y" {}\n');
+      writeFileSync(join(w.runDir, 'planted'), 'x');
+      writeFileSync(join(w.scratch, 'plan.tfplan'), 'plan');
+      mkdirSync(join(w.dir, '.terraform', 'providers'), { recursive: true });
+      writeFileSync(join(w.dir, '.terraform', 'providers', 'plugin'), 'linked');
+      w.markInitialized();
+      return w;
+    });
+    expect(existsSync(first.scratch)).toBe(false);
+    const pushed = await pushFiles(url, { 'extra.tf': '# pushed between the runs\n' });
+    expect(pushed).toBe(url);
+
+    await ws.hold(key, at, async (w) => {
+      expect(w).toMatchObject({ warm: true, initialized: true, dir: first.dir });
+      expect(readFileSync(join(w.dir, 'main.tf'), 'utf8')).toBe('terraform {}\n');
+      expect(existsSync(join(w.dir, 'extra.tf'))).toBe(true);
+      expect(existsSync(join(w.dir, 'planted.tf'))).toBe(false);
+      expect(existsSync(join(w.runDir, 'planted'))).toBe(false);
+      expect(readFileSync(join(w.dir, '.terraform', 'providers', 'plugin'), 'utf8')).toBe('linked');
+      expect((await git.run(['status', '--porcelain'], w.dir)).trim()).toBe('?? .terraform/');
+      // This run does not plan: the next one inits first.
+    });
+    await ws.hold(key, at, (w) => {
+      expect(w).toMatchObject({ warm: true, initialized: false });
+    });
+
+    // Another organization (or repository, or engine) never inherits the checkout.
+    await ws.hold({ ...key, organization_uuid: 'org-b' }, at, (w) => {
+      expect(w).toMatchObject({ warm: false, initialized: false });
+      expect(w.dir).not.toBe(first.dir);
+      expect(existsSync(join(w.dir, '.terraform'))).toBe(false);
+    });
+    expect(existsSync(first.dir)).toBe(false);
+  });
+
+  it('runs one detection of a stack at a time; other stacks run beside it', async () => {
+    const url = await pushFiles(undefined, { 'main.tf': 'terraform {}\n' });
+    const ws = new StackWorkspaces(join(root, 'work-serial'));
+    const key = (stack_uuid: string) => ({
+      stack_uuid,
+      organization_uuid: 'org-a',
+      repository_url: url,
+      engine: '/bin/tf',
+    });
+    const log: string[] = [];
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const a1 = ws.hold(key('a'), at, async () => {
+      log.push('a1 start');
+      await gate;
+      log.push('a1 end');
+    });
+    const a2 = ws.hold(key('a'), at, () => void log.push('a2'));
+    await ws.hold(key('b'), at, () => void log.push('b'));
+    release();
+    await Promise.all([a1, a2]);
+    expect(log).toEqual(['a1 start', 'b', 'a1 end', 'a2']);
+  });
+
+  it('a warm detection plans without init, and inits when the pushed code needs it', async () => {
+    const url = await pushFiles(undefined, {
+      'main.tf': 'resource "terraform_data" "a" {\n  input = "a"\n}\n',
+    });
+    const ws = new StackWorkspaces(join(root, 'work-engine'));
+    const key = { stack_uuid: 'st-e', organization_uuid: 'org-a', repository_url: url, engine: '/bin/tf' };
+    const detect = () =>
+      ws.hold(key, at, async (w) => {
+        const engine = new EngineClient({ ...engineDeps(), workdir: w.dir, runDir: w.runDir, scopeId: 's' });
+        if (w.initialized) engine.assumeInitialized();
+        const plan = await engine.plan({ out: join(w.scratch, 'plan.tfplan') });
+        w.markInitialized();
+        return { verbs: engine.calls.map((c) => c.args[0]), hasChanges: plan.hasChanges };
+      });
+    expect(await detect()).toEqual({ verbs: ['init', 'plan'], hasChanges: true });
+    expect(await detect()).toEqual({ verbs: ['plan'], hasChanges: true });
+    // A provider the checkout's .terraform does not have: the plan asks for init, which runs.
+    await pushFiles(url, {
+      'versions.tf':
+        'terraform {\n  required_providers {\n    local = {\n      source  = "hashicorp/local"\n      version = "1.4.0"\n    }\n  }\n}\n',
+      'file.tf': 'data "local_file" "f" {\n  filename = "${path.module}/main.tf"\n}\n',
+    });
+    expect((await detect()).verbs).toEqual(['plan', 'init', 'plan']);
+    expect((await detect()).verbs).toEqual(['plan']);
   });
 });

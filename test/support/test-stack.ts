@@ -21,7 +21,7 @@ import type { GitHubPullRequests } from '../../activities/github';
 import { OfflineModel } from '../../activities/model/offline';
 import type { ModelProvider } from '../../activities/model/port';
 import { PromptCatalogue } from '../../activities/prompt-catalogue';
-import { RoundWorkspaces } from '../../activities/workspace';
+import { RoundWorkspaces, StackWorkspaces } from '../../activities/workspace';
 import { cliConfigPath, providerMirrorDir, toolPath } from '../../shared/infra/tools.mjs';
 import { EngineSandbox } from '../../activities/sandbox';
 import { CloudCredentials } from '../../activities/cloud-credentials';
@@ -360,6 +360,7 @@ export function stackActivities(stack: TestStack, o: TestActivityOptions = {}) {
       kind,
       gitAccess,
     ),
+    stackWorkspaces: new StackWorkspaces(mkdtempSync(join(tmpdir(), 'kumoss-stack-work-'))),
     gitAccess,
     ...(o.runners ? { runners: o.runners } : {}),
     db,
