@@ -15,6 +15,7 @@ export default defineConfig({
       'test/shared/drift-report.test.ts',
       'test/shared/runner-plan.test.ts',
       'test/shared/ids.test.ts',
+      'test/shared/audit-events.test.ts',
       'test/shared/layers.test.ts',
       'test/api/contract.test.ts',
       'test/workflows/detect-and-remediate-loop.test.ts',

@@ -108,13 +108,31 @@ export class PlanScanner {
 }
 
 /** The drift-relevant part of a plan file, as a (small) plan representation. */
-export async function readPlanForDrift(path: string): Promise<PlanJson> {
+export async function readPlanForDrift(
+  path: string,
+  /** Handed every managed resource's prior values (`change.before`), e.g. for its cloud ids. */
+  onResource?: (r: { address: string; type: string; values: Record<string, unknown> }) => void,
+): Promise<PlanJson> {
   const drift: unknown[] = [];
   const driftAddresses = new Set<string>();
   const changes: unknown[] = [];
   const pendingChanges: { address: string; entry: unknown }[] = [];
   const scanner = new PlanScanner((section, json) => {
-    const entry = JSON.parse(json) as { address?: string };
+    const entry = JSON.parse(json) as {
+      address?: string;
+      mode?: string;
+      type?: string;
+      change?: { before?: unknown };
+    };
+    if (onResource && section === 'resource_changes' && entry.address && entry.mode !== 'data') {
+      const before = entry.change?.before;
+      if (before && typeof before === 'object' && !Array.isArray(before))
+        onResource({
+          address: entry.address,
+          type: entry.type ?? '',
+          values: before as Record<string, unknown>,
+        });
+    }
     if (section === 'resource_drift') {
       drift.push(entry);
       if (entry.address) driftAddresses.add(entry.address);

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
+import { cloudIdsOfState, type StateResource } from '../shared/audit-events';
 import { deriveDrift, type AttributeChange } from '../shared/drift';
 import { activeRules, applyExceptions } from '../shared/drift-exceptions';
 import { ErrorTypes } from '../shared/errors';
@@ -19,6 +20,7 @@ import {
   failDetectionRun,
   getStack,
   recordDetection,
+  replaceStackCloudIds,
   startDetectionRun,
   type InboxChange,
 } from '../shared/infra/db/stacks';
@@ -137,7 +139,10 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
           await engine.plan({ out: planFile }, h);
           ws.markInitialized?.();
           await engine.showJson(planFile, jsonFile, h);
-          const drift = deriveDrift(await readPlanForDrift(jsonFile));
+          const resources: StateResource[] = [];
+          const drift = deriveDrift(await readPlanForDrift(jsonFile, (r) => resources.push(r)));
+          // What the state holds by cloud id: an audit event's resources find this stack by it.
+          await replaceStackCloudIds(deps.db, stack, cloudIdsOfState(resources));
           const rules = activeRules(deps.catalogue.driftExceptions(stack.cloud).rules, input.today);
           const { survivors, whitelisted } = applyExceptions(drift, rules);
           const seen: DetectedDrift[] = [];

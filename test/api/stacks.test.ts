@@ -5,12 +5,14 @@
 // run is recorded failed and leaves the inbox as it was; pause and resume change the schedule;
 // bad input is a 4xx that creates nothing. Every finding reaches a loopback receiver as a signed
 // webhook it checks; a delivery it refuses is retried and logged.
+import { randomUUID } from 'node:crypto';
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, migrate, type Db } from '../../shared/infra/db';
+import { findByCloudIds } from '../../shared/infra/db/stacks';
 import { findUserByToken } from '../../shared/infra/db/users';
 import { stackScheduleId } from '../../shared/stack-contracts';
 import { SIGNATURE_HEADER, signatureHeader, verifySignature } from '../../shared/infra/webhooks';
@@ -183,6 +185,14 @@ describe('stacks: scheduled detection and the drift inbox', () => {
     expect(first).toMatchObject({ status: 'completed', drift_count: 0, opened: 0 });
     expect(await items(id)).toEqual([]);
     expect((await delivery('detection.clean', first.run_id)).valid).toBe(true);
+    // The run indexed its state's cloud ids (an audit event's resources find the stack by them),
+    // within its organization only.
+    const org = (await findUserByToken(db, tokens.devops))!.organization_uuid;
+    expect(await findByCloudIds(db, org, ['sg-web-demo', 'app-config', 'sg-unknown'])).toEqual([
+      { stack_uuid: id, cloud_id: 'app-config', address: DRIFT_ADDRESSES.attribute },
+      { stack_uuid: id, cloud_id: 'sg-web-demo', address: DRIFT_ADDRESSES.ingress },
+    ]);
+    expect(await findByCloudIds(db, randomUUID(), ['sg-web-demo'])).toEqual([]);
 
     // Drift between runs: an ingress rule added (alerts) and the replica count (whitelisted).
     await bed.inject('ingress');

@@ -249,6 +249,13 @@ export interface DetectionRunsTable {
   session_id: string | null;
 }
 
+export interface StackCloudIdsTable {
+  stack_uuid: string;
+  organization_uuid: string;
+  cloud_id: string;
+  address: string;
+}
+
 export interface DriftItemsTable {
   drift_item_uuid: string;
   stack_uuid: string;
@@ -326,6 +333,7 @@ export interface Database {
   stacks: StacksTable;
   detection_runs: DetectionRunsTable;
   drift_items: DriftItemsTable;
+  stack_cloud_ids: StackCloudIdsTable;
   webhook_endpoints: WebhookEndpointsTable;
   webhook_deliveries: WebhookDeliveriesTable;
   kumoss_migrations: MigrationsTable;

@@ -462,4 +462,21 @@ export const migrations: Migration[] = [
       );
     },
   },
+  {
+    // The cloud ids of the resources in each stack's state, as its last detection saw them: an
+    // audit event's resource ids find the stacks and addresses they belong to (issue 30 item 2).
+    id: '0023_stack_cloud_ids',
+    async up(db) {
+      await sql`create table stack_cloud_ids (
+        stack_uuid uuid not null references stacks(stack_uuid) on delete cascade,
+        organization_uuid uuid not null,
+        cloud_id text not null,
+        address text not null,
+        primary key (stack_uuid, cloud_id, address)
+      )`.execute(db);
+      await sql`create index stack_cloud_ids_by_id on stack_cloud_ids (organization_uuid, cloud_id)`.execute(
+        db,
+      );
+    },
+  },
 ];

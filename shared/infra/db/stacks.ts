@@ -318,6 +318,51 @@ export async function recordDetection(
   });
 }
 
+/**
+ * What the stack's state holds, by cloud id (cloudIdsOfState), as its latest detection saw it:
+ * replaces the stack's previous index in one transaction.
+ */
+export async function replaceStackCloudIds(
+  db: Db,
+  stack: { stack_uuid: string; organization_uuid: string },
+  index: Map<string, string[]>,
+): Promise<void> {
+  const rows = [...index].flatMap(([cloud_id, addresses]) =>
+    addresses.map((address) => ({
+      stack_uuid: stack.stack_uuid,
+      organization_uuid: stack.organization_uuid,
+      cloud_id,
+      address,
+    })),
+  );
+  await db.transaction().execute(async (tx) => {
+    await tx.deleteFrom('stack_cloud_ids').where('stack_uuid', '=', stack.stack_uuid).execute();
+    for (let i = 0; i < rows.length; i += 1000)
+      await tx
+        .insertInto('stack_cloud_ids')
+        .values(rows.slice(i, i + 1000))
+        .onConflict((oc) => oc.doNothing())
+        .execute();
+  });
+}
+
+/** The organization's stacks and addresses that hold resources of these cloud ids. */
+export async function findByCloudIds(
+  db: Db,
+  organization_uuid: string,
+  cloud_ids: string[],
+): Promise<{ stack_uuid: string; cloud_id: string; address: string }[]> {
+  if (cloud_ids.length === 0) return [];
+  return db
+    .selectFrom('stack_cloud_ids')
+    .select(['stack_uuid', 'cloud_id', 'address'])
+    .where('organization_uuid', '=', organization_uuid)
+    .where('cloud_id', 'in', cloud_ids)
+    .orderBy('stack_uuid')
+    .orderBy('address')
+    .execute();
+}
+
 export async function listDetectionRuns(db: Db, stack_uuid: string, limit = 50): Promise<DetectionRun[]> {
   const rows = await db
     .selectFrom('detection_runs')

@@ -1,0 +1,234 @@
+// Cloud audit events, as the clouds deliver them, reduced to what a targeted detection needs: the
+// cloud ids of the resources a call changed, and who changed them, when, how and from where.
+// AWS: CloudTrail management events as an EventBridge rule delivers them to an API destination
+// (`detail-type: "AWS API Call via CloudTrail"`; one event per request, or an array of them). Pure
+// logic: the ingestion route authenticates and bounds the body, this module reads it.
+import { z } from 'zod';
+
+/** What a change event says, once read: the resources and the actor. */
+export interface AuditChange {
+  cloud: 'aws';
+  /** The cloud's id of the event (CloudTrail `eventID`): a delivery repeated is recognized. */
+  event_id: string;
+  /** Who: the principal (`userIdentity.arn`, else its principal id or type). */
+  actor: string;
+  /** When the call was made (ISO 8601). */
+  time: string;
+  /** How: the API call, `<service>:<operation>` (e.g. `ec2:AuthorizeSecurityGroupIngress`). */
+  action: string;
+  /** From where: the caller's source address (an IP, or the AWS service that called). */
+  source_address: string;
+  /** The cloud ids of the resources the call changed (security group ids, instance ids, bucket names, role names). */
+  resource_ids: string[];
+  /** The role session name when the actor is an assumed role (a Kumoss run's is `kumoss-…`). */
+  session_name?: string;
+}
+
+/** Why an event starts nothing. */
+export type AuditDrop =
+  'read_only' | 'failed_call' | 'not_a_management_call' | 'no_known_resource' | 'kumoss_run';
+
+export type AuditReading = { change: AuditChange } | { dropped: AuditDrop; event_id: string };
+
+const MAX_TEXT = 2048;
+const text = z.string().max(MAX_TEXT);
+
+/** The CloudTrail record inside the EventBridge event (`detail`): the fields Kumoss reads. */
+const cloudTrailDetailSchema = z
+  .object({
+    eventID: text,
+    eventTime: text,
+    eventSource: text,
+    eventName: text,
+    eventType: text.optional(),
+    readOnly: z.boolean().optional(),
+    managementEvent: z.boolean().optional(),
+    errorCode: text.optional(),
+    sourceIPAddress: text.optional(),
+    userIdentity: z
+      .object({
+        type: text.optional(),
+        arn: text.optional(),
+        principalId: text.optional(),
+        invokedBy: text.optional(),
+      })
+      .passthrough()
+      .optional(),
+    requestParameters: z.record(z.string(), z.unknown()).nullable().optional(),
+    responseElements: z.record(z.string(), z.unknown()).nullable().optional(),
+  })
+  .passthrough();
+
+export const CLOUDTRAIL_DETAIL_TYPE = 'AWS API Call via CloudTrail';
+
+/** One EventBridge event carrying a CloudTrail record. */
+export const eventBridgeCloudTrailSchema = z
+  .object({
+    'detail-type': z.literal(CLOUDTRAIL_DETAIL_TYPE),
+    source: text,
+    account: text.optional(),
+    region: text.optional(),
+    time: text.optional(),
+    detail: cloudTrailDetailSchema,
+  })
+  .passthrough();
+export type EventBridgeCloudTrail = z.infer<typeof eventBridgeCloudTrailSchema>;
+
+/** At most this many events in one delivery. */
+export const MAX_AUDIT_BATCH = 100;
+
+/** A delivery: one event, or a batch of them (an API destination's batched target). */
+export const awsAuditDeliverySchema = z.union([
+  eventBridgeCloudTrailSchema.transform((e) => [e]),
+  z.array(eventBridgeCloudTrailSchema).min(1).max(MAX_AUDIT_BATCH),
+]);
+
+/** Calls that read only, by name, for records without `readOnly`. */
+const READ_ONLY_CALL = /^(Describe|Get|List|Head|Lookup|Search|Check|Validate|Preview)/;
+
+type Json = unknown;
+
+/** Values at `path` in `obj` (`*` walks an array; `items` arrays are CloudTrail's lists). */
+function at(obj: Json, path: string[]): Json[] {
+  if (path.length === 0) return [obj];
+  const [head, ...rest] = path;
+  if (head === '*') return Array.isArray(obj) ? obj.flatMap((o) => at(o, rest)) : [];
+  if (obj === null || typeof obj !== 'object' || Array.isArray(obj)) return [];
+  return at((obj as Record<string, Json>)[head!], rest);
+}
+
+const ids = (obj: Json, ...paths: string[]): string[] =>
+  paths
+    .flatMap((p) => at(obj, p.split('.')))
+    .filter((v): v is string => typeof v === 'string' && v.length > 0 && v.length <= 512);
+
+/**
+ * Where each mutating call names the resources it changed, by service: EC2 security groups and
+ * their rules, instances and tags; S3 bucket tagging, versioning and the rest of a bucket's
+ * configuration; IAM roles and their policies. A call not listed names its resources by the usual
+ * fields, or none Kumoss knows.
+ */
+function resourceIds(service: string, name: string, req: Json, res: Json): string[] {
+  switch (service) {
+    case 'ec2.amazonaws.com':
+      if (name === 'CreateTags' || name === 'DeleteTags') return ids(req, 'resourcesSet.items.*.resourceId');
+      if (name === 'RunInstances') return ids(res, 'instancesSet.items.*.instanceId');
+      if (name === 'CreateSecurityGroup') return ids(res, 'groupId');
+      if (name === 'ModifySecurityGroupRules')
+        return ids(req, 'ModifySecurityGroupRulesRequest.GroupId', 'groupId');
+      return ids(
+        req,
+        'groupId',
+        'instanceId',
+        'instancesSet.items.*.instanceId',
+        'resourceId',
+        'vpcId',
+        'subnetId',
+      );
+    case 's3.amazonaws.com':
+      return ids(req, 'bucketName');
+    case 'iam.amazonaws.com':
+      return ids(req, 'roleName', 'userName', 'policyArn', 'instanceProfileName');
+    default:
+      return [];
+  }
+}
+
+/** The session name of an assumed role's ARN (`arn:aws:sts::<account>:assumed-role/<role>/<session>`). */
+export function assumedRoleSession(arn: string | undefined): string | undefined {
+  const m = /^arn:aws[a-z-]*:sts::\d{12}:assumed-role\/[^/]+\/([\w+=,.@-]{2,64})$/.exec(arn ?? '');
+  return m?.[1];
+}
+
+/**
+ * Reads one CloudTrail event: the change it made, or why it starts nothing — a read, a call that
+ * failed, not a management API call, or no resource Kumoss reads ids of. Whether a `kumoss-…`
+ * session is really one of the organization's runs is for the caller to check (anyone may name a
+ * session so); this only reports the name.
+ */
+export function readCloudTrailEvent(e: EventBridgeCloudTrail): AuditReading {
+  const d = e.detail;
+  const event_id = d.eventID;
+  if (d.eventType !== undefined && d.eventType !== 'AwsApiCall' && d.eventType !== 'AwsConsoleAction')
+    return { dropped: 'not_a_management_call', event_id };
+  if (d.managementEvent === false) return { dropped: 'not_a_management_call', event_id };
+  if (d.readOnly === true || (d.readOnly === undefined && READ_ONLY_CALL.test(d.eventName)))
+    return { dropped: 'read_only', event_id };
+  if (d.errorCode) return { dropped: 'failed_call', event_id };
+  const resource_ids = [
+    ...new Set(resourceIds(d.eventSource, d.eventName, d.requestParameters, d.responseElements)),
+  ];
+  if (resource_ids.length === 0) return { dropped: 'no_known_resource', event_id };
+  const who = d.userIdentity ?? {};
+  const session_name = assumedRoleSession(who.arn);
+  return {
+    change: {
+      cloud: 'aws',
+      event_id,
+      actor: who.arn ?? who.principalId ?? who.invokedBy ?? who.type ?? 'unknown',
+      time: d.eventTime,
+      action: `${d.eventSource.replace(/\.amazonaws\.com$/, '')}:${d.eventName}`,
+      source_address: d.sourceIPAddress ?? 'unknown',
+      resource_ids,
+      ...(session_name ? { session_name } : {}),
+    },
+  };
+}
+
+/** A Kumoss run's role session name (`roleSessionName` in activities/cloud-credentials.ts). */
+export const KUMOSS_SESSION_PREFIX = 'kumoss-';
+
+/** A state resource, as `show -json` gives it: its address, type and attribute values. */
+export interface StateResource {
+  address: string;
+  type: string;
+  values: Record<string, unknown>;
+}
+
+/**
+ * The cloud ids by which audit events name each resource of a state: `id`, `arn`, and the fields
+ * some types are named by in the calls that change them (an S3 bucket's `bucket`, an IAM role's
+ * `name`, a rule's security group). Returns id → the addresses it names.
+ */
+export function cloudIdsOfState(resources: StateResource[]): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  const add = (id: unknown, address: string) => {
+    if (typeof id !== 'string' || id.length === 0 || id.length > 512) return;
+    const list = out.get(id) ?? [];
+    if (!list.includes(address)) list.push(address);
+    out.set(id, list);
+  };
+  for (const r of resources) {
+    const v = r.values;
+    add(v.id, r.address);
+    add(v.arn, r.address);
+    if (r.type.startsWith('aws_s3_bucket')) add(v.bucket, r.address);
+    if (r.type === 'aws_iam_role' || r.type.startsWith('aws_iam_role_')) add(v.name ?? v.role, r.address);
+    if (r.type.startsWith('aws_vpc_security_group_') || r.type === 'aws_security_group_rule')
+      add(v.security_group_id, r.address);
+  }
+  return out;
+}
+
+/** The addresses a change touches in a state's index (cloudIdsOfState), in order, once each. */
+export function touchedAddresses(change: AuditChange, index: Map<string, string[]>): string[] {
+  return [...new Set(change.resource_ids.flatMap((id) => index.get(id) ?? []))];
+}
+
+/**
+ * A burst coalesced: the changes of one delivery (or window) by stack, each stack's touched
+ * addresses once, with the latest change's actor as the one the item shows first.
+ */
+export function coalesceByStack(
+  hits: { stack_uuid: string; addresses: string[]; change: AuditChange }[],
+): { stack_uuid: string; addresses: string[]; changes: AuditChange[] }[] {
+  const by = new Map<string, { stack_uuid: string; addresses: string[]; changes: AuditChange[] }>();
+  for (const h of hits) {
+    const g = by.get(h.stack_uuid) ?? { stack_uuid: h.stack_uuid, addresses: [], changes: [] };
+    for (const a of h.addresses) if (!g.addresses.includes(a)) g.addresses.push(a);
+    if (!g.changes.some((c) => c.event_id === h.change.event_id)) g.changes.push(h.change);
+    by.set(h.stack_uuid, g);
+  }
+  for (const g of by.values()) g.changes.sort((a, b) => b.time.localeCompare(a.time));
+  return [...by.values()];
+}
