@@ -100,6 +100,14 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
             ErrorTypes.RepositoryNotFound,
           );
         });
+        // A reachable repository that lists no branch at all is retried (the engine activity's
+        // attempts): a git server under load has answered so once for a repository with branches.
+        // An empty repository fails after the attempts with the same message.
+        if (remote.size === 0)
+          throw ApplicationFailure.retryable(
+            `branch ${stack.branch || '(default)'} not found in ${stack.repository_url} (it lists no branch)`,
+            ErrorTypes.RepositoryNotFound,
+          );
         const branch = stack.branch || (remote.has('main') ? 'main' : [...remote.keys()][0]);
         if (!branch || !remote.has(branch)) {
           throw ApplicationFailure.nonRetryable(
