@@ -18,7 +18,7 @@ const BENCHES = [
   'web', // (f) the web application
   'load-sessions', // 50 sessions at once
   'kill-resume', // a worker SIGKILLed mid-round under npm start
-  'stacks-scale', // 300 stacks on a 5-minute schedule, one then two workers (≈ 13 min)
+  'stacks-scale', // 200 stacks: cold first runs, then 1-minute intervals warm, then two workers (≈ 10 min)
 ];
 
 /** The figures the summary line must hold (issue 13). */
