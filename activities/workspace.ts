@@ -108,20 +108,10 @@ export class RoundWorkspaces {
     const dir = join(scratch, 'repo');
     const target = { url: ref.repositoryUrl, dir, branch: ref.branch, base: ref.baseBranch };
     const git = this.access ? await this.access.forSession(ref.sessionId, ref.repositoryUrl) : this.git;
-    let reused = false;
-    if (existsSync(join(dir, '.git'))) {
-      try {
-        await git.refresh({ ...target, keep: KEEP });
-        reused = true;
-      } catch {
-        // Not a usable checkout of this repository (a broken clone, another URL): clone again.
-      }
-    }
-    if (!reused) {
+    const reused = await fetchOrClone(git, target, KEEP, () => {
       rmSync(dir, { recursive: true, force: true });
       mkdirSync(scratch, { recursive: true });
-      await git.checkout(target);
-    }
+    });
     const iacDir = resolveIacDir(dir, ref.iacPath);
     if (!existsSync(iacDir))
       throw new Error(`IaC path ${ref.iacPath} does not exist in ${ref.repositoryUrl}`);
@@ -208,6 +198,30 @@ export async function readConfigFiles(
     return out;
   });
   return [...config.files].map(([path, content]) => ({ path, content }));
+}
+
+/**
+ * Brings `target.dir` to the tip of `target.branch`: fetched into the checkout already there, keeping
+ * `keep`, else — no checkout, or not a usable one of this repository (a broken clone, another URL) —
+ * cloned after `clear` makes way. True when it fetched.
+ */
+async function fetchOrClone(
+  git: GitClient,
+  target: { url: string; dir: string; branch: string; base?: string },
+  keep: string[],
+  clear: () => void,
+): Promise<boolean> {
+  if (existsSync(join(target.dir, '.git'))) {
+    try {
+      await git.refresh({ ...target, keep });
+      return true;
+    } catch {
+      // Clone again below.
+    }
+  }
+  clear();
+  await git.checkout(target);
+  return false;
 }
 
 /**
@@ -298,21 +312,11 @@ export class StackWorkspaces {
       for (const f of readdirSync(runDir))
         if (f !== 'repo') rmSync(join(runDir, f), { recursive: true, force: true });
     const target = { url: key.repository_url, dir, branch };
-    let warm = false;
-    if (existsSync(join(dir, '.git'))) {
-      try {
-        await git.refresh({ ...target, keep: STACK_KEEP });
-        warm = true;
-      } catch {
-        // Not a usable checkout of this repository (a broken clone): clone again.
-      }
-    }
-    if (!warm) {
+    const warm = await fetchOrClone(git, target, STACK_KEEP, () => {
       rmSync(runDir, { recursive: true, force: true });
       rmSync(marker, { force: true });
       mkdirSync(runDir, { recursive: true });
-      await git.checkout(target);
-    }
+    });
     mkdirSync(scratch, { recursive: true });
     // Written again only when this run's plan succeeds.
     const initialized = warm && existsSync(marker);
