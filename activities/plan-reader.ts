@@ -122,16 +122,19 @@ export async function readPlanForDrift(
       address?: string;
       mode?: string;
       type?: string;
-      change?: { before?: unknown };
+      change?: { before?: unknown; before_sensitive?: unknown };
     };
     if (onResource && section === 'resource_changes' && entry.address && entry.mode !== 'data') {
       const before = entry.change?.before;
-      if (before && typeof before === 'object' && !Array.isArray(before))
-        onResource({
-          address: entry.address,
-          type: entry.type ?? '',
-          values: before as Record<string, unknown>,
-        });
+      if (before && typeof before === 'object' && !Array.isArray(before)) {
+        // Values the engine marks sensitive are left out.
+        const marks = entry.change?.before_sensitive;
+        const sensitive = marks && typeof marks === 'object' ? (marks as Record<string, unknown>) : {};
+        const values = Object.fromEntries(
+          Object.entries(before as Record<string, unknown>).filter(([k]) => sensitive[k] !== true),
+        );
+        onResource({ address: entry.address, type: entry.type ?? '', values });
+      }
     }
     if (section === 'resource_drift') {
       drift.push(entry);

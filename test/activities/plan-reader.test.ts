@@ -60,4 +60,47 @@ describe('streaming plan reader', () => {
     expect(reduced.resource_changes?.map((c) => c.address)).toEqual(['rest_object.sg']);
     expect(deriveDrift(reduced)).toEqual(deriveDrift(parsePlanJson(plan)));
   });
+
+  it("hands over every managed resource's prior values, without what the engine marks sensitive", async () => {
+    const withSecrets = {
+      ...plan,
+      resource_changes: [
+        ...plan.resource_changes,
+        {
+          address: 'aws_db_instance.main',
+          mode: 'managed',
+          type: 'aws_db_instance',
+          name: 'main',
+          change: {
+            actions: ['no-op'],
+            before: {
+              id: 'db-1',
+              arn: 'arn:aws:rds:eu-west-1:123456789012:db:main',
+              password: 'KUMOSS-SECRET-db',
+            },
+            before_sensitive: { password: true, tags: {} },
+            after: {},
+          },
+        },
+        {
+          address: 'data.aws_caller_identity.me',
+          mode: 'data',
+          type: 'aws_caller_identity',
+          name: 'me',
+          change: { actions: ['read'], before: { id: '123456789012' }, after: {} },
+        },
+      ],
+    };
+    const file = join(mkdtempSync(join(tmpdir(), 'kumoss-plan-')), 'plan.json');
+    writeFileSync(file, JSON.stringify(withSecrets));
+    const seen: { address: string; values: Record<string, unknown> }[] = [];
+    await readPlanForDrift(file, (r) => seen.push({ address: r.address, values: r.values }));
+    expect(seen).toEqual([
+      { address: 'rest_object.sg', values: { data: '{"a":2}' } },
+      {
+        address: 'aws_db_instance.main',
+        values: { id: 'db-1', arn: 'arn:aws:rds:eu-west-1:123456789012:db:main' },
+      },
+    ]);
+  });
 });
