@@ -243,12 +243,17 @@ describe("StackWorkspaces: a stack's detections share one warm checkout on this 
     const log: string[] = [];
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
+    let started!: () => void;
+    const a1Started = new Promise<void>((r) => (started = r));
     const a1 = ws.hold(key('a'), at, async () => {
       log.push('a1 start');
+      started();
       await gate;
       log.push('a1 end');
     });
     const a2 = ws.hold(key('a'), at, () => void log.push('a2'));
+    // Stack b runs, start to end, while stack a's first run holds its workspace.
+    await a1Started;
     await ws.hold(key('b'), at, () => void log.push('b'));
     release();
     await Promise.all([a1, a2]);
