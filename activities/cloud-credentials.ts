@@ -11,6 +11,7 @@
 // Another organization's run has its own and never sees these. An organization without such a
 // connection runs with the worker's cloud variables, as a single-tenant deployment does (README:
 // threat model).
+import { KUMOSS_SESSION_PREFIX } from '../shared/audit-events';
 import { AssumeRoleCommand, type STSClient } from '@aws-sdk/client-sts';
 import { IdentityPoolClient, JWT } from 'google-auth-library';
 import { GOOGLE_AUTH_ORIGINS, googleCredentialProblem } from '../shared/google-credentials';
@@ -82,7 +83,7 @@ export interface RunIdentity {
 
 /** A role session name: the characters STS allows, at most 64. */
 export function roleSessionName(run: string): string {
-  return `kumoss-${run}`.replace(/[^\w+=,.@-]+/g, '-').slice(0, 64);
+  return `${KUMOSS_SESSION_PREFIX}${run}`.replace(/[^\w+=,.@-]+/g, '-').slice(0, 64);
 }
 
 export class CloudCredentials {

@@ -5,6 +5,7 @@
 // `state pull`, checked with zod.
 import { createReadStream, readFileSync } from 'node:fs';
 import { z } from 'zod';
+import type { StateResource } from '../shared/audit-events';
 import { parsePlanJson, type PlanJson } from '../shared/drift';
 
 const QUOTE = 0x22;
@@ -111,7 +112,7 @@ export class PlanScanner {
 export async function readPlanForDrift(
   path: string,
   /** Handed every managed resource's prior values (`change.before`), e.g. for its cloud ids. */
-  onResource?: (r: { address: string; type: string; values: Record<string, unknown> }) => void,
+  onResource?: (r: StateResource) => void,
 ): Promise<PlanJson> {
   const drift: unknown[] = [];
   const driftAddresses = new Set<string>();

@@ -2,8 +2,6 @@
 // The stack is read from the registry at the start of every run (a change to it applies from the
 // next run); the plan, its drift report and what the run saw go to object storage under
 // stacks/<stack>/runs/<run>/; the inbox is updated in one transaction keyed by the run id.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
@@ -32,7 +30,7 @@ import type { GitAccess } from './git-access';
 import type { GitClient } from './git';
 import { readPlanForDrift } from './plan-reader';
 import type { PromptCatalogue } from './prompt-catalogue';
-import { resolveIacDir, type StackWorkspaces } from './workspace';
+import { resolveIacDir, type StackWorkspace, type StackWorkspaces } from './workspace';
 
 export interface StackDetectionDeps {
   db: Db;
@@ -43,11 +41,8 @@ export interface StackDetectionDeps {
   catalogue: PromptCatalogue;
   /** Engine settings by engine kind (the stack names its engine). */
   engines: Record<'terraform' | 'tofu', EngineDeps>;
-  /**
-   * This worker's warm workspaces of its stacks (absent: every run clones into a directory of its
-   * own and removes it).
-   */
-  stackWorkspaces?: StackWorkspaces;
+  /** This worker's warm workspaces of its stacks. */
+  stackWorkspaces: StackWorkspaces;
   /** What an auto-remediation session starts with (the configuration's orchestration settings). */
   sessionDefaults?: SessionDefaults;
 }
@@ -115,14 +110,7 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
             ErrorTypes.RepositoryNotFound,
           );
         }
-        const target = { url: stack.repository_url, branch };
-        const inWorkspace = async (ws: {
-          dir: string;
-          scratch: string;
-          runDir: string;
-          initialized: boolean;
-          markInitialized?: () => void;
-        }): Promise<StackPlanOutput> => {
+        const inWorkspace = async (ws: StackWorkspace): Promise<StackPlanOutput> => {
           const iacDir = resolveIacDir(ws.dir, stack.iac_path);
           const engine = new EngineClient({
             ...deps.engines[stack.engine],
@@ -145,7 +133,7 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
           const planFile = join(ws.scratch, 'plan.tfplan');
           const jsonFile = join(ws.scratch, 'plan.json');
           await engine.plan({ out: planFile }, h);
-          ws.markInitialized?.();
+          ws.markInitialized();
           await engine.showJson(planFile, jsonFile, h);
           const resources: StateResource[] = [];
           const drift = deriveDrift(await readPlanForDrift(jsonFile, (r) => resources.push(r)));
@@ -207,20 +195,6 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
             seen_key,
           };
         };
-        if (!deps.stackWorkspaces) {
-          const work = mkdtempSync(join(tmpdir(), 'kumoss-stack-'));
-          try {
-            await git.checkout({ ...target, dir: join(work, 'repo') });
-            return await inWorkspace({
-              dir: join(work, 'repo'),
-              scratch: work,
-              runDir: work,
-              initialized: false,
-            });
-          } finally {
-            rmSync(work, { recursive: true, force: true });
-          }
-        }
         return await deps.stackWorkspaces.hold(
           {
             stack_uuid: stack.stack_uuid,

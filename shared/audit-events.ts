@@ -175,7 +175,7 @@ export function readCloudTrailEvent(e: EventBridgeCloudTrail): AuditReading {
   };
 }
 
-/** A Kumoss run's role session name (`roleSessionName` in activities/cloud-credentials.ts). */
+/** How a Kumoss run's role session name begins (`roleSessionName` in activities/cloud-credentials.ts). */
 export const KUMOSS_SESSION_PREFIX = 'kumoss-';
 
 /** A state resource, as `show -json` gives it: its address, type and attribute values. */
