@@ -24,6 +24,7 @@ export default defineConfig({
       'test/activities/hcl-edit.test.ts',
       'test/activities/offline-generate.test.ts',
       'test/activities/plan-reader.test.ts',
+      'test/activities/process.test.ts',
     ],
   },
 });

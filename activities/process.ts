@@ -1,7 +1,9 @@
 // Runs an external program (terraform, tofu, git) with an argument array — never a shell string —
 // with a timeout, cancellation through an AbortSignal, a periodic heartbeat and bounded output.
-import { spawn } from 'node:child_process';
-import { createWriteStream } from 'node:fs';
+// The process is started by this process's spawner (activities/spawner.mjs), not by this process:
+// a fork here would stop this event loop for a time that grows with its memory.
+import { fork, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 
 export interface RunOptions {
   cwd?: string;
@@ -18,6 +20,11 @@ export interface RunOptions {
   stdoutEncoding?: BufferEncoding;
   /** Write stdout to this file instead of memory (large outputs such as `show -json`). */
   stdoutFile?: string;
+  /**
+   * Run it (and every process it starts) at this niceness, through coreutils' `nice`: bulk work
+   * such as an engine's plan yields the cores to the control plane that shares them.
+   */
+  niceness?: number;
 }
 
 export interface RunResult {
@@ -40,25 +47,86 @@ export class ProcessError extends Error {
   }
 }
 
-function bounded(max: number): { push(d: Buffer): void; text(encoding?: BufferEncoding): string } {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  let dropped = 0;
-  return {
-    push(d) {
-      chunks.push(d);
-      size += d.length;
-      while (size > max && chunks.length > 1) {
-        const first = chunks.shift() as Buffer;
-        size -= first.length;
-        dropped += first.length;
-      }
-    },
-    text(encoding = 'utf8') {
-      const body = Buffer.concat(chunks).toString(encoding);
-      return dropped > 0 ? `[… ${dropped} bytes dropped …]\n${body}` : body;
-    },
-  };
+interface SpawnerAnswer {
+  id: number;
+  error?: string;
+  code?: number | null;
+  signal?: NodeJS.Signals | null;
+  stdout?: Uint8Array;
+  stderr?: Uint8Array;
+  droppedOut?: number;
+  droppedErr?: number;
+}
+
+/**
+ * The one spawner of this process (activities/spawner.mjs): forked once, while the process is still
+ * small, and again only if it dies. Its channel holds this process open only while a run is going.
+ */
+class Spawner {
+  private readonly child: ChildProcess;
+  private readonly pending = new Map<number, (a: SpawnerAnswer) => void>();
+  private nextId = 1;
+  dead = false;
+
+  constructor() {
+    this.child = fork(fileURLToPath(new URL('./spawner.mjs', import.meta.url)), [], {
+      execArgv: [],
+      serialization: 'advanced',
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    this.child.on('message', (a: SpawnerAnswer) => {
+      const settle = this.pending.get(a.id);
+      this.pending.delete(a.id);
+      this.idle();
+      settle?.(a);
+    });
+    const gone = (why: string): void => {
+      if (this.dead) return;
+      this.dead = true;
+      for (const [id, settle] of this.pending) settle({ id, error: `the process spawner ${why}` });
+      this.pending.clear();
+    };
+    this.child.once('exit', (code, signal) => gone(`exited (${signal ?? code})`));
+    this.child.once('error', (e) => gone(`failed: ${e.message}`));
+    this.idle();
+  }
+
+  run(request: Record<string, unknown>): { id: number; answer: Promise<SpawnerAnswer> } {
+    const id = this.nextId++;
+    const answer = new Promise<SpawnerAnswer>((resolve) => {
+      this.pending.set(id, resolve);
+      this.child.ref();
+      (this.child.channel as { ref?: () => void } | undefined)?.ref?.();
+      this.child.send({ id, ...request }, (err) => {
+        if (!err || !this.pending.has(id)) return;
+        this.pending.delete(id);
+        resolve({ id, error: `the process spawner is unreachable: ${err.message}` });
+      });
+    });
+    return { id, answer };
+  }
+
+  kill(id: number, signal: NodeJS.Signals): void {
+    if (!this.dead && this.child.connected) this.child.send({ kill: id, signal }, () => undefined);
+  }
+
+  private idle(): void {
+    if (this.pending.size > 0) return;
+    this.child.unref();
+    (this.child.channel as { unref?: () => void } | undefined)?.unref?.();
+  }
+}
+
+let spawner: Spawner | undefined;
+
+/** Starts this process's spawner now (the worker does, first thing, while it is small). */
+export function startSpawner(): void {
+  if (!spawner || spawner.dead) spawner = new Spawner();
+}
+
+function text(bytes: Uint8Array | undefined, dropped: number | undefined, encoding: BufferEncoding): string {
+  const body = Buffer.from(bytes ?? new Uint8Array()).toString(encoding);
+  return dropped ? `[… ${dropped} bytes dropped …]\n${body}` : body;
 }
 
 /** Runs `command args…`; resolves with the result whatever the exit code, rejects on timeout,
@@ -66,79 +134,57 @@ function bounded(max: number): { push(d: Buffer): void; text(encoding?: BufferEn
 export function runProcess(command: string, args: string[], opts: RunOptions = {}): Promise<RunResult> {
   const started = Date.now();
   const max = opts.maxOutputBytes ?? 8 * 1024 * 1024;
-  const out = bounded(max);
-  const err = bounded(max);
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, {
-      cwd: opts.cwd,
-      env: opts.env ?? process.env,
-      stdio: [opts.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
-      detached: true, // own process group, so a kill reaches provider plugins too
-    });
-    let finished = false;
-    let reason: 'timeout' | 'cancelled' | undefined;
-    const result = (exitCode: number): RunResult => ({
+  startSpawner();
+  const sp = spawner as Spawner;
+  const { id, answer } = sp.run({
+    command,
+    args,
+    cwd: opts.cwd,
+    env: opts.env ?? process.env,
+    stdin: opts.stdin,
+    stdoutFile: opts.stdoutFile,
+    maxOutputBytes: max,
+    niceness: opts.niceness,
+  });
+  let reason: 'timeout' | 'cancelled' | undefined;
+  let finished = false;
+  const stop = (why: 'timeout' | 'cancelled'): void => {
+    if (finished) return;
+    reason = why;
+    sp.kill(id, 'SIGTERM');
+    setTimeout(() => {
+      if (!finished) sp.kill(id, 'SIGKILL');
+    }, 5000).unref();
+  };
+  const timer = opts.timeoutMs ? setTimeout(() => stop('timeout'), opts.timeoutMs) : undefined;
+  const beat = opts.onHeartbeat
+    ? setInterval(() => opts.onHeartbeat?.(Date.now() - started), opts.heartbeatMs ?? 5000)
+    : undefined;
+  const onAbort = (): void => stop('cancelled');
+  if (opts.signal?.aborted) onAbort();
+  opts.signal?.addEventListener('abort', onAbort, { once: true });
+  return answer.then((a) => {
+    finished = true;
+    if (timer) clearTimeout(timer);
+    if (beat) clearInterval(beat);
+    opts.signal?.removeEventListener('abort', onAbort);
+    const r: RunResult = {
       command,
       args,
-      exitCode,
-      stdout: out.text(opts.stdoutEncoding),
-      stderr: err.text(),
+      exitCode: a.error !== undefined ? -1 : (a.code ?? (a.signal ? 128 : -1)),
+      stdout: text(a.stdout, a.droppedOut, opts.stdoutEncoding ?? 'utf8'),
+      stderr: text(a.stderr, a.droppedErr, 'utf8'),
       durationMs: Date.now() - started,
-    });
-    const killGroup = (sig: NodeJS.Signals): void => {
-      if (child.pid === undefined) return;
-      try {
-        process.kill(-child.pid, sig);
-      } catch {
-        /* already gone */
-      }
     };
-    const stop = (why: 'timeout' | 'cancelled'): void => {
-      if (finished) return;
-      reason = why;
-      killGroup('SIGTERM');
-      setTimeout(() => killGroup('SIGKILL'), 5000).unref();
-    };
-    const timer = opts.timeoutMs ? setTimeout(() => stop('timeout'), opts.timeoutMs) : undefined;
-    const beat = opts.onHeartbeat
-      ? setInterval(() => opts.onHeartbeat?.(Date.now() - started), opts.heartbeatMs ?? 5000)
-      : undefined;
-    const onAbort = (): void => stop('cancelled');
-    if (opts.signal?.aborted) onAbort();
-    opts.signal?.addEventListener('abort', onAbort, { once: true });
-    const fileDone = new Promise<void>((res, rej) => {
-      if (!opts.stdoutFile) return res();
-      const sink = createWriteStream(opts.stdoutFile);
-      sink.once('error', rej);
-      sink.once('finish', () => res());
-      child.stdout?.pipe(sink);
-    });
-    if (!opts.stdoutFile) child.stdout?.on('data', (d: Buffer) => out.push(d));
-    child.stderr?.on('data', (d: Buffer) => err.push(d));
-    if (opts.stdin !== undefined) child.stdin?.end(opts.stdin);
-    const cleanup = (): void => {
-      finished = true;
-      if (timer) clearTimeout(timer);
-      if (beat) clearInterval(beat);
-      opts.signal?.removeEventListener('abort', onAbort);
-    };
-    child.once('error', (e) => {
-      cleanup();
-      reject(new ProcessError(`cannot run ${command}: ${e.message}`, result(-1), 'spawn'));
-    });
-    child.once('close', (code, signal) => {
-      void fileDone.then(() => settle(code, signal), reject);
-    });
-    const settle = (code: number | null, signal: NodeJS.Signals | null): void => {
-      cleanup();
-      const r = result(code ?? (signal ? 128 : -1));
-      if (reason === 'timeout') {
-        reject(
-          new ProcessError(`${command} ${args[0] ?? ''} timed out after ${opts.timeoutMs} ms`, r, 'timeout'),
-        );
-      } else if (reason === 'cancelled') {
-        reject(new ProcessError(`${command} ${args[0] ?? ''} was cancelled`, r, 'cancelled'));
-      } else resolve(r);
-    };
+    if (a.error !== undefined) throw new ProcessError(`cannot run ${command}: ${a.error}`, r, 'spawn');
+    if (reason === 'timeout')
+      throw new ProcessError(
+        `${command} ${args[0] ?? ''} timed out after ${opts.timeoutMs} ms`,
+        r,
+        'timeout',
+      );
+    if (reason === 'cancelled')
+      throw new ProcessError(`${command} ${args[0] ?? ''} was cancelled`, r, 'cancelled');
+    return r;
   });
 }

@@ -22,7 +22,7 @@ import { ensureGitConnection } from '../shared/infra/db/git-connections';
 import { quietKnownWarnings } from '../shared/infra/logger';
 import { launchBrowser } from '../test/support/browser';
 import { createDriftTestBed } from '../test/support/drift-test-bed';
-import { startStackWorker, startTestStack } from '../test/support/test-stack';
+import { startStackWorker, startTestStackProcess } from '../test/support/test-stack';
 
 quietKnownWarnings();
 Runtime.install({ logger: new DefaultLogger('ERROR') });
@@ -36,7 +36,7 @@ const pct = (values: number[], p: number) => {
 };
 
 const webDist = await ensureWebBuild();
-const { stack, stop } = await startTestStack();
+const { stack, stop } = await startTestStackProcess();
 try {
   const db = createDb(stack.databaseUrl, { max: 8 });
   await migrate(db);

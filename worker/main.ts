@@ -6,10 +6,14 @@ import { dataConverter, payloadCodecFromEnv } from '../shared/infra/payload-code
 import { connectNative, temporalTarget } from '../shared/infra/temporal-connection';
 import { ensureSearchAttributes } from '../shared/infra/temporal-setup';
 import { startTracing } from '../shared/infra/tracing';
+import { startSpawner } from '../activities/process';
 import { buildActivities } from './deps';
 import { installRuntime } from './runtime';
 import { createWorker, workerIdentity } from './worker';
 
+// The engine's and git's processes are started by a small spawner forked now, while this process
+// is small: a fork from the grown worker would stop its event loop for tens of milliseconds.
+startSpawner();
 quietKnownWarnings();
 const config = loadConfig();
 const log = logger.child({ component: 'worker' });

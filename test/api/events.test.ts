@@ -2,9 +2,10 @@
 // a round (from the session's event log in the metadata store), ids that let a reconnecting client
 // resume with Last-Event-ID, and the subscription closing after
 // orchestration.max_session_events_iteration polls.
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, migrate, type Db } from '../../shared/infra/db';
-import { eventsAfter, recordEvents } from '../../shared/infra/db/sessions';
+import { eventsAfter, recordEvents, SESSION_EVENTS_CHANNEL } from '../../shared/infra/db/sessions';
 import { startTestApi, type TestApi, testUser } from '../support/api';
 import { subscribe, type Received } from '../support/sse';
 import type { DriftTestBed } from '../support/drift-test-bed';
@@ -162,6 +163,49 @@ describe('session events (SSE)', () => {
       expect(reads).toBe(1);
     } finally {
       tabs.close();
+    }
+  });
+
+  it('appends concurrent writers in one order: seqs without gaps, each writer in its own order, a retried write adds nothing, one notification each', async () => {
+    const accepted = await api.call('POST', '/api/v1/drift/full', token, {
+      repository_url: bed.repoUrl,
+      cloud: 'aws',
+      scope_id: 'scope-events',
+      text: 'Reconcile everything.',
+    });
+    const sessionId = accepted.body.session_id as string;
+    await subscribe(`${api.url}/api/v1/events/subscribe/${sessionId}`, token, {
+      stop: (e) => e.event === 'round_end',
+    });
+    const before = (await eventsAfter(db, sessionId, 0)).at(-1)?.seq ?? 0;
+    const listener = new pg.Client({ connectionString: stack().databaseUrl });
+    await listener.connect();
+    let notified = 0;
+    listener.on('notification', (n) => {
+      if (n.payload === sessionId) notified++;
+    });
+    await listener.query(`LISTEN ${SESSION_EVENTS_CHANNEL}`);
+    try {
+      const write = (w: number) =>
+        recordEvents(
+          db,
+          sessionId,
+          [1, 2, 3].map((i) => ({ source_key: `test:w${w}:${i}`, type: 'status', data: { w, i } })),
+        );
+      await Promise.all(Array.from({ length: 8 }, (_, w) => write(w)));
+      await write(3); // a retried activity: every event already there
+      const rows = await eventsAfter(db, sessionId, before);
+      expect(rows.map((r) => r.seq)).toEqual(Array.from({ length: 24 }, (_, i) => before + i + 1));
+      for (let w = 0; w < 8; w++)
+        expect(
+          rows
+            .map((r) => r.data as { w: number; i: number })
+            .filter((d) => d.w === w)
+            .map((d) => d.i),
+        ).toEqual([1, 2, 3]);
+      await expect.poll(() => notified).toBe(9);
+    } finally {
+      await listener.end();
     }
   });
 

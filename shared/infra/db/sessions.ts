@@ -264,9 +264,38 @@ export async function recordSession(db: Db, rec: SessionRecord): Promise<void> {
   }
 }
 
-/** Appends events only (a round's status changes and artifacts). */
-export function recordEvents(db: Db, sessionId: string, events: SessionEventInput[]): Promise<void> {
-  return recordSession(db, { sessionId, events });
+/**
+ * Appends events only (a round's status changes and artifacts) and notifies, in one statement: one
+ * round trip to the store however many events, so a round's next event is not held back by a
+ * transaction's worth of them (docs/benchmarks.md, the SSE delay by segment). Events already
+ * written (same source_key) are skipped; the rest take the next seqs in the order given. Two writers
+ * racing for one seq: the loser fails on the primary key and writes again.
+ */
+export async function recordEvents(db: Db, sessionId: string, events: SessionEventInput[]): Promise<void> {
+  const rows = JSON.stringify(
+    events.map((e) => ({ ...e, round_id: e.round_id ?? null, at: e.at ?? new Date().toISOString() })),
+  );
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await sql`with given as (
+          select * from rows from (jsonb_to_recordset(${rows}::jsonb)
+              as (source_key text, round_id text, type text, data jsonb, at timestamptz))
+            with ordinality as g(source_key, round_id, type, data, at, n)
+          where not exists (
+            select 1 from session_events e where e.session_id = ${sessionId} and e.source_key = g.source_key)
+        ), appended as (
+          insert into session_events (session_id, seq, source_key, round_id, type, data, at)
+          select ${sessionId}, (select coalesce(max(seq), 0) from session_events where session_id = ${sessionId})
+              + row_number() over (order by n), source_key, round_id, type, data, at
+          from given
+          on conflict (session_id, source_key) do nothing
+        )
+        select pg_notify(${SESSION_EVENTS_CHANNEL}, ${sessionId})`.execute(db);
+      return;
+    } catch (err) {
+      if ((err as { code?: string }).code !== UNIQUE_VIOLATION || attempt >= 20) throw err;
+    }
+  }
 }
 
 /** A session's rounds in the order it accepted them. */
