@@ -5,7 +5,7 @@
 import { join } from 'node:path';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import { cloudIdsOfState, type StateResource } from '../shared/audit-events';
+import { cloudIdsOfState, type AuditSummary, type StateResource } from '../shared/audit-events';
 import { deriveDrift, type AttributeChange } from '../shared/drift';
 import { activeRules, applyExceptions } from '../shared/drift-exceptions';
 import { ErrorTypes } from '../shared/errors';
@@ -81,7 +81,13 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
      * Checkout (this worker's warm workspace of the stack, fetched; else a clone), init when needed,
      * plan -out, show -json; the drift derived, the exception rules applied.
      */
-    async planStack(input: { stack: Stack; run_id: string; today: string }): Promise<StackPlanOutput> {
+    async planStack(input: {
+      stack: Stack;
+      run_id: string;
+      today: string;
+      /** An event-driven run: `-target` of these addresses. */
+      targets?: string[];
+    }): Promise<StackPlanOutput> {
       const { stack, run_id } = input;
       const ctx = Context.current();
       const h = { signal: ctx.cancellationSignal, heartbeat: (d: string) => ctx.heartbeat(d) };
@@ -132,13 +138,14 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
           if (ws.initialized) engine.assumeInitialized();
           const planFile = join(ws.scratch, 'plan.tfplan');
           const jsonFile = join(ws.scratch, 'plan.json');
-          await engine.plan({ out: planFile }, h);
+          await engine.plan({ out: planFile, ...(input.targets ? { targets: input.targets } : {}) }, h);
           ws.markInitialized();
           await engine.showJson(planFile, jsonFile, h);
           const resources: StateResource[] = [];
           const drift = deriveDrift(await readPlanForDrift(jsonFile, (r) => resources.push(r)));
-          // What the state holds by cloud id: an audit event's resources find this stack by it.
-          await replaceStackCloudIds(deps.db, stack, cloudIdsOfState(resources));
+          // What the state holds by cloud id: an audit event's resources find this stack by it (a
+          // targeted run saw only part of the state and leaves the index as the last whole run left it).
+          if (!input.targets) await replaceStackCloudIds(deps.db, stack, cloudIdsOfState(resources));
           const rules = activeRules(deps.catalogue.driftExceptions(stack.cloud).rules, input.today);
           const { survivors, whitelisted } = applyExceptions(drift, rules);
           const seen: DetectedDrift[] = [];
@@ -211,7 +218,13 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
     },
 
     /** The inbox after this run: one transaction; a retry of a recorded run changes nothing. */
-    async recordStackDetection(input: { stack_uuid: string; run_id: string; plan: StackPlanOutput }): Promise<
+    async recordStackDetection(input: {
+      stack_uuid: string;
+      run_id: string;
+      plan: StackPlanOutput;
+      targets?: string[];
+      audit?: AuditSummary;
+    }): Promise<
       Omit<InboxChange, 'openedItems' | 'resolvedItems' | 'opened'> & {
         opened: DetectedDrift[];
         resolved_items: { address: string; attribute: string }[];
@@ -226,6 +239,8 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
         drift_count: input.plan.drift_count,
         plan_key: input.plan.plan_key,
         report_key: input.plan.report_key,
+        ...(input.targets ? { targets: input.targets } : {}),
+        ...(input.audit ? { audit: input.audit } : {}),
       });
       const { openedItems, resolvedItems, opened, ...counts } = change;
       // What the webhooks announce: the alerting items opened (never a whitelisted one), and those

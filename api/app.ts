@@ -23,6 +23,7 @@ import { createPullRequestRouter } from './routes/pull-requests';
 import { createRunnerGroupsRouter } from './routes/runner-groups';
 import { createRunnerSchedulesRouter } from './routes/runner-schedules';
 import { createStacksRouter } from './routes/stacks';
+import { createAuditEventsRouter } from './routes/audit-events';
 import { createSessionsRouter, type SessionDetailDeps } from './routes/sessions';
 import { createWorkflowsRouter } from './routes/workflows';
 import { checkResponses, route } from './contract';
@@ -166,6 +167,7 @@ export function createApp(deps: AppDeps): Express {
     app.use(createWorkflowsRouter(sessions));
     app.use(createRunnerGroupsRouter(sessions));
     app.use(createStacksRouter(sessions));
+    app.use(createAuditEventsRouter(sessions));
     app.use(createWebhooksRouter(sessions));
     app.use(createRunnerSchedulesRouter(sessions));
     app.use(createPullRequestRouter(sessions));

@@ -17,6 +17,7 @@ import { runnerGroupOperations } from './routes/runner-groups';
 import { runnerScheduleOperations } from './routes/runner-schedules';
 import { sessionOperations } from './routes/sessions';
 import { stackOperations } from './routes/stacks';
+import { auditOperations } from './routes/audit-events';
 import { webhookOperations } from './routes/webhooks';
 import { workflowOperations } from './routes/workflows';
 import { SESSION_COOKIE } from './auth';
@@ -43,6 +44,7 @@ export const API_OPERATIONS: Operation[] = [
     eventOperations,
     pullRequestOperations,
     stackOperations,
+    auditOperations,
     webhookOperations,
     runnerGroupOperations,
     runnerScheduleOperations,

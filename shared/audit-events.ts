@@ -232,3 +232,71 @@ export function coalesceByStack(
   for (const g of by.values()) g.changes.sort((a, b) => b.time.localeCompare(a.time));
   return [...by.values()];
 }
+
+/** Who, when, how and from where, as an inbox item and a `drift.detected` webhook carry it. */
+export const auditSummarySchema = z.object({
+  event_id: z.string(),
+  actor: z.string(),
+  at: z.string(),
+  action: z.string(),
+  source_address: z.string(),
+});
+export type AuditSummary = z.infer<typeof auditSummarySchema>;
+
+export function auditSummary(c: AuditChange): AuditSummary {
+  return {
+    event_id: c.event_id,
+    actor: c.actor,
+    at: c.time,
+    action: c.action,
+    source_address: c.source_address,
+  };
+}
+
+/** A change the organization's endpoint accepted (GET /api/v1/audit-changes). */
+export const auditChangeViewSchema = auditSummarySchema.extend({
+  cloud: z.string(),
+  resource_ids: z.array(z.string()),
+  /** The stacks and addresses it touched; empty: an unmanaged change (no stack holds the resource). */
+  stacks: z.array(z.object({ stack_uuid: z.string(), addresses: z.array(z.string()) })),
+  received_at: z.string(),
+});
+export type AuditChangeView = z.infer<typeof auditChangeViewSchema>;
+export const auditChangeListSchema = z.object({ changes: z.array(auditChangeViewSchema) });
+export const auditChangeQuerySchema = z
+  .object({
+    unmanaged: z.enum(['true', 'false']).optional().describe('Only changes to resources no stack holds'),
+    limit: z.coerce.number().int().min(1).max(500).default(100),
+  })
+  .strict();
+
+/** What the ingestion endpoint did with a delivery. */
+export const ingestionAnswerSchema = z.object({
+  /** Change events read from the delivery (before duplicates). */
+  changes: z.number().int(),
+  /** Changes seen before (a delivery repeated): recorded once, started nothing again. */
+  duplicates: z.number().int(),
+  /** Stacks whose targeted detection this delivery started or joined. */
+  stacks: z.number().int(),
+  /** Changes to resources no stack holds (the organization's unmanaged-change feed). */
+  unmanaged: z.number().int(),
+  /** Events dropped, by reason. */
+  dropped: z.record(z.string(), z.number().int()),
+});
+
+/** A new ingestion secret: shown in this answer only. */
+export const ingestionSecretSchema = z.object({
+  secret: z.string(),
+  /** The header an EventBridge connection (API key authorization) sends it in. */
+  header: z.string(),
+  endpoints: z.object({ aws: z.string() }),
+});
+
+/** The header that carries an organization's ingestion secret. */
+export const INGESTION_SECRET_HEADER = 'x-kumoss-ingestion-secret';
+
+/** What a stack's event-driven detection is told: the addresses to plan and the changes behind them. */
+export interface AuditSignal {
+  addresses: string[];
+  changes: AuditSummary[];
+}

@@ -48,3 +48,6 @@ export const stackDetectionWorkflowId = (stackUuid: string): string => `drift-de
 
 /** The id a runner group's schedule starts its detections under (with the scheduled time appended). */
 export const runnerDetectWorkflowId = (groupUuid: string): string => `runner-detect:${groupUuid}`;
+
+/** A stack's event-driven detections: one workflow per stack gathers its audit events into runs. */
+export const stackEventsWorkflowId = (stackUuid: string): string => `drift-events:${stackUuid}`;

@@ -1,7 +1,8 @@
 // Update and query definitions shared by the workflows that handle them and the clients (API,
 // scripts) that send them, as the Temporal samples keep them in `shared.ts`. Sandbox-safe: only
 // the definitions and the contract types.
-import { defineQuery, defineUpdate } from '@temporalio/workflow';
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { AuditSignal } from './audit-events';
 import type { OperationAnswer, RoundProgress, SessionOperation, SessionState } from './contracts';
 import type { RunnerDagState } from './runner-contracts';
 
@@ -23,3 +24,6 @@ export const sessionQuery = defineQuery<SessionState>('session');
 
 /** A runner DAG run's state: every step's output and the bookkeeping fields. */
 export const dagStateQuery = defineQuery<RunnerDagState>('state');
+
+/** Audit events for a stack's event-driven detections (the `stackEvents` workflow). */
+export const auditChangeSignal = defineSignal<[AuditSignal]>('auditChange');

@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import { iacPathSchema, MAX_REVERT_ADDRESSES, repositoryUrlSchema, revertText } from './contracts';
 import { CLOUDS } from './drift-exceptions';
+import { auditSummarySchema, type AuditSummary } from './audit-events';
 
 /** How often a stack is checked: an interval (1 minute at the least) or a cron expression in a time zone. */
 export const stackScheduleSchema = z
@@ -142,6 +143,7 @@ export type Stack = z.infer<typeof stackSchema>;
 /** The Temporal Schedule of a stack, and the workflow id of its runs. */
 export { stackScheduleId } from './ids';
 export const stackDetectionWorkflowType = 'stackDetection';
+export const stackEventsWorkflowType = 'stackEvents';
 
 export const DRIFT_ITEM_STATES = ['open', 'resolved'] as const;
 /** The clouds the inbox filters by. */
@@ -176,6 +178,10 @@ export function itemValue(v: unknown): unknown {
 
 export interface StackDetectionInput {
   stack_uuid: string;
+  /** An event-driven run: plan only these addresses (`-target`); only their items can resolve. */
+  targets?: string[];
+  /** The audit events behind an event-driven run, newest first: the first is on the items it opens. */
+  audit?: AuditSummary[];
 }
 
 export interface StackDetectionResult {
@@ -232,6 +238,8 @@ export const driftItemSchema = z.object({
   actual: z.unknown(),
   /** Where a drift found only in a provider's mirror attribute (`tags_all`) comes from. */
   note: z.string().nullable(),
+  /** The audit event (who, when, how, from where) behind the run that saw it last; null: none seen. */
+  audit: auditSummarySchema.nullable(),
 });
 export type DriftItem = z.infer<typeof driftItemSchema>;
 

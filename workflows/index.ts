@@ -7,3 +7,4 @@ export { session } from './session';
 export { runnerEnvironmentDriftDetect as 'runner.environment-drift-detect' } from './runner-environment-drift-detect';
 export { runnerEnvironmentDriftRepair as 'runner.environment-drift-repair' } from './runner-environment-drift-repair';
 export { stackDetection } from './stack-detection';
+export { stackEvents } from './stack-events';

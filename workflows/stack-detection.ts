@@ -1,4 +1,5 @@
-// A stack's scheduled detection run (started by its Temporal Schedule, `drift-schedule:<stack>`):
+// A stack's detection run — scheduled (started by its Temporal Schedule, `drift-schedule:<stack>`)
+// or event-driven (a child of `stackEvents`, planning only the addresses audit events touched):
 // the stack as registered now, a plan-only detection (no model, no branch, no commit), and the
 // drift inbox updated from what the run saw. A run that fails is recorded as failed and leaves
 // the inbox as it was; the workflow then fails, so the Web UI shows it.
@@ -65,7 +66,12 @@ export async function stackDetection(input: StackDetectionInput): Promise<StackD
   let plan;
   try {
     const today = new Date().toISOString().slice(0, 10);
-    plan = await engine.planStack({ stack, run_id, today });
+    plan = await engine.planStack({
+      stack,
+      run_id,
+      today,
+      ...(input.targets ? { targets: input.targets } : {}),
+    });
   } catch (err) {
     const reason =
       err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err);
@@ -75,7 +81,15 @@ export async function stackDetection(input: StackDetectionInput): Promise<StackD
     await announce('detection.failed', { reason });
     throw ApplicationFailure.nonRetryable(`Detection failed: ${reason}`, 'DetectionFailed');
   }
-  const inbox = await light.recordStackDetection({ stack_uuid: stack.stack_uuid, run_id, plan });
+  // An event-driven run: who, when, how and from where, on the items it opens and in the webhook.
+  const audit = input.audit?.[0];
+  const inbox = await light.recordStackDetection({
+    stack_uuid: stack.stack_uuid,
+    run_id,
+    plan,
+    ...(input.targets ? { targets: input.targets } : {}),
+    ...(audit ? { audit } : {}),
+  });
   const outcome = plan.operation_count > 0 ? 'drifted' : 'clean';
   upsertSearchAttributes([{ key: KumossOutcome, value: outcome }]);
   setCurrentDetails(
@@ -118,7 +132,11 @@ export async function stackDetection(input: StackDetectionInput): Promise<StackD
   }
   if (inbox.recorded) {
     if (inbox.opened.length > 0)
-      await announce('drift.detected', { items: inbox.opened, ...(session_id ? { session_id } : {}) });
+      await announce('drift.detected', {
+        items: inbox.opened,
+        ...(session_id ? { session_id } : {}),
+        audit: audit ?? null,
+      });
     if (inbox.resolved_items.length > 0) await announce('drift.resolved', { items: inbox.resolved_items });
     if (outcome === 'clean') await announce('detection.clean', {});
   }

@@ -11,6 +11,7 @@ import {
   sessionBranch,
   sessionWorkflowId,
   stackDetectionWorkflowId,
+  stackEventsWorkflowId,
   stackScheduleId,
 } from '../../shared/ids';
 
@@ -28,6 +29,7 @@ describe('ids', () => {
     expect(stackScheduleId('u')).toBe('drift-schedule:u');
     expect(runnerScheduleId('g')).toBe('runner-schedule:g');
     expect(stackDetectionWorkflowId('u')).toBe('drift-detection:u');
+    expect(stackEventsWorkflowId('u')).toBe('drift-events:u');
     expect(runnerDetectWorkflowId('g')).toBe('runner-detect:g');
   });
 

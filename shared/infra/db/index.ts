@@ -279,6 +279,29 @@ export interface DriftItemsTable {
   actual: unknown;
   /** Where a drift found only in a provider's mirror attribute comes from. */
   note: string | null;
+  /** The audit event that led the run which saw it last (AuditChange JSON); null: none seen. */
+  audit: unknown;
+}
+
+export interface IngestionSecretsTable {
+  organization_uuid: string;
+  secret_sha256: string;
+  created_at: Generated<Date>;
+}
+
+export interface AuditChangesTable {
+  organization_uuid: string;
+  event_id: string;
+  cloud: string;
+  actor: string;
+  at: string;
+  action: string;
+  source_address: string;
+  /** string[] */
+  resource_ids: unknown;
+  /** {stack_uuid, addresses}[]; empty: an unmanaged change. */
+  stacks: unknown;
+  received_at: Generated<Date>;
 }
 
 export interface WebhookEndpointsTable {
@@ -334,6 +357,8 @@ export interface Database {
   detection_runs: DetectionRunsTable;
   drift_items: DriftItemsTable;
   stack_cloud_ids: StackCloudIdsTable;
+  ingestion_secrets: IngestionSecretsTable;
+  audit_changes: AuditChangesTable;
   webhook_endpoints: WebhookEndpointsTable;
   webhook_deliveries: WebhookDeliveriesTable;
   kumoss_migrations: MigrationsTable;

@@ -479,4 +479,34 @@ export const migrations: Migration[] = [
       );
     },
   },
+  {
+    // Cloud audit events (issue 30): each organization's ingestion secret (its SHA-256 only: the
+    // secret is shown once), the changes its endpoint accepted — with the stacks and addresses they
+    // touched, none for an unmanaged change — and, on an inbox item, the change that led to it.
+    id: '0024_audit_changes',
+    async up(db) {
+      await sql`create table ingestion_secrets (
+        organization_uuid uuid primary key,
+        secret_sha256 text not null,
+        created_at timestamptz not null default now()
+      )`.execute(db);
+      await sql`create table audit_changes (
+        organization_uuid uuid not null,
+        event_id text not null,
+        cloud text not null,
+        actor text not null,
+        at timestamptz not null,
+        action text not null,
+        source_address text not null,
+        resource_ids jsonb not null,
+        stacks jsonb not null,
+        received_at timestamptz not null default now(),
+        primary key (organization_uuid, event_id)
+      )`.execute(db);
+      await sql`create index audit_changes_by_time on audit_changes (organization_uuid, received_at desc)`.execute(
+        db,
+      );
+      await sql`alter table drift_items add column audit jsonb`.execute(db);
+    },
+  },
 ];

@@ -14,6 +14,7 @@ import {
   type StackSpec,
   type StackUpdate,
 } from '../../stack-contracts';
+import type { AuditSummary } from '../../audit-events';
 import type { SessionSettings } from '../../contracts';
 import { RegistryError } from './runners';
 import { insertSession, legacyStateProjectId, stateProjectId, type SessionDefaults } from './sessions';
@@ -202,6 +203,10 @@ export async function recordDetection(
     drift_count: number;
     plan_key: string;
     report_key: string;
+    /** A targeted run's addresses: only their open items can be resolved by it. */
+    targets?: string[];
+    /** The audit event behind the run: on every item it opens or sees again. */
+    audit?: AuditSummary;
   },
 ): Promise<InboxChange> {
   return db.transaction().execute(async (trx) => {
@@ -247,6 +252,7 @@ export async function recordDetection(
           last_run_id: opts.run_id,
           resolved_run_id: null,
           ...values,
+          audit: opts.audit ? JSON.stringify(opts.audit) : null,
         };
         await trx.insertInto('drift_items').values(row).execute();
         openedItems.push(d);
@@ -262,6 +268,8 @@ export async function recordDetection(
             ...values,
             last_seen_at: sql`now()`,
             last_run_id: opts.run_id,
+            // Who made the change stays on the item until another event says otherwise.
+            ...(opts.audit ? { audit: JSON.stringify(opts.audit) } : reopened ? { audit: null } : {}),
             ...(reopened
               ? {
                   first_seen_at: sql`now()`,
@@ -277,7 +285,13 @@ export async function recordDetection(
         if (reopened) openedItems.push(d);
       }
     }
-    const resolvedItems = existing.filter((e) => e.state === 'open' && !seenKeys.has(itemKey(e)));
+    // A target names a resource, an instance of it (`[…]`) or a module (`.…`): what -target plans.
+    const inScope = (address: string) =>
+      !opts.targets ||
+      opts.targets.some((t) => address === t || address.startsWith(`${t}.`) || address.startsWith(`${t}[`));
+    const resolvedItems = existing.filter(
+      (e) => e.state === 'open' && !seenKeys.has(itemKey(e)) && inScope(e.address),
+    );
     if (resolvedItems.length > 0) {
       await trx
         .updateTable('drift_items')
@@ -407,6 +421,7 @@ export async function listDriftItems(
       'drift_items.declared',
       'drift_items.actual',
       'drift_items.note',
+      'drift_items.audit',
     ])
     .where('stacks.organization_uuid', '=', organization_uuid);
   if (filter.stack_uuid) q = q.where('drift_items.stack_uuid', '=', filter.stack_uuid);
@@ -421,6 +436,7 @@ export async function listDriftItems(
     first_seen_at: iso(r.first_seen_at) as string,
     last_seen_at: iso(r.last_seen_at) as string,
     resolved_at: iso(r.resolved_at),
+    audit: (r.audit as AuditSummary | null) ?? null,
   }));
 }
 

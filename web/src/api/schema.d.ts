@@ -2684,6 +2684,13 @@ export interface paths {
                                 declared: unknown;
                                 actual: unknown;
                                 note: string | null;
+                                audit: {
+                                    event_id: string;
+                                    actor: string;
+                                    at: string;
+                                    action: string;
+                                    source_address: string;
+                                } | null;
                             }[];
                         };
                     };
@@ -2920,6 +2927,296 @@ export interface paths {
                 };
                 /** @description Error */
                 503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/audit-events/aws/{organization}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** CloudTrail management events as an EventBridge API destination delivers them (one event, or a batch of at most 100); authenticated by the organization's ingestion secret in the `x-kumoss-ingestion-secret` header. Starts a targeted detection of each stack whose resources changed. */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    organization: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": ({
+                        /** @enum {string} */
+                        "detail-type": "AWS API Call via CloudTrail";
+                        source: string;
+                        account?: string;
+                        region?: string;
+                        time?: string;
+                        detail: {
+                            eventID: string;
+                            eventTime: string;
+                            eventSource: string;
+                            eventName: string;
+                            eventType?: string;
+                            readOnly?: boolean;
+                            managementEvent?: boolean;
+                            errorCode?: string;
+                            sourceIPAddress?: string;
+                            userIdentity?: {
+                                type?: string;
+                                arn?: string;
+                                principalId?: string;
+                                invokedBy?: string;
+                            } & {
+                                [key: string]: unknown;
+                            };
+                            requestParameters?: {
+                                [key: string]: unknown;
+                            } | null;
+                            responseElements?: {
+                                [key: string]: unknown;
+                            } | null;
+                        } & {
+                            [key: string]: unknown;
+                        };
+                    } & {
+                        [key: string]: unknown;
+                    }) | ({
+                        /** @enum {string} */
+                        "detail-type": "AWS API Call via CloudTrail";
+                        source: string;
+                        account?: string;
+                        region?: string;
+                        time?: string;
+                        detail: {
+                            eventID: string;
+                            eventTime: string;
+                            eventSource: string;
+                            eventName: string;
+                            eventType?: string;
+                            readOnly?: boolean;
+                            managementEvent?: boolean;
+                            errorCode?: string;
+                            sourceIPAddress?: string;
+                            userIdentity?: {
+                                type?: string;
+                                arn?: string;
+                                principalId?: string;
+                                invokedBy?: string;
+                            } & {
+                                [key: string]: unknown;
+                            };
+                            requestParameters?: {
+                                [key: string]: unknown;
+                            } | null;
+                            responseElements?: {
+                                [key: string]: unknown;
+                            } | null;
+                        } & {
+                            [key: string]: unknown;
+                        };
+                    } & {
+                        [key: string]: unknown;
+                    })[];
+                };
+            };
+            responses: {
+                /** @description Read; detections started */
+                202: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            changes: number;
+                            duplicates: number;
+                            stacks: number;
+                            unmanaged: number;
+                            dropped: {
+                                [key: string]: number;
+                            };
+                        };
+                    };
+                };
+                /** @description Error */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Error */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Error */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/audit-changes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The changes the organization's audit-event endpoint accepted, newest first, with the stacks and addresses they touched; `unmanaged=true`: only changes to resources no stack holds */
+        get: {
+            parameters: {
+                query?: {
+                    unmanaged?: "true" | "false";
+                    limit?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The changes */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            changes: {
+                                event_id: string;
+                                actor: string;
+                                at: string;
+                                action: string;
+                                source_address: string;
+                                cloud: string;
+                                resource_ids: string[];
+                                stacks: {
+                                    stack_uuid: string;
+                                    addresses: string[];
+                                }[];
+                                received_at: string;
+                            }[];
+                        };
+                    };
+                };
+                /** @description Error */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Error */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Error */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/ingestion-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A new ingestion secret for the organization's audit-event endpoint (admin); shown in this answer only, the old one stops working */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The secret and the endpoint */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            secret: string;
+                            header: string;
+                            endpoints: {
+                                aws: string;
+                            };
+                        };
+                    };
+                };
+                /** @description Error */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Error */
+                403: {
                     headers: {
                         [name: string]: unknown;
                     };

@@ -1,0 +1,111 @@
+// Cloud audit events in the metadata store (issue 30): each organization's ingestion secret, kept as
+// its SHA-256 (shown once, compared in constant time), and the changes its endpoint accepted — with
+// the stacks and addresses they touched, or none (the unmanaged-change feed).
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { sql } from 'kysely';
+import type { AuditChange, AuditChangeView } from '../../audit-events';
+import type { Db } from './index';
+
+const sha256 = (s: string) => createHash('sha256').update(s, 'utf8').digest();
+
+/** A new ingestion secret for the organization (the old one stops working); returned once. */
+export async function rotateIngestionSecret(db: Db, organization_uuid: string): Promise<string> {
+  const secret = `kis_${randomBytes(32).toString('base64url')}`;
+  const secret_sha256 = sha256(secret).toString('hex');
+  await db
+    .insertInto('ingestion_secrets')
+    .values({ organization_uuid, secret_sha256 })
+    .onConflict((oc) => oc.column('organization_uuid').doUpdateSet({ secret_sha256, created_at: sql`now()` }))
+    .execute();
+  return secret;
+}
+
+/** Whether `given` is the organization's ingestion secret (false when it has none). */
+export async function ingestionSecretMatches(
+  db: Db,
+  organization_uuid: string,
+  given: string | undefined,
+): Promise<boolean> {
+  const row = await db
+    .selectFrom('ingestion_secrets')
+    .select('secret_sha256')
+    .where('organization_uuid', '=', organization_uuid)
+    .executeTakeFirst();
+  const want = Buffer.from(row?.secret_sha256 ?? '00'.repeat(32), 'hex');
+  const ok = timingSafeEqual(sha256(given ?? ''), want);
+  return ok && row !== undefined && given !== undefined && given.length > 0;
+}
+
+/**
+ * Records the changes with what they touched; answers the event ids recorded now (a change seen
+ * before — a delivery repeated — is not recorded again and starts nothing again).
+ */
+export async function recordAuditChanges(
+  db: Db,
+  organization_uuid: string,
+  changes: { change: AuditChange; stacks: { stack_uuid: string; addresses: string[] }[] }[],
+): Promise<Set<string>> {
+  if (changes.length === 0) return new Set();
+  const rows = await db
+    .insertInto('audit_changes')
+    .values(
+      changes.map(({ change: c, stacks }) => ({
+        organization_uuid,
+        event_id: c.event_id,
+        cloud: c.cloud,
+        actor: c.actor,
+        at: c.time,
+        action: c.action,
+        source_address: c.source_address,
+        resource_ids: JSON.stringify(c.resource_ids),
+        stacks: JSON.stringify(stacks),
+      })),
+    )
+    .onConflict((oc) => oc.columns(['organization_uuid', 'event_id']).doNothing())
+    .returning('event_id')
+    .execute();
+  return new Set(rows.map((r) => r.event_id));
+}
+
+/** The organization's accepted changes, newest first; `unmanaged`: only those no stack holds. */
+export async function listAuditChanges(
+  db: Db,
+  organization_uuid: string,
+  opts: { unmanaged?: boolean; limit: number },
+): Promise<AuditChangeView[]> {
+  let q = db.selectFrom('audit_changes').selectAll().where('organization_uuid', '=', organization_uuid);
+  if (opts.unmanaged !== undefined)
+    q = q.where(sql<boolean>`(jsonb_array_length(stacks) = 0) = ${opts.unmanaged}`);
+  const rows = await q.orderBy('received_at', 'desc').orderBy('event_id').limit(opts.limit).execute();
+  return rows.map((r) => ({
+    event_id: r.event_id,
+    cloud: r.cloud,
+    actor: r.actor,
+    at: new Date(r.at).toISOString(),
+    action: r.action,
+    source_address: r.source_address,
+    resource_ids: r.resource_ids as string[],
+    stacks: r.stacks as AuditChangeView['stacks'],
+    received_at: new Date(r.received_at).toISOString(),
+  }));
+}
+
+/**
+ * Whether a role session name is one of the organization's own runs: `kumoss-<session>-<round>` of
+ * a session of this organization. Anyone can name a session `kumoss-…`; only a real run is dropped.
+ */
+export async function isOwnRunSession(
+  db: Db,
+  organization_uuid: string,
+  sessionName: string,
+): Promise<boolean> {
+  const m = /^kumoss-(s-[0-9a-f-]{36})-r-[0-9a-f]{1,16}$/.exec(sessionName);
+  if (!m) return false;
+  const row = await db
+    .selectFrom('sessions')
+    .select('session_id')
+    .where('session_id', '=', m[1] as string)
+    .where('organization_uuid', '=', organization_uuid)
+    .executeTakeFirst();
+  return row !== undefined;
+}

@@ -1,0 +1,245 @@
+// Cloud audit events on the real stack (issue 30): CloudTrail management events as EventBridge
+// delivers them (a recorded-shape sample: AuthorizeSecurityGroupIngress), posted to the
+// organization's endpoint with its ingestion secret, start a targeted detection of exactly the
+// resources they touched; the item it opens says who, when, how and from where. The endpoint
+// refuses a wrong secret and another organization's, drops reads and the organization's own runs
+// (but not a session merely named like one), keeps unknown resources on the unmanaged feed, and
+// records a repeated delivery once. The drift test bed's REST "cloud" stands in for AWS here:
+// moto records no audit trail, so the event is posted as AWS documents it, with the bed's id.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDb, migrate, type Db } from '../../shared/infra/db';
+import { INGESTION_SECRET_HEADER } from '../../shared/audit-events';
+import { roleTokens, startTestApi, type TestApi } from '../support/api';
+import { triggerStackRun, type StackRun } from '../support/stack-runs';
+import { DRIFT_ADDRESSES, type DriftTestBed } from '../support/drift-test-bed';
+import { newTestBed, stack, temporalHarness, testActivities, type TemporalHarness } from '../support/stack';
+
+const FIXTURES = join(import.meta.dirname, '..', 'fixtures', 'audit-events');
+const sample = JSON.parse(
+  readFileSync(join(FIXTURES, 'aws-authorize-security-group-ingress.json'), 'utf8'),
+) as { detail: Record<string, unknown> & { requestParameters: { groupId: string } } };
+const ACTOR =
+  'arn:aws:sts::123456789012:assumed-role/AWSReservedSSO_Admin_0a1b2c3d4e5f6a7b/alice@example.com';
+
+/** The sample with its own event id, on `groupId`, as `actor` when given. */
+function event(eventID: string, groupId: string, over: Record<string, unknown> = {}) {
+  const e = structuredClone(sample);
+  e.detail.eventID = eventID;
+  e.detail.requestParameters.groupId = groupId;
+  const rules = (e.detail.responseElements as { securityGroupRuleSet?: { items: { groupId: string }[] } })
+    .securityGroupRuleSet;
+  for (const r of rules?.items ?? []) r.groupId = groupId;
+  Object.assign(e.detail, over);
+  return e;
+}
+
+interface Item {
+  address: string;
+  attribute: string;
+  state: string;
+  audit: { event_id: string; actor: string; at: string; action: string; source_address: string } | null;
+}
+
+describe('audit events: targeted detection with the actor', () => {
+  let h: TemporalHarness;
+  let db: Db;
+  let api: TestApi;
+  let bed: DriftTestBed;
+  let tokens: Record<'developer' | 'devops' | 'admin', string>;
+  let other: Record<'developer' | 'devops' | 'admin', string>;
+  let org = '';
+  let secret = '';
+  let stackId = '';
+
+  beforeAll(async () => {
+    h = await temporalHarness('audit-events', testActivities());
+    db = createDb(stack().databaseUrl);
+    await migrate(db);
+    tokens = await roleTokens(db, 'audit');
+    other = await roleTokens(db, 'audit-other');
+    api = await startTestApi(h, db);
+    bed = await newTestBed();
+  });
+  afterAll(async () => {
+    api?.close();
+    await bed?.destroy();
+    await db?.destroy();
+    await h?.close();
+  });
+
+  const post = (body: unknown, key: string | null = secret, organization = org) =>
+    api.call(
+      'POST',
+      `/api/v1/audit-events/aws/${organization}`,
+      undefined,
+      body,
+      key === null ? {} : { [INGESTION_SECRET_HEADER]: key },
+    );
+  const items = async () =>
+    (await api.call('GET', `/api/v1/drift-items?stack=${stackId}`, tokens.developer)).body.items as Item[];
+  const runs = async () =>
+    (await api.call('GET', `/api/v1/stacks/${stackId}/runs`, tokens.developer)).body.runs as StackRun[];
+  const changes = async (query = '') =>
+    (await api.call('GET', `/api/v1/audit-changes${query}`, tokens.developer)).body.changes as {
+      event_id: string;
+      stacks: { stack_uuid: string; addresses: string[] }[];
+    }[];
+
+  it('issues the secret to admins only, shown once, with the endpoint', async () => {
+    expect((await api.call('POST', '/api/v1/admin/ingestion-secret', tokens.devops)).status).toBe(403);
+    const issued = await api.call('POST', '/api/v1/admin/ingestion-secret', tokens.admin);
+    expect(issued.status).toBe(201);
+    secret = issued.body.secret as string;
+    expect(secret).toMatch(/^kis_/);
+    expect(issued.body.header).toBe(INGESTION_SECRET_HEADER);
+    const endpoint = (issued.body.endpoints as { aws: string }).aws;
+    org = endpoint.split('/').pop() as string;
+    expect(org).toMatch(/^[0-9a-f-]{36}$/);
+    // The other organization has its own secret, which opens only its own endpoint.
+    expect((await api.call('POST', '/api/v1/admin/ingestion-secret', other.admin)).status).toBe(201);
+  });
+
+  it('refuses a missing, wrong or rotated secret and another organization’s, recording nothing', async () => {
+    const e = event('refused-1', 'sg-web-demo');
+    expect((await post(e, null)).status).toBe(401);
+    expect((await post(e, 'kis_wrong')).status).toBe(401);
+    const theirs = (await api.call('POST', '/api/v1/admin/ingestion-secret', other.admin)).body
+      .secret as string;
+    expect((await post(e, theirs)).status).toBe(401);
+    // Another organization's endpoint with this organization's secret.
+    const otherOrg = (
+      (await api.call('POST', '/api/v1/admin/ingestion-secret', other.admin)).body.endpoints as {
+        aws: string;
+      }
+    ).aws
+      .split('/')
+      .pop() as string;
+    expect((await post(e, secret, otherOrg)).status).toBe(401);
+    expect((await post(e, secret, 'not-a-uuid')).status).toBe(404);
+    expect(await changes()).toEqual([]);
+    // Bad bodies: 400, nothing recorded.
+    for (const bad of [
+      {},
+      [],
+      { ...e, 'detail-type': 'EC2 Instance State-change Notification' },
+      Array(101).fill(e),
+    ])
+      expect((await post(bad)).status, JSON.stringify(bad).slice(0, 80)).toBe(400);
+    expect(await changes()).toEqual([]);
+  });
+
+  it('opens the item of the change an event names, with who, when, how and where; leaves other items to the schedule', async () => {
+    const created = await api.call('POST', '/api/v1/stacks', tokens.devops, {
+      name: `audit-${Date.now()}`,
+      repository_url: bed.repoUrl,
+      cloud: 'aws',
+      scope_id: 'audit-scope',
+      schedule: { cron: `${(new Date().getUTCMinutes() + 30) % 60} * * * *`, jitter_seconds: 30 },
+    });
+    expect(created.status).toBe(201);
+    stackId = created.body.stack_uuid as string;
+    // The schedule's run indexes the state's cloud ids, then finds a drift nobody announced.
+    expect(await triggerStackRun(api, h.client, tokens, stackId)).toMatchObject({
+      status: 'completed',
+      opened: 0,
+    });
+    await bed.inject('attribute');
+    expect(await triggerStackRun(api, h.client, tokens, stackId)).toMatchObject({
+      status: 'completed',
+      opened: 1,
+    });
+    expect((await items()).map((i) => [i.address, i.audit])).toEqual([[DRIFT_ADDRESSES.attribute, null]]);
+
+    // Someone opens port 8080 on the security group; CloudTrail says so through EventBridge.
+    await bed.inject('ingress');
+    const answer = await post(event('evt-ingress-1', 'sg-web-demo'));
+    expect(answer.status).toBe(202);
+    expect(answer.body).toEqual({ changes: 1, duplicates: 0, stacks: 1, unmanaged: 0, dropped: {} });
+    await expect
+      .poll(async () => (await items()).find((i) => i.address === DRIFT_ADDRESSES.ingress), {
+        timeout: 60_000,
+      })
+      .toMatchObject({
+        state: 'open',
+        audit: {
+          event_id: 'evt-ingress-1',
+          actor: ACTOR,
+          at: '2026-12-04T09:12:41Z',
+          action: 'ec2:AuthorizeSecurityGroupIngress',
+          source_address: '203.0.113.24',
+        },
+      });
+    const latest = (await runs())[0] as StackRun;
+    expect(latest.run_id).toMatch(new RegExp(`^drift-events:${stackId}:1:evt-ingress-1`));
+    await expect.poll(async () => ((await runs())[0] as StackRun).status).toBe('completed');
+    // The targeted run planned only the security group: the attribute's item stays open, unannounced.
+    const after = await items();
+    expect(after.find((i) => i.address === DRIFT_ADDRESSES.attribute)).toMatchObject({
+      state: 'open',
+      audit: null,
+    });
+    expect(await changes()).toEqual([
+      expect.objectContaining({
+        event_id: 'evt-ingress-1',
+        stacks: [{ stack_uuid: stackId, addresses: [DRIFT_ADDRESSES.ingress] }],
+      }),
+    ]);
+
+    // The same delivery again (EventBridge retries): recorded once, no second run.
+    const again = await post(event('evt-ingress-1', 'sg-web-demo'));
+    expect(again.body).toMatchObject({ changes: 1, duplicates: 1, stacks: 0 });
+  });
+
+  it('drops reads and the organization’s own runs, keeps unknown resources as unmanaged changes', async () => {
+    // A real session of this organization, as its run's role session would name it.
+    const session = await api.call('POST', '/api/v1/drift/full', tokens.devops, {
+      repository_url: bed.repoUrl,
+      cloud: 'aws',
+      scope_id: 'audit-scope',
+      text: 'Reconcile everything.',
+    });
+    const own = `kumoss-${session.body.session_id as string}-${session.body.round_id as string}`;
+    const roleArn = (name: string) => `arn:aws:sts::123456789012:assumed-role/kumoss-runs/${name}`;
+    const impostor = 'kumoss-s-00000000-0000-4000-8000-000000000000-r-deadbeef';
+    const before = (await runs()).length;
+    const answer = await post([
+      event('evt-read', 'sg-web-demo', { eventName: 'DescribeSecurityGroups', readOnly: true }),
+      event('evt-own', 'sg-web-demo', { userIdentity: { type: 'AssumedRole', arn: roleArn(own) } }),
+      event('evt-failed', 'sg-web-demo', { errorCode: 'UnauthorizedOperation' }),
+      event('evt-unknown', 'sg-0123456789abcdef0'),
+    ]);
+    expect(answer.status).toBe(202);
+    expect(answer.body).toEqual({
+      changes: 1,
+      duplicates: 0,
+      stacks: 0,
+      unmanaged: 1,
+      dropped: { read_only: 1, kumoss_run: 1, failed_call: 1 },
+    });
+    expect((await changes('?unmanaged=true')).map((c) => c.event_id)).toEqual(['evt-unknown']);
+    // A session merely named like a run of ours is someone else's change: it runs a detection.
+    const spoofed = await post(
+      event('evt-impostor', 'sg-web-demo', { userIdentity: { type: 'AssumedRole', arn: roleArn(impostor) } }),
+    );
+    expect(spoofed.body).toMatchObject({ changes: 1, stacks: 1, dropped: {} });
+    await expect.poll(async () => (await runs()).length, { timeout: 60_000 }).toBe(before + 1);
+    // Another organization's feed holds none of it.
+    expect((await api.call('GET', '/api/v1/audit-changes', other.developer)).body.changes).toEqual([]);
+  });
+
+  it('a burst of events on one stack is one targeted run', async () => {
+    await expect
+      .poll(async () => ((await runs())[0] as StackRun).status, { timeout: 60_000 })
+      .toBe('completed');
+    const before = (await runs()).length;
+    const burst = Array.from({ length: 20 }, (_, i) => event(`evt-burst-${i}`, 'sg-web-demo'));
+    for (const slice of [burst.slice(0, 10), burst.slice(10)]) expect((await post(slice)).status).toBe(202);
+    await expect.poll(async () => (await runs()).length, { timeout: 60_000 }).toBe(before + 1);
+    await expect
+      .poll(async () => ((await runs())[0] as StackRun).status, { timeout: 60_000 })
+      .toBe('completed');
+    expect((await runs()).length).toBe(before + 1);
+  });
+});
