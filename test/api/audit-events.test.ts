@@ -6,34 +6,17 @@
 // (but not a session merely named like one), keeps unknown resources on the unmanaged feed, and
 // records a repeated delivery once. The drift test bed's REST "cloud" stands in for AWS here:
 // moto records no audit trail, so the event is posted as AWS documents it, with the bed's id.
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, migrate, type Db } from '../../shared/infra/db';
 import { INGESTION_SECRET_HEADER } from '../../shared/audit-events';
+import { ingressEvent, SAMPLE_ACTOR } from '../support/audit-events';
 import { roleTokens, startTestApi, type TestApi } from '../support/api';
 import { triggerStackRun, type StackRun } from '../support/stack-runs';
 import { DRIFT_ADDRESSES, type DriftTestBed } from '../support/drift-test-bed';
 import { newTestBed, stack, temporalHarness, testActivities, type TemporalHarness } from '../support/stack';
 
-const FIXTURES = join(import.meta.dirname, '..', 'fixtures', 'audit-events');
-const sample = JSON.parse(
-  readFileSync(join(FIXTURES, 'aws-authorize-security-group-ingress.json'), 'utf8'),
-) as { detail: Record<string, unknown> & { requestParameters: { groupId: string } } };
-const ACTOR =
-  'arn:aws:sts::123456789012:assumed-role/AWSReservedSSO_Admin_0a1b2c3d4e5f6a7b/alice@example.com';
-
-/** The sample with its own event id, on `groupId`, as `actor` when given. */
-function event(eventID: string, groupId: string, over: Record<string, unknown> = {}) {
-  const e = structuredClone(sample);
-  e.detail.eventID = eventID;
-  e.detail.requestParameters.groupId = groupId;
-  const rules = (e.detail.responseElements as { securityGroupRuleSet?: { items: { groupId: string }[] } })
-    .securityGroupRuleSet;
-  for (const r of rules?.items ?? []) r.groupId = groupId;
-  Object.assign(e.detail, over);
-  return e;
-}
+const event = ingressEvent;
+const ACTOR = SAMPLE_ACTOR;
 
 interface Item {
   address: string;

@@ -15,6 +15,8 @@ import { roleTokens, startTestApi, waitForSession, type TestApi } from '../suppo
 import { expectAccessible, launchBrowser, signIn, screenshot } from '../support/browser';
 import { APP_CONFIG, DRIFT_ADDRESSES, SG_WEB_DEMO, type DriftTestBed } from '../support/drift-test-bed';
 import { triggerStackRun } from '../support/stack-runs';
+import { ingressEvent } from '../support/audit-events';
+import { INGESTION_SECRET_HEADER } from '../../shared/audit-events';
 import { rmSync } from 'node:fs';
 import {
   artifactStore,
@@ -113,6 +115,33 @@ describe('web application: stacks and the drift inbox (Chromium)', () => {
     const item = page.locator(`tr[data-item="${DRIFT_ADDRESSES.ingress} data.ingress"]`);
     await item.waitFor();
     expect(await item.locator('td').nth(6).textContent()).toBe('update');
+    // Found by the schedule: nobody's audit event named it.
+    expect(await item.getByTestId('changed-by').textContent()).toBe('no audit event seen');
+    // CloudTrail says who opened the port (an actor written to run in the page): a targeted run
+    // sees the same item again and the page shows who, how, from where — as text.
+    const issued = await api.call('POST', '/api/v1/admin/ingestion-secret', tokens.admin);
+    const actor = 'arn:aws:sts::123456789012:assumed-role/ops/<img src=x onerror="window.__owned=1">';
+    const delivered = await api.call(
+      'POST',
+      (issued.body.endpoints as { aws: string }).aws,
+      undefined,
+      ingressEvent('web-evt-1', 'sg-web-demo', { userIdentity: { type: 'AssumedRole', arn: actor } }),
+      { [INGESTION_SECRET_HEADER]: issued.body.secret as string },
+    );
+    expect(delivered.body).toMatchObject({ stacks: 1 });
+    await expect
+      .poll(
+        async () => {
+          await page.reload();
+          await item.waitFor();
+          return item.getByTestId('changed-by').textContent();
+        },
+        { timeout: 60_000 },
+      )
+      .toMatch(
+        /^arn:aws:sts::123456789012:assumed-role\/ops\/<img src=x onerror="window.__owned=1">ec2:AuthorizeSecurityGroupIngress from 203\.0\.113\.24, /,
+      );
+    expect(await page.evaluate('window.__owned')).toBeUndefined();
     await expectAccessible(page, 'inbox');
     await screenshot(page, 'inbox');
     const open = page.getByRole('button', { name: 'Open a session on the chosen items' });

@@ -406,6 +406,7 @@ export function InboxPage({ me, search }: { me: Me; search: string }) {
                 <th scope="col">Code declares</th>
                 <th scope="col">Cloud has</th>
                 <th scope="col">Action</th>
+                <th scope="col">Changed by</th>
                 <th scope="col">Seen</th>
                 <th scope="col">{state === 'open' ? 'Last seen' : 'Resolved'}</th>
                 <th scope="col">Session</th>
@@ -446,6 +447,18 @@ export function InboxPage({ me, search }: { me: Me; search: string }) {
                     <code>{valueText(i.actual)}</code>
                   </td>
                   <td>{i.action}</td>
+                  <td data-testid="changed-by">
+                    {i.audit ? (
+                      <>
+                        <code>{i.audit.actor}</code>
+                        <p className="hint">
+                          {i.audit.action} from {i.audit.source_address}, {when(i.audit.at)}
+                        </p>
+                      </>
+                    ) : (
+                      <span className="hint">no audit event seen</span>
+                    )}
+                  </td>
                   <td>{i.runs_seen} run(s)</td>
                   <td>{state === 'open' ? when(i.last_seen_at) : when(i.resolved_at)}</td>
                   <td>{i.session_id ? <Link to={`/sessions/${i.session_id}`}>{i.session_id}</Link> : '—'}</td>
