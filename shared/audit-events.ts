@@ -7,7 +7,7 @@ import { z } from 'zod';
 
 /** What a change event says, once read: the resources and the actor. */
 export interface AuditChange {
-  cloud: 'aws';
+  cloud: 'aws' | 'azure';
   /** The cloud's id of the event (CloudTrail `eventID`): a delivery repeated is recognized. */
   event_id: string;
   /** Who: the principal (`userIdentity.arn`, else its principal id or type). */
@@ -200,7 +200,7 @@ export function cloudIdsOfState(resources: StateResource[]): Map<string, string[
   };
   for (const r of resources) {
     const v = r.values;
-    add(v.id, r.address);
+    add(typeof v.id === 'string' && ARM_ID.test(v.id) ? v.id.toLowerCase() : v.id, r.address);
     add(v.arn, r.address);
     if (r.type.startsWith('aws_s3_bucket')) add(v.bucket, r.address);
     if (r.type === 'aws_iam_role' || r.type.startsWith('aws_iam_role_')) add(v.name ?? v.role, r.address);
@@ -208,6 +208,105 @@ export function cloudIdsOfState(resources: StateResource[]): Map<string, string[
       add(v.security_group_id, r.address);
   }
   return out;
+}
+
+/** An Azure Resource Manager id (`/subscriptions/…`): compared without case, as ARM does. */
+const ARM_ID = /^\/subscriptions\/[^/]+\//i;
+
+/**
+ * An ARM resource id and the resources it sits in, lowercased: a security rule's id also names its
+ * network security group (a rule may be declared inline in the group's resource).
+ */
+export function armIds(uri: string): string[] {
+  if (!ARM_ID.test(uri) || uri.length > 1024) return [];
+  const parts = uri.toLowerCase().replace(/\/+$/, '').split('/');
+  const at = parts.indexOf('providers');
+  if (at < 0) return [parts.join('/')];
+  const out: string[] = [];
+  // `/providers/<namespace>/<type>/<name>` then `/<type>/<name>` pairs.
+  for (let end = parts.length; end >= at + 4; end -= 2) out.push(parts.slice(0, end).join('/'));
+  return out;
+}
+
+/** Event Grid's handshake event: answered with its code (it records nothing, starts nothing). */
+export const EVENT_GRID_VALIDATION = 'Microsoft.EventGrid.SubscriptionValidationEvent';
+
+/** One Event Grid event (the Event Grid schema), as an Azure Resource Manager system topic sends it. */
+export const eventGridEventSchema = z
+  .object({
+    id: text,
+    eventType: text,
+    subject: text.optional(),
+    eventTime: text,
+    topic: text.optional(),
+    data: z.record(z.string(), z.unknown()).optional(),
+    dataVersion: text.optional(),
+    metadataVersion: text.optional(),
+  })
+  .passthrough();
+export type EventGridEvent = z.infer<typeof eventGridEventSchema>;
+
+/** A delivery: Event Grid always sends an array. */
+export const azureAuditDeliverySchema = z.array(eventGridEventSchema).min(1).max(MAX_AUDIT_BATCH);
+
+/** The handshake's answer, as Event Grid expects it. */
+export const eventGridValidationAnswerSchema = z.object({ validationResponse: z.string() });
+
+/** The validation code of a handshake delivery, or undefined when it is not one. */
+export function eventGridValidationCode(events: EventGridEvent[]): string | undefined {
+  const v = events.find((e) => e.eventType === EVENT_GRID_VALIDATION);
+  const code = v?.data?.validationCode;
+  return typeof code === 'string' && code.length > 0 && code.length <= 256 ? code : undefined;
+}
+
+const RESOURCE_EVENT = /^Microsoft\.Resources\.Resource(Write|Delete|Action)(Success|Failure|Cancel)$/;
+/** Operations that read (a `…/read` or a `list…/action`). */
+const ARM_READ = /\/read$|\/list[^/]*\/action$/i;
+
+/**
+ * An Azure Activity Log change as Event Grid delivers it from a subscription's or resource group's
+ * Resource Manager topic (`Microsoft.Resources.ResourceWriteSuccess` and its kin): who (the
+ * caller's UPN, name or application id in `claims`), when, how (`operationName`), from where
+ * (`httpRequest.clientIpAddress`) and the ARM ids it touched. Failed and cancelled operations,
+ * reads and every other event type are dropped.
+ */
+export function readAzureResourceEvent(e: EventGridEvent): AuditReading {
+  const event_id = e.id;
+  const m = RESOURCE_EVENT.exec(e.eventType);
+  if (!m) return { dropped: 'not_a_management_call', event_id };
+  if (m[2] !== 'Success') return { dropped: 'failed_call', event_id };
+  const d = e.data ?? {};
+  const operation = typeof d.operationName === 'string' ? d.operationName.slice(0, 512) : '';
+  if (ARM_READ.test(operation)) return { dropped: 'read_only', event_id };
+  const uri = typeof d.resourceUri === 'string' ? d.resourceUri : (e.subject ?? '');
+  const resource_ids = armIds(uri);
+  if (resource_ids.length === 0) return { dropped: 'no_known_resource', event_id };
+  const claims = (d.claims && typeof d.claims === 'object' ? d.claims : {}) as Record<string, unknown>;
+  const claim = (...names: string[]) =>
+    names.map((n) => claims[n]).find((v): v is string => typeof v === 'string' && v.length > 0);
+  const http = (d.httpRequest && typeof d.httpRequest === 'object' ? d.httpRequest : {}) as Record<
+    string,
+    unknown
+  >;
+  return {
+    change: {
+      cloud: 'azure',
+      event_id,
+      actor:
+        claim(
+          'http://schemas.xmlsoap.org/ws/2005/05/identity/claims/upn',
+          'http://schemas.xmlsoap.org/ws/2005/05/identity/claims/name',
+          'name',
+          'appid',
+          'http://schemas.microsoft.com/identity/claims/objectidentifier',
+        )?.slice(0, MAX_TEXT) ?? 'unknown',
+      time: e.eventTime,
+      action: `azure:${operation || e.eventType}`,
+      source_address:
+        typeof http.clientIpAddress === 'string' ? http.clientIpAddress.slice(0, 256) : 'unknown',
+      resource_ids,
+    },
+  };
 }
 
 /** The addresses a change touches in a state's index (cloudIdsOfState), in order, once each. */
@@ -289,7 +388,7 @@ export const ingestionSecretSchema = z.object({
   secret: z.string(),
   /** The header an EventBridge connection (API key authorization) sends it in. */
   header: z.string(),
-  endpoints: z.object({ aws: z.string() }),
+  endpoints: z.object({ aws: z.string(), azure: z.string() }),
 });
 
 /** The header that carries an organization's ingestion secret. */

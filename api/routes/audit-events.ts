@@ -12,6 +12,11 @@ import {
   auditChangeQuerySchema,
   auditSummary,
   awsAuditDeliverySchema,
+  azureAuditDeliverySchema,
+  eventGridValidationAnswerSchema,
+  eventGridValidationCode,
+  readAzureResourceEvent,
+  type AuditReading,
   coalesceByStack,
   eventBridgeCloudTrailSchema,
   INGESTION_SECRET_HEADER,
@@ -39,7 +44,10 @@ import { HttpError } from '../errors';
 import type { SessionRouteDeps } from '../session-operations';
 import { parseBody, uuidParam } from '../validation';
 
-const awsEndpoint = (organization: string) => `/api/v1/audit-events/aws/${organization}`;
+const endpoints = (organization: string) => ({
+  aws: `/api/v1/audit-events/aws/${organization}`,
+  azure: `/api/v1/audit-events/azure/${organization}`,
+});
 
 export const auditOperations = {
   ingestAws: operation({
@@ -63,6 +71,18 @@ export const auditOperations = {
     responses: { 200: { description: 'The changes', schema: auditChangeListSchema } },
     errors: [400, 401, 403],
   }),
+  ingestAzure: operation({
+    method: 'post',
+    path: '/api/v1/audit-events/azure/:organization',
+    summary: `Azure Activity Log changes as an Event Grid subscription on a Resource Manager topic delivers them (Event Grid schema, at most ${MAX_AUDIT_BATCH}); the subscription's validation event is answered with its code. Authenticated by the organization's ingestion secret in the \`${INGESTION_SECRET_HEADER}\` header (an Event Grid delivery property).`,
+    params: { organization: z.uuid().describe('The organization (its endpoint)') },
+    body: azureAuditDeliverySchema,
+    responses: {
+      200: { description: 'The validation handshake answered', schema: eventGridValidationAnswerSchema },
+      202: { description: 'Read; detections started', schema: ingestionAnswerSchema },
+    },
+    errors: [400, 401, 503],
+  }),
   rotateSecret: operation({
     method: 'post',
     path: '/api/v1/admin/ingestion-secret',
@@ -77,25 +97,29 @@ export function createAuditEventsRouter(deps: SessionRouteDeps): Router {
   const router = Router();
   const auth = authenticate(deps.db);
 
-  route(router, auditOperations.ingestAws, async (req, res) => {
-    const organization = uuidParam(req.params.organization, 'Organization');
-    const given = req.get(INGESTION_SECRET_HEADER);
+  /** 401 unless `req` carries the organization's ingestion secret. */
+  const authenticateDelivery = async (organization: string, given: string | undefined) => {
     if (!(await ingestionSecretMatches(deps.db, organization, given)))
       throw new HttpError(401, 'unauthorized', `A valid ${INGESTION_SECRET_HEADER} header is required.`);
-    const parsed = awsAuditDeliverySchema.safeParse(req.body);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      throw new HttpError(
-        400,
-        'invalid_request',
-        `Not a CloudTrail event from EventBridge (or a batch of at most ${MAX_AUDIT_BATCH}): ${issue ? `${issue.path.join('.') || 'body'} ${issue.message}` : 'rejected'}.`,
-      );
-    }
+  };
+  const invalid = (what: string, error: z.ZodError): HttpError => {
+    const issue = error.issues[0];
+    return new HttpError(
+      400,
+      'invalid_request',
+      `Not ${what}: ${issue ? `${issue.path.join('.') || 'body'} ${issue.message}` : 'rejected'}.`,
+    );
+  };
+
+  /**
+   * What every cloud's delivery comes to: its readings. Drops the organization's own runs, records
+   * each change once with the stacks it touched, and signals each touched stack's `stackEvents`.
+   */
+  async function ingest(organization: string, readings: AuditReading[]) {
     const dropped: Record<string, number> = {};
     const drop = (why: string) => (dropped[why] = (dropped[why] ?? 0) + 1);
     const changes: AuditChange[] = [];
-    for (const event of parsed.data) {
-      const reading = readCloudTrailEvent(event);
+    for (const reading of readings) {
       if ('dropped' in reading) {
         drop(reading.dropped);
         continue;
@@ -152,13 +176,38 @@ export function createAuditEventsRouter(deps: SessionRouteDeps): Router {
         `The detections could not be started: ${(err as Error).message}. Nothing was recorded; deliver again.`,
       );
     }
-    res.status(202).json({
+    return {
       changes: changes.length,
       duplicates: changes.length - fresh.size,
       stacks: runs.length,
       unmanaged: touched.filter((t) => fresh.has(t.change.event_id) && t.stacks.length === 0).length,
       dropped,
-    });
+    };
+  }
+
+  route(router, auditOperations.ingestAws, async (req, res) => {
+    const organization = uuidParam(req.params.organization, 'Organization');
+    await authenticateDelivery(organization, req.get(INGESTION_SECRET_HEADER));
+    const parsed = awsAuditDeliverySchema.safeParse(req.body);
+    if (!parsed.success)
+      throw invalid(
+        `a CloudTrail event from EventBridge (or a batch of at most ${MAX_AUDIT_BATCH})`,
+        parsed.error,
+      );
+    res.status(202).json(await ingest(organization, parsed.data.map(readCloudTrailEvent)));
+  });
+
+  route(router, auditOperations.ingestAzure, async (req, res) => {
+    const organization = uuidParam(req.params.organization, 'Organization');
+    const parsed = azureAuditDeliverySchema.safeParse(req.body);
+    // The handshake is answered with its code and nothing else: it records nothing and starts
+    // nothing, so it needs no secret (Event Grid may send it before the delivery's headers apply).
+    const code = parsed.success ? eventGridValidationCode(parsed.data) : undefined;
+    if (code !== undefined) return void res.status(200).json({ validationResponse: code });
+    await authenticateDelivery(organization, req.get(INGESTION_SECRET_HEADER));
+    if (!parsed.success)
+      throw invalid(`an array of at most ${MAX_AUDIT_BATCH} Event Grid events`, parsed.error);
+    res.status(202).json(await ingest(organization, parsed.data.map(readAzureResourceEvent)));
   });
 
   route(router, auditOperations.changes, auth, requireRole('developer'), async (req, res) => {
@@ -173,9 +222,7 @@ export function createAuditEventsRouter(deps: SessionRouteDeps): Router {
   route(router, auditOperations.rotateSecret, auth, requireRole('admin'), async (req, res) => {
     const organization = currentUser(req).organization_uuid;
     const secret = await rotateIngestionSecret(deps.db, organization);
-    res
-      .status(201)
-      .json({ secret, header: INGESTION_SECRET_HEADER, endpoints: { aws: awsEndpoint(organization) } });
+    res.status(201).json({ secret, header: INGESTION_SECRET_HEADER, endpoints: endpoints(organization) });
   });
   return router;
 }

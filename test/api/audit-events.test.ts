@@ -6,6 +6,8 @@
 // (but not a session merely named like one), keeps unknown resources on the unmanaged feed, and
 // records a repeated delivery once. The drift test bed's REST "cloud" stands in for AWS here:
 // moto records no audit trail, so the event is posted as AWS documents it, with the bed's id.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, migrate, type Db } from '../../shared/infra/db';
 import { INGESTION_SECRET_HEADER } from '../../shared/audit-events';
@@ -210,6 +212,50 @@ describe('audit events: targeted detection with the actor', () => {
     await expect.poll(async () => (await runs()).length, { timeout: 60_000 }).toBe(before + 1);
     // Another organization's feed holds none of it.
     expect((await api.call('GET', '/api/v1/audit-changes', other.developer)).body.changes).toEqual([]);
+  });
+
+  it('answers Event Grid’s handshake; takes Azure Activity Log changes only with the secret', async () => {
+    const fixture = (name: string) =>
+      JSON.parse(readFileSync(join(import.meta.dirname, '..', 'fixtures', 'audit-events', name), 'utf8')) as {
+        id: string;
+        eventType: string;
+      }[];
+    const azure = (body: unknown, key: string | null = secret, organization = org) =>
+      api.call(
+        'POST',
+        `/api/v1/audit-events/azure/${organization}`,
+        undefined,
+        body,
+        key === null ? {} : { [INGESTION_SECRET_HEADER]: key },
+      );
+    // The handshake records nothing and starts nothing: answered for any organization, no secret.
+    for (const organization of [org, '00000000-0000-4000-8000-000000000000']) {
+      const hand = await azure(fixture('azure-subscription-validation.json'), null, organization);
+      expect(hand.status).toBe(200);
+      expect(hand.body).toEqual({ validationResponse: '512d38b6-c7b8-40c8-89fe-f46f9e9622b6' });
+    }
+    const write = fixture('azure-nsg-rule-write.json');
+    expect((await azure(write, null)).status).toBe(401);
+    expect((await azure(write, 'kis_wrong')).status).toBe(401);
+    expect((await azure({ not: 'an array' })).status).toBe(400);
+    const failed = [{ ...write[0]!, id: 'az-failed', eventType: 'Microsoft.Resources.ResourceWriteFailure' }];
+    const answer = await azure([...write, ...failed]);
+    expect(answer.status).toBe(202);
+    // No stack holds the network security group: an unmanaged change, with who did it.
+    expect(answer.body).toEqual({
+      changes: 1,
+      duplicates: 0,
+      stacks: 0,
+      unmanaged: 1,
+      dropped: { failed_call: 1 },
+    });
+    expect((await changes('?unmanaged=true'))[0]).toMatchObject({
+      event_id: write[0]!.id,
+      cloud: 'azure',
+      actor: 'bob@example.com',
+      action: 'azure:Microsoft.Network/networkSecurityGroups/securityRules/write',
+      source_address: '198.51.100.7',
+    });
   });
 
   it('a burst of events on one stack is one targeted run', async () => {

@@ -4,7 +4,10 @@ import { describe, expect, it } from 'vitest';
 import {
   assumedRoleSession,
   awsAuditDeliverySchema,
+  azureAuditDeliverySchema,
   cloudIdsOfState,
+  eventGridValidationCode,
+  readAzureResourceEvent,
   coalesceByStack,
   readCloudTrailEvent,
   touchedAddresses,
@@ -169,6 +172,69 @@ describe('from an event to the addresses of a stack', () => {
     expect(groups.map((g) => [g.stack_uuid, g.addresses, g.changes.map((c) => c.event_id)])).toEqual([
       ['s1', ['aws_security_group.web'], ['e2', 'e1']],
       ['s2', ['aws_s3_bucket.logs'], ['e1']],
+    ]);
+  });
+});
+
+describe('Azure Activity Log changes over Event Grid', () => {
+  const delivery = azureAuditDeliverySchema.parse(fixture('azure-nsg-rule-write.json'));
+  const rule =
+    '/subscriptions/5f2e8a10-3c4b-4d6e-9f70-812a3b4c5d6e/resourcegroups/rg-web/providers/microsoft.network/networksecuritygroups/nsg-web/securityrules/allow-8080';
+  const nsg =
+    '/subscriptions/5f2e8a10-3c4b-4d6e-9f70-812a3b4c5d6e/resourcegroups/rg-web/providers/microsoft.network/networksecuritygroups/nsg-web';
+
+  it('reads a security rule written: the rule and its group, who, when, how and from where', () => {
+    expect(readAzureResourceEvent(delivery[0]!)).toEqual({
+      change: {
+        cloud: 'azure',
+        event_id: '4b7c1d2e-8f90-4a1b-b2c3-d4e5f6a7b8c9',
+        actor: 'bob@example.com',
+        time: '2026-12-04T10:02:17.3419082Z',
+        action: 'azure:Microsoft.Network/networkSecurityGroups/securityRules/write',
+        source_address: '198.51.100.7',
+        resource_ids: [rule, nsg],
+      },
+    });
+  });
+
+  it('answers the subscription handshake with its code, and no other delivery', () => {
+    const handshake = azureAuditDeliverySchema.parse(fixture('azure-subscription-validation.json'));
+    expect(eventGridValidationCode(handshake)).toBe('512d38b6-c7b8-40c8-89fe-f46f9e9622b6');
+    expect(eventGridValidationCode(delivery)).toBeUndefined();
+  });
+
+  it('drops failures, reads and other event types', () => {
+    const base = delivery[0]!;
+    const withOp = (operationName: string) => ({ ...base, data: { ...base.data, operationName } });
+    expect(
+      readAzureResourceEvent({ ...base, eventType: 'Microsoft.Resources.ResourceWriteFailure' }),
+    ).toMatchObject({
+      dropped: 'failed_call',
+    });
+    expect(readAzureResourceEvent(withOp('Microsoft.Storage/storageAccounts/listKeys/action'))).toMatchObject(
+      {
+        dropped: 'read_only',
+      },
+    );
+    expect(readAzureResourceEvent({ ...base, eventType: 'Microsoft.Storage.BlobCreated' })).toMatchObject({
+      dropped: 'not_a_management_call',
+    });
+    expect(azureAuditDeliverySchema.safeParse(base).success).toBe(false);
+  });
+
+  it("finds the group whose state declares the rule inline, whatever the id's case", () => {
+    const index = cloudIdsOfState([
+      {
+        address: 'azurerm_network_security_group.web',
+        type: 'azurerm_network_security_group',
+        values: {
+          id: '/subscriptions/5f2e8a10-3c4b-4d6e-9f70-812a3b4c5d6e/resourceGroups/rg-web/providers/Microsoft.Network/networkSecurityGroups/nsg-web',
+        },
+      },
+    ]);
+    const read = readAzureResourceEvent(delivery[0]!);
+    expect('change' in read && touchedAddresses(read.change, index)).toEqual([
+      'azurerm_network_security_group.web',
     ]);
   });
 });

@@ -3172,6 +3172,107 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/audit-events/azure/{organization}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Azure Activity Log changes as an Event Grid subscription on a Resource Manager topic delivers them (Event Grid schema, at most 100); the subscription's validation event is answered with its code. Authenticated by the organization's ingestion secret in the `x-kumoss-ingestion-secret` header (an Event Grid delivery property). */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    organization: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": ({
+                        id: string;
+                        eventType: string;
+                        subject?: string;
+                        eventTime: string;
+                        topic?: string;
+                        data?: {
+                            [key: string]: unknown;
+                        };
+                        dataVersion?: string;
+                        metadataVersion?: string;
+                    } & {
+                        [key: string]: unknown;
+                    })[];
+                };
+            };
+            responses: {
+                /** @description The validation handshake answered */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            validationResponse: string;
+                        };
+                    };
+                };
+                /** @description Read; detections started */
+                202: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            changes: number;
+                            duplicates: number;
+                            stacks: number;
+                            unmanaged: number;
+                            dropped: {
+                                [key: string]: number;
+                            };
+                        };
+                    };
+                };
+                /** @description Error */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Error */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Error */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/admin/ingestion-secret": {
         parameters: {
             query?: never;
@@ -3202,6 +3303,7 @@ export interface paths {
                             header: string;
                             endpoints: {
                                 aws: string;
+                                azure: string;
                             };
                         };
                     };
