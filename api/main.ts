@@ -64,6 +64,7 @@ const app = createApp({
     taskQueue: config.temporal.task_queue,
     targets: targetPolicy(config),
     ...(secretBox ? { secrets: secretBox } : {}),
+    googleCertsUrl: config.services.google_oidc.certs_url,
     orchestration: {
       max_drift_reports: config.orchestration.max_drift_reports,
       drift_group_operations: config.orchestration.drift_group_operations,

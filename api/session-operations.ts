@@ -49,6 +49,8 @@ export interface SessionRouteDeps {
   targets?: TargetPolicy;
   /** KUMOSS_SECRETS_KEY's box: git connections' credentials are sealed with it; absent: none stored. */
   secrets?: SecretBox;
+  /** services.google_oidc.certs_url: Google's token-signing certificates (empty or absent: Google's). */
+  googleCertsUrl?: string;
 }
 
 const log = logger.child({ component: 'api' });

@@ -7,7 +7,7 @@ import { z } from 'zod';
 
 /** What a change event says, once read: the resources and the actor. */
 export interface AuditChange {
-  cloud: 'aws' | 'azure';
+  cloud: 'aws' | 'azure' | 'gcp';
   /** The cloud's id of the event (CloudTrail `eventID`): a delivery repeated is recognized. */
   event_id: string;
   /** Who: the principal (`userIdentity.arn`, else its principal id or type). */
@@ -309,6 +309,110 @@ export function readAzureResourceEvent(e: EventGridEvent): AuditReading {
   };
 }
 
+/** A Pub/Sub push delivery: one message whose data is a Cloud Audit Logs entry (base64 JSON). */
+export const pubSubPushSchema = z
+  .object({
+    message: z
+      .object({
+        data: z.string().max(1_000_000),
+        messageId: text.optional(),
+        message_id: text.optional(),
+        publishTime: text.optional(),
+        attributes: z.record(z.string(), text).optional(),
+      })
+      .passthrough(),
+    subscription: text.optional(),
+  })
+  .passthrough();
+export type PubSubPush = z.infer<typeof pubSubPushSchema>;
+
+/** The Cloud Audit Logs entry (a LogEntry with an AuditLog payload): the fields Kumoss reads. */
+const auditLogEntrySchema = z
+  .object({
+    insertId: text,
+    logName: text,
+    timestamp: text,
+    protoPayload: z
+      .object({
+        serviceName: text.optional(),
+        methodName: text.optional(),
+        resourceName: text.optional(),
+        authenticationInfo: z.object({ principalEmail: text.optional() }).passthrough().optional(),
+        requestMetadata: z.object({ callerIp: text.optional() }).passthrough().optional(),
+        status: z.object({ code: z.number().int().optional() }).passthrough().optional(),
+        authorizationInfo: z
+          .array(z.object({ permission: text.optional(), resource: text.optional() }).passthrough())
+          .max(100)
+          .optional(),
+      })
+      .passthrough(),
+  })
+  .passthrough();
+
+/** Method names that read (an Admin Activity entry can still name one: `…get`, `…list`). */
+const GCP_READ = /\.(get|list|aggregatedList|getIamPolicy|testIamPermissions)$/i;
+
+/**
+ * The cloud ids a GCP resource name stands for: itself (a Compute resource's state id is
+ * `projects/<p>/global/firewalls/<name>`), its self link, and a bucket's own name.
+ */
+export function gcpIds(resourceName: string): string[] {
+  const name = resourceName.replace(/^\/\/[^/]+\//, '').replace(/^\/+/, '');
+  if (!/^projects\//.test(name) || name.length > 1024) return [];
+  const out = [name];
+  if (/^projects\/[^/]+\/(global|regions|zones)\//.test(name))
+    out.push(`https://www.googleapis.com/compute/v1/${name}`);
+  const bucket = /^projects\/_\/buckets\/([^/]+)/.exec(name)?.[1];
+  if (bucket) out.push(bucket);
+  return out;
+}
+
+/**
+ * A Cloud Audit Logs entry as a log sink publishes it to Pub/Sub and a push subscription delivers
+ * it: who (`authenticationInfo.principalEmail`), when, how (`<service>:<method>`), from where
+ * (`requestMetadata.callerIp`) and the ids of `resourceName`. Data Access entries (reads), failed
+ * calls (`status.code` ≠ 0), reading methods and entries that are not audit logs are dropped.
+ */
+export function readGcpAuditEntry(push: PubSubPush): AuditReading {
+  const event_id = push.message.messageId ?? push.message.message_id ?? 'unknown';
+  let raw: unknown;
+  try {
+    raw = JSON.parse(
+      new TextDecoder().decode(Uint8Array.from(atob(push.message.data), (c) => c.charCodeAt(0))),
+    );
+  } catch {
+    return { dropped: 'not_a_management_call', event_id };
+  }
+  const parsed = auditLogEntrySchema.safeParse(raw);
+  if (!parsed.success) return { dropped: 'not_a_management_call', event_id };
+  const e = parsed.data;
+  const log = decodeURIComponent(e.logName.split('/logs/')[1] ?? '');
+  if (log === 'cloudaudit.googleapis.com/data_access') return { dropped: 'read_only', event_id: e.insertId };
+  if (log !== 'cloudaudit.googleapis.com/activity')
+    return { dropped: 'not_a_management_call', event_id: e.insertId };
+  const p = e.protoPayload;
+  if (p.status?.code) return { dropped: 'failed_call', event_id: e.insertId };
+  const method = p.methodName ?? '';
+  if (GCP_READ.test(method)) return { dropped: 'read_only', event_id: e.insertId };
+  const resource_ids = [
+    ...new Set(
+      [p.resourceName ?? '', ...(p.authorizationInfo ?? []).map((a) => a.resource ?? '')].flatMap(gcpIds),
+    ),
+  ];
+  if (resource_ids.length === 0) return { dropped: 'no_known_resource', event_id: e.insertId };
+  return {
+    change: {
+      cloud: 'gcp',
+      event_id: e.insertId,
+      actor: p.authenticationInfo?.principalEmail ?? 'unknown',
+      time: e.timestamp,
+      action: `${(p.serviceName ?? 'gcp').replace(/\.googleapis\.com$/, '')}:${method}`,
+      source_address: p.requestMetadata?.callerIp ?? 'unknown',
+      resource_ids,
+    },
+  };
+}
+
 /** The addresses a change touches in a state's index (cloudIdsOfState), in order, once each. */
 export function touchedAddresses(change: AuditChange, index: Map<string, string[]>): string[] {
   return [...new Set(change.resource_ids.flatMap((id) => index.get(id) ?? []))];
@@ -388,7 +492,7 @@ export const ingestionSecretSchema = z.object({
   secret: z.string(),
   /** The header an EventBridge connection (API key authorization) sends it in. */
   header: z.string(),
-  endpoints: z.object({ aws: z.string(), azure: z.string() }),
+  endpoints: z.object({ aws: z.string(), azure: z.string(), gcp: z.string() }),
 });
 
 /** The header that carries an organization's ingestion secret. */
@@ -399,3 +503,15 @@ export interface AuditSignal {
   addresses: string[];
   changes: AuditSummary[];
 }
+
+/** Where an organization's GCP audit events come from: its Pub/Sub push subscription's OIDC token. */
+export const gcpAuditSourceSchema = z
+  .object({
+    /** The audience the push subscription sets on its token (by default its endpoint's URL). */
+    audience: z.string().trim().min(1).max(2048),
+    /** The service account the push subscription authenticates as. */
+    service_account_email: z.email().max(320),
+  })
+  .strict();
+export type GcpAuditSource = z.infer<typeof gcpAuditSourceSchema>;
+export const gcpAuditSourceAnswerSchema = gcpAuditSourceSchema.extend({ endpoint: z.string() });

@@ -6,6 +6,7 @@
 // `stackEvents` workflow (signal-with-start: a burst is one run), one for a resource no stack holds
 // is kept on the organization's unmanaged-change feed. A delivery repeated records nothing twice.
 import { Router } from 'express';
+import { OAuth2Client } from 'google-auth-library';
 import { z } from 'zod';
 import {
   auditChangeListSchema,
@@ -16,6 +17,10 @@ import {
   eventGridValidationAnswerSchema,
   eventGridValidationCode,
   readAzureResourceEvent,
+  gcpAuditSourceAnswerSchema,
+  gcpAuditSourceSchema,
+  pubSubPushSchema,
+  readGcpAuditEntry,
   type AuditReading,
   coalesceByStack,
   eventBridgeCloudTrailSchema,
@@ -31,6 +36,8 @@ import { stackEventsWorkflowId } from '../../shared/ids';
 import { auditChangeSignal } from '../../shared/messages';
 import { stackEventsWorkflowType } from '../../shared/stack-contracts';
 import {
+  gcpAuditSource,
+  setGcpAuditSource,
   ingestionSecretMatches,
   isOwnRunSession,
   listAuditChanges,
@@ -47,6 +54,7 @@ import { parseBody, uuidParam } from '../validation';
 const endpoints = (organization: string) => ({
   aws: `/api/v1/audit-events/aws/${organization}`,
   azure: `/api/v1/audit-events/azure/${organization}`,
+  gcp: `/api/v1/audit-events/gcp/${organization}`,
 });
 
 export const auditOperations = {
@@ -82,6 +90,25 @@ export const auditOperations = {
       202: { description: 'Read; detections started', schema: ingestionAnswerSchema },
     },
     errors: [400, 401, 503],
+  }),
+  ingestGcp: operation({
+    method: 'post',
+    path: '/api/v1/audit-events/gcp/:organization',
+    summary:
+      "A Cloud Audit Logs entry as a Pub/Sub push subscription delivers it (a log sink's topic); authenticated by the push's OIDC token, checked against Google's certificates, the organization's configured audience and service account.",
+    params: { organization: z.uuid().describe('The organization (its endpoint)') },
+    body: pubSubPushSchema,
+    responses: { 202: { description: 'Read; detections started', schema: ingestionAnswerSchema } },
+    errors: [400, 401, 503],
+  }),
+  setGcpSource: operation({
+    method: 'put',
+    path: '/api/v1/admin/audit-sources/gcp',
+    summary:
+      "Where the organization's GCP audit events come from (admin): the OIDC audience and service account of its Pub/Sub push subscription",
+    body: gcpAuditSourceSchema,
+    responses: { 200: { description: 'Set', schema: gcpAuditSourceAnswerSchema } },
+    errors: [400, 401, 403],
   }),
   rotateSecret: operation({
     method: 'post',
@@ -208,6 +235,37 @@ export function createAuditEventsRouter(deps: SessionRouteDeps): Router {
     if (!parsed.success)
       throw invalid(`an array of at most ${MAX_AUDIT_BATCH} Event Grid events`, parsed.error);
     res.status(202).json(await ingest(organization, parsed.data.map(readAzureResourceEvent)));
+  });
+
+  // One client for the process: it keeps Google's certificates as long as Google says they hold.
+  const google = new OAuth2Client(
+    deps.googleCertsUrl ? { endpoints: { oauth2FederatedSignonPemCertsUrl: deps.googleCertsUrl } } : {},
+  );
+  route(router, auditOperations.ingestGcp, async (req, res) => {
+    const organization = uuidParam(req.params.organization, 'Organization');
+    const source = await gcpAuditSource(deps.db, organization);
+    const token = /^Bearer (\S+)$/.exec(req.get('authorization') ?? '')?.[1];
+    const refused = () =>
+      new HttpError(401, 'unauthorized', 'A Pub/Sub push OIDC token for this organization is required.');
+    if (!source || !token) throw refused();
+    try {
+      const payload = (
+        await google.verifyIdToken({ idToken: token, audience: source.audience })
+      ).getPayload();
+      if (payload?.email !== source.service_account_email || payload.email_verified !== true) throw refused();
+    } catch {
+      throw refused();
+    }
+    const parsed = pubSubPushSchema.safeParse(req.body);
+    if (!parsed.success) throw invalid('a Pub/Sub push message', parsed.error);
+    res.status(202).json(await ingest(organization, [readGcpAuditEntry(parsed.data)]));
+  });
+
+  route(router, auditOperations.setGcpSource, auth, requireRole('admin'), async (req, res) => {
+    const organization = currentUser(req).organization_uuid;
+    const source = parseBody(gcpAuditSourceSchema, req.body);
+    await setGcpAuditSource(deps.db, organization, source);
+    res.json({ ...source, endpoint: endpoints(organization).gcp });
   });
 
   route(router, auditOperations.changes, auth, requireRole('developer'), async (req, res) => {

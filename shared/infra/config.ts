@@ -149,6 +149,12 @@ export const configSchema = z.object({
         embedded_port: z.number().int().min(0).max(65535).default(0),
       })
       .default({ url: '', embedded_port: 0 }),
+    google_oidc: z
+      .object({
+        /** Where Google's token-signing certificates are fetched (PEM by key id). Empty: Google's own. */
+        certs_url: z.string().default(''),
+      })
+      .default({ certs_url: '' }),
   }),
   /** The clouds behind CI runner groups (the runner environment drift DAG). */
   runners: z

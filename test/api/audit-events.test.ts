@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, migrate, type Db } from '../../shared/infra/db';
 import { INGESTION_SECRET_HEADER } from '../../shared/audit-events';
 import { ingressEvent, SAMPLE_ACTOR } from '../support/audit-events';
+import { startGoogleCerts, type GoogleCerts } from '../support/google-oidc';
 import { roleTokens, startTestApi, type TestApi } from '../support/api';
 import { triggerStackRun, type StackRun } from '../support/stack-runs';
 import { DRIFT_ADDRESSES, type DriftTestBed } from '../support/drift-test-bed';
@@ -37,6 +38,7 @@ describe('audit events: targeted detection with the actor', () => {
   let org = '';
   let secret = '';
   let stackId = '';
+  let google: GoogleCerts;
 
   beforeAll(async () => {
     h = await temporalHarness('audit-events', testActivities());
@@ -44,11 +46,15 @@ describe('audit events: targeted detection with the actor', () => {
     await migrate(db);
     tokens = await roleTokens(db, 'audit');
     other = await roleTokens(db, 'audit-other');
-    api = await startTestApi(h, db);
+    google = await startGoogleCerts();
+    api = await startTestApi(h, db, undefined, undefined, undefined, undefined, undefined, {
+      googleCertsUrl: google.certsUrl,
+    });
     bed = await newTestBed();
   });
   afterAll(async () => {
     api?.close();
+    google?.close();
     await bed?.destroy();
     await db?.destroy();
     await h?.close();
@@ -255,6 +261,97 @@ describe('audit events: targeted detection with the actor', () => {
       actor: 'bob@example.com',
       action: 'azure:Microsoft.Network/networkSecurityGroups/securityRules/write',
       source_address: '198.51.100.7',
+    });
+  });
+
+  it('takes Cloud Audit Logs from Pub/Sub push only with a token Google signed for the configured audience and account', async () => {
+    const audience = `https://kumoss.example.com/api/v1/audit-events/gcp/${org}`;
+    const account = 'audit-push@example-project.iam.gserviceaccount.com';
+    expect(
+      (
+        await api.call('PUT', '/api/v1/admin/audit-sources/gcp', tokens.devops, {
+          audience,
+          service_account_email: account,
+        })
+      ).status,
+    ).toBe(403);
+    const set = await api.call('PUT', '/api/v1/admin/audit-sources/gcp', tokens.admin, {
+      audience,
+      service_account_email: account,
+    });
+    expect(set.status).toBe(200);
+    expect(set.body.endpoint).toBe(`/api/v1/audit-events/gcp/${org}`);
+    const entry = {
+      insertId: 'gcp-fw-1',
+      logName: 'projects/example-project/logs/cloudaudit.googleapis.com%2Factivity',
+      timestamp: '2026-12-04T11:20:05.123Z',
+      protoPayload: {
+        '@type': 'type.googleapis.com/google.cloud.audit.AuditLog',
+        serviceName: 'compute.googleapis.com',
+        methodName: 'v1.compute.firewalls.patch',
+        resourceName: 'projects/example-project/global/firewalls/fw-web',
+        authenticationInfo: { principalEmail: 'carol@example.com' },
+        requestMetadata: { callerIp: '192.0.2.44' },
+      },
+    };
+    const push = (e: unknown) => ({
+      message: { data: Buffer.from(JSON.stringify(e)).toString('base64'), messageId: '9876543210' },
+      subscription: 'projects/example-project/subscriptions/kumoss-audit',
+    });
+    const gcp = (body: unknown, token: string | null, organization = org) =>
+      api.call(
+        'POST',
+        `/api/v1/audit-events/gcp/${organization}`,
+        undefined,
+        body,
+        token === null ? {} : { authorization: `Bearer ${token}` },
+      );
+    const good = { aud: audience, email: account, email_verified: true };
+    for (const [why, token] of [
+      ['no token', null],
+      ['another audience', google.token({ ...good, aud: 'https://elsewhere.example.com/' })],
+      [
+        'another account',
+        google.token({ ...good, email: 'mallory@example-project.iam.gserviceaccount.com' }),
+      ],
+      ['an unverified email', google.token({ ...good, email_verified: false })],
+      ['expired', google.token(good, { expiresIn: -3600 })],
+      ['signed by another key', google.token(good, { foreignKey: true })],
+      ['a secret instead', secret],
+    ] as const)
+      expect((await gcp(push(entry), token)).status, why).toBe(401);
+    // Another organization has no GCP source: its endpoint refuses the same token.
+    const theirs = (
+      (await api.call('POST', '/api/v1/admin/ingestion-secret', other.admin)).body.endpoints as {
+        gcp: string;
+      }
+    ).gcp
+      .split('/')
+      .pop() as string;
+    expect((await gcp(push(entry), google.token(good), theirs)).status).toBe(401);
+    expect((await gcp({ message: {} }, google.token(good))).status).toBe(400);
+
+    const answer = await gcp(push(entry), google.token(good));
+    expect(answer.status).toBe(202);
+    expect(answer.body).toEqual({ changes: 1, duplicates: 0, stacks: 0, unmanaged: 1, dropped: {} });
+    expect((await changes('?unmanaged=true'))[0]).toMatchObject({
+      event_id: 'gcp-fw-1',
+      cloud: 'gcp',
+      actor: 'carol@example.com',
+      action: 'compute:v1.compute.firewalls.patch',
+      source_address: '192.0.2.44',
+      resource_ids: [
+        'projects/example-project/global/firewalls/fw-web',
+        'https://www.googleapis.com/compute/v1/projects/example-project/global/firewalls/fw-web',
+      ],
+    });
+    const dataAccess = {
+      ...entry,
+      insertId: 'gcp-read',
+      logName: entry.logName.replace('activity', 'data_access'),
+    };
+    expect((await gcp(push(dataAccess), google.token(good))).body).toMatchObject({
+      dropped: { read_only: 1 },
     });
   });
 

@@ -7,7 +7,10 @@ import {
   azureAuditDeliverySchema,
   cloudIdsOfState,
   eventGridValidationCode,
+  gcpIds,
+  pubSubPushSchema,
   readAzureResourceEvent,
+  readGcpAuditEntry,
   coalesceByStack,
   readCloudTrailEvent,
   touchedAddresses,
@@ -236,5 +239,57 @@ describe('Azure Activity Log changes over Event Grid', () => {
     expect('change' in read && touchedAddresses(read.change, index)).toEqual([
       'azurerm_network_security_group.web',
     ]);
+  });
+});
+
+describe('Cloud Audit Logs over Pub/Sub push', () => {
+  const push = (entry: unknown) =>
+    pubSubPushSchema.parse({
+      message: { data: Buffer.from(JSON.stringify(entry)).toString('base64'), messageId: '1' },
+      subscription: 'projects/p/subscriptions/s',
+    });
+  const entry = {
+    insertId: 'b-1',
+    logName: 'projects/p/logs/cloudaudit.googleapis.com%2Factivity',
+    timestamp: '2026-12-04T11:00:00Z',
+    protoPayload: {
+      serviceName: 'storage.googleapis.com',
+      methodName: 'storage.setIamPermissions',
+      resourceName: 'projects/_/buckets/app-logs',
+      authenticationInfo: { principalEmail: 'dave@example.com' },
+      requestMetadata: { callerIp: '203.0.113.9' },
+    },
+  };
+
+  it("reads a bucket's change by the bucket's name; a firewall by its id and self link", () => {
+    expect(readGcpAuditEntry(push(entry))).toMatchObject({
+      change: {
+        cloud: 'gcp',
+        actor: 'dave@example.com',
+        resource_ids: ['projects/_/buckets/app-logs', 'app-logs'],
+      },
+    });
+    expect(gcpIds('//compute.googleapis.com/projects/p/global/firewalls/fw')).toEqual([
+      'projects/p/global/firewalls/fw',
+      'https://www.googleapis.com/compute/v1/projects/p/global/firewalls/fw',
+    ]);
+  });
+
+  it('drops failed calls, reads, data access and what is not an audit log', () => {
+    const p = entry.protoPayload;
+    expect(readGcpAuditEntry(push({ ...entry, protoPayload: { ...p, status: { code: 7 } } }))).toMatchObject({
+      dropped: 'failed_call',
+    });
+    expect(
+      readGcpAuditEntry(push({ ...entry, protoPayload: { ...p, methodName: 'storage.buckets.get' } })),
+    ).toMatchObject({
+      dropped: 'read_only',
+    });
+    expect(readGcpAuditEntry(push({ ...entry, logName: 'projects/p/logs/syslog' }))).toMatchObject({
+      dropped: 'not_a_management_call',
+    });
+    expect(
+      readGcpAuditEntry(pubSubPushSchema.parse({ message: { data: 'bm90IGpzb24=', messageId: '2' } })),
+    ).toMatchObject({ dropped: 'not_a_management_call' });
   });
 });

@@ -42,9 +42,11 @@ export async function startTestApi(
     orchestration?: { max_repair_cycles?: number; apply_requires_approval?: boolean };
     /** Private targets allowed (default: loopback, where the test's git hosts and receivers are). */
     targets?: TargetPolicy;
+    /** Google's token-signing certificates: a loopback double (services.google_oidc.certs_url). */
+    googleCertsUrl?: string;
   } = {},
 ): Promise<TestApi> {
-  const { orchestration, targets, ...appExtra } = extra;
+  const { orchestration, targets, googleCertsUrl, ...appExtra } = extra;
   // The test process's KUMOSS_SECRETS_KEY (the test stack sets one), as the worker reads it.
   const secrets = secretBoxFromEnv();
   // Every test API listens for the store's notifications, as the API process does.
@@ -64,6 +66,7 @@ export async function startTestApi(
       taskQueue: h.taskQueue,
       targets: targets ?? { allowed: ['127.0.0.1'] },
       ...(secrets ? { secrets } : {}),
+      ...(googleCertsUrl ? { googleCertsUrl } : {}),
       orchestration: { max_drift_reports: 3, drift_group_operations: 8, ...orchestration },
       artifacts: artifactStore(),
       presignTtlSeconds: 60,

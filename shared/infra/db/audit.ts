@@ -3,7 +3,7 @@
 // the stacks and addresses they touched, or none (the unmanaged-change feed).
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { sql } from 'kysely';
-import type { AuditChange, AuditChangeView } from '../../audit-events';
+import type { AuditChange, AuditChangeView, GcpAuditSource } from '../../audit-events';
 import type { Db } from './index';
 
 const sha256 = (s: string) => createHash('sha256').update(s, 'utf8').digest();
@@ -108,4 +108,32 @@ export async function isOwnRunSession(
     .where('organization_uuid', '=', organization_uuid)
     .executeTakeFirst();
   return row !== undefined;
+}
+
+/** Sets where the organization's GCP audit events come from (its push subscription's identity). */
+export async function setGcpAuditSource(
+  db: Db,
+  organization_uuid: string,
+  source: GcpAuditSource,
+): Promise<void> {
+  await db
+    .insertInto('audit_sources')
+    .values({ organization_uuid, cloud: 'gcp', settings: JSON.stringify(source) })
+    .onConflict((oc) =>
+      oc
+        .columns(['organization_uuid', 'cloud'])
+        .doUpdateSet({ settings: JSON.stringify(source), updated_at: sql`now()` }),
+    )
+    .execute();
+}
+
+/** The organization's GCP audit source, or undefined when it has none. */
+export async function gcpAuditSource(db: Db, organization_uuid: string): Promise<GcpAuditSource | undefined> {
+  const row = await db
+    .selectFrom('audit_sources')
+    .select('settings')
+    .where('organization_uuid', '=', organization_uuid)
+    .where('cloud', '=', 'gcp')
+    .executeTakeFirst();
+  return row?.settings as GcpAuditSource | undefined;
 }

@@ -289,6 +289,14 @@ export interface IngestionSecretsTable {
   created_at: Generated<Date>;
 }
 
+export interface AuditSourcesTable {
+  organization_uuid: string;
+  cloud: string;
+  /** GcpAuditSource */
+  settings: unknown;
+  updated_at: Generated<Date>;
+}
+
 export interface AuditChangesTable {
   organization_uuid: string;
   event_id: string;
@@ -359,6 +367,7 @@ export interface Database {
   stack_cloud_ids: StackCloudIdsTable;
   ingestion_secrets: IngestionSecretsTable;
   audit_changes: AuditChangesTable;
+  audit_sources: AuditSourcesTable;
   webhook_endpoints: WebhookEndpointsTable;
   webhook_deliveries: WebhookDeliveriesTable;
   kumoss_migrations: MigrationsTable;

@@ -509,4 +509,18 @@ export const migrations: Migration[] = [
       await sql`alter table drift_items add column audit jsonb`.execute(db);
     },
   },
+  {
+    // Where an organization's GCP audit events come from (issue 30): the OIDC audience its Pub/Sub
+    // push subscription sets and the service account the push authenticates as.
+    id: '0025_audit_sources',
+    async up(db) {
+      await sql`create table audit_sources (
+        organization_uuid uuid not null,
+        cloud text not null check (cloud in ('gcp')),
+        settings jsonb not null,
+        updated_at timestamptz not null default now(),
+        primary key (organization_uuid, cloud)
+      )`.execute(db);
+    },
+  },
 ];
