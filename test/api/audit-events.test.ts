@@ -8,6 +8,9 @@
 // moto records no audit trail, so the event is posted as AWS documents it, with the bed's id.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { SIGNATURE_HEADER, verifySignature } from '../../shared/infra/webhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, migrate, type Db } from '../../shared/infra/db';
 import { INGESTION_SECRET_HEADER } from '../../shared/audit-events';
@@ -39,6 +42,11 @@ describe('audit events: targeted detection with the actor', () => {
   let secret = '';
   let stackId = '';
   let google: GoogleCerts;
+  // The organization's webhook receiver: the deliveries whose signature checks out.
+  let receiver: Server;
+  let receiverUrl = '';
+  let hookSecret = '';
+  const deliveries: { event: string; data: Record<string, unknown> }[] = [];
 
   beforeAll(async () => {
     h = await temporalHarness('audit-events', testActivities());
@@ -51,10 +59,24 @@ describe('audit events: targeted detection with the actor', () => {
       googleCertsUrl: google.certsUrl,
     });
     bed = await newTestBed();
+    receiver = createServer((req, res) => {
+      let raw = '';
+      req.on('data', (c: Buffer) => (raw += c.toString('utf8')));
+      req.on('end', () => {
+        if (!verifySignature(hookSecret, req.headers[SIGNATURE_HEADER] as string | undefined, raw))
+          return void res.writeHead(401).end();
+        deliveries.push(JSON.parse(raw) as (typeof deliveries)[number]);
+        res.writeHead(200).end();
+      });
+    });
+    receiver.listen(0, '127.0.0.1');
+    await new Promise<void>((r) => receiver.once('listening', () => r()));
+    receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks`;
   });
   afterAll(async () => {
     api?.close();
     google?.close();
+    receiver?.close();
     await bed?.destroy();
     await db?.destroy();
     await h?.close();
@@ -143,6 +165,12 @@ describe('audit events: targeted detection with the actor', () => {
     });
     expect((await items()).map((i) => [i.address, i.audit])).toEqual([[DRIFT_ADDRESSES.attribute, null]]);
 
+    const hook = await api.call('POST', '/api/v1/webhooks', tokens.devops, {
+      url: receiverUrl,
+      events: ['drift.detected'],
+    });
+    expect(hook.status).toBe(201);
+    hookSecret = hook.body.secret as string;
     // Someone opens port 8080 on the security group; CloudTrail says so through EventBridge.
     await bed.inject('ingress');
     const answer = await post(event('evt-ingress-1', 'sg-web-demo'));
@@ -160,6 +188,15 @@ describe('audit events: targeted detection with the actor', () => {
           at: '2026-12-04T09:12:41Z',
           action: 'ec2:AuthorizeSecurityGroupIngress',
           source_address: '203.0.113.24',
+        },
+      });
+    // The webhook says who, when, how and from where, beside the item it opened.
+    await expect
+      .poll(() => deliveries.find((d) => d.event === 'drift.detected' && d.data.audit), { timeout: 30_000 })
+      .toMatchObject({
+        data: {
+          items: [expect.objectContaining({ address: DRIFT_ADDRESSES.ingress })],
+          audit: { event_id: 'evt-ingress-1', actor: ACTOR, action: 'ec2:AuthorizeSecurityGroupIngress' },
         },
       });
     const latest = (await runs())[0] as StackRun;
