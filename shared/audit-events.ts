@@ -469,6 +469,7 @@ export const auditChangeListSchema = z.object({ changes: z.array(auditChangeView
 export const auditChangeQuerySchema = z
   .object({
     unmanaged: z.enum(['true', 'false']).optional().describe('Only changes to resources no stack holds'),
+    stack: z.uuid().optional().describe('Only changes that touched this stack'),
     limit: z.coerce.number().int().min(1).max(500).default(100),
   })
   .strict();

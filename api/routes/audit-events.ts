@@ -273,6 +273,7 @@ export function createAuditEventsRouter(deps: SessionRouteDeps): Router {
     const changes = await listAuditChanges(deps.db, currentUser(req).organization_uuid, {
       limit: q.limit,
       ...(q.unmanaged ? { unmanaged: q.unmanaged === 'true' } : {}),
+      ...(q.stack ? { stack_uuid: q.stack } : {}),
     });
     res.json({ changes });
   });

@@ -142,6 +142,15 @@ describe('web application: stacks and the drift inbox (Chromium)', () => {
         /^arn:aws:sts::123456789012:assumed-role\/ops\/<img src=x onerror="window.__owned=1">ec2:AuthorizeSecurityGroupIngress from 203\.0\.113\.24, /,
       );
     expect(await page.evaluate('window.__owned')).toBeUndefined();
+    // The stack page lists the change among its audit trail's, with the address it touched.
+    await page.goto(stackUrl);
+    const change = page.locator('tr[data-change="web-evt-1"]');
+    await change.waitFor();
+    expect(await change.locator('td').nth(2).textContent()).toBe('ec2:AuthorizeSecurityGroupIngress');
+    expect(await change.locator('td').nth(4).textContent()).toBe(`${DRIFT_ADDRESSES.ingress} `);
+    await expectAccessible(page, 'stack with audit changes');
+    await page.getByRole('link', { name: 'Drift items of this stack' }).click();
+    await item.waitFor();
     await expectAccessible(page, 'inbox');
     await screenshot(page, 'inbox');
     const open = page.getByRole('button', { name: 'Open a session on the chosen items' });

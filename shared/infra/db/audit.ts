@@ -71,11 +71,13 @@ export async function recordAuditChanges(
 export async function listAuditChanges(
   db: Db,
   organization_uuid: string,
-  opts: { unmanaged?: boolean; limit: number },
+  opts: { unmanaged?: boolean; stack_uuid?: string; limit: number },
 ): Promise<AuditChangeView[]> {
   let q = db.selectFrom('audit_changes').selectAll().where('organization_uuid', '=', organization_uuid);
   if (opts.unmanaged !== undefined)
     q = q.where(sql<boolean>`(jsonb_array_length(stacks) = 0) = ${opts.unmanaged}`);
+  if (opts.stack_uuid)
+    q = q.where(sql<boolean>`stacks @> ${JSON.stringify([{ stack_uuid: opts.stack_uuid }])}::jsonb`);
   const rows = await q.orderBy('received_at', 'desc').orderBy('event_id').limit(opts.limit).execute();
   return rows.map((r) => ({
     event_id: r.event_id,

@@ -3103,6 +3103,7 @@ export interface paths {
             parameters: {
                 query?: {
                     unmanaged?: "true" | "false";
+                    stack?: string;
                     limit?: number;
                 };
                 header?: never;

@@ -187,6 +187,13 @@ function StackView({ stackId, me }: { stackId: string; me: Me }) {
     queryKey: ['stacks', stackId],
     queryFn: () => ok(api.GET('/api/v1/stacks/{id}', { params: { path: { id: stackId } } })),
   });
+  // What the cloud's audit trail said about this stack's resources (event-driven runs' cause).
+  const changes = useQuery({
+    queryKey: ['stacks', stackId, 'audit-changes'],
+    queryFn: async () =>
+      (await ok(api.GET('/api/v1/audit-changes', { params: { query: { stack: stackId, limit: 20 } } })))
+        .changes,
+  });
   // After "Run now", the runs refresh each second until the new run has shown up and finished.
   const [awaiting, setAwaiting] = useState<number | null>(null);
   const runs = useQuery({
@@ -310,6 +317,46 @@ function StackView({ stackId, me }: { stackId: string; me: Me }) {
                       <td>{r.whitelisted}</td>
                       <td>
                         {r.session_id ? <Link to={`/sessions/${r.session_id}`}>{r.session_id}</Link> : '—'}
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            )}
+          </QueryState>
+          <h2>Changes from the cloud&apos;s audit trail</h2>
+          <QueryState
+            query={changes}
+            loading="Loading the changes…"
+            empty="No audit event has named this stack's resources."
+          >
+            {(data) => (
+              <table aria-label="Audit changes">
+                <thead>
+                  <tr>
+                    <th scope="col">When</th>
+                    <th scope="col">Who</th>
+                    <th scope="col">Call</th>
+                    <th scope="col">From</th>
+                    <th scope="col">Resources</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {data.map((c) => (
+                    <tr key={c.event_id} data-change={c.event_id}>
+                      <td>{when(c.at)}</td>
+                      <td>
+                        <code>{c.actor}</code>
+                      </td>
+                      <td>{c.action}</td>
+                      <td>{c.source_address}</td>
+                      <td>
+                        {c.stacks
+                          .filter((t) => t.stack_uuid === stackId)
+                          .flatMap((t) => t.addresses)
+                          .map((a) => (
+                            <code key={a}>{a} </code>
+                          ))}
                       </td>
                     </tr>
                   ))}
