@@ -227,7 +227,13 @@ try {
     const taken = takeSseEvents(buffer + new TextDecoder().decode(value));
     buffer = taken.rest;
     for (const { event, data } of taken.events) {
-      const parsed = JSON.parse(data) as { at?: string; round_id?: string; seq?: number; status?: string; key?: string };
+      const parsed = JSON.parse(data) as {
+        at?: string;
+        round_id?: string;
+        seq?: number;
+        status?: string;
+        key?: string;
+      };
       const seen = Date.now();
       if (parsed.at) delays.push(seen - Date.parse(parsed.at));
       if (parsed.at && parsed.round_id && parsed.seq)
@@ -253,7 +259,9 @@ try {
   await reader.cancel();
   stopHearing();
   loop.disable();
-  console.log(`event loop delay meanwhile: p50 ${(loop.percentile(50) / 1e6).toFixed(0)} ms, p99 ${(loop.percentile(99) / 1e6).toFixed(0)} ms, max ${(loop.max / 1e6).toFixed(0)} ms`);
+  console.log(
+    `event loop delay meanwhile: p50 ${(loop.percentile(50) / 1e6).toFixed(0)} ms, p99 ${(loop.percentile(99) / 1e6).toFixed(0)} ms, max ${(loop.max / 1e6).toFixed(0)} ms`,
+  );
   const path = await eventPathBreakdown(
     client,
     (roundId) => driftRoundWorkflowId(fresh.session_id, roundId),

@@ -86,7 +86,13 @@ export async function eventPathBreakdown(
       }
     }
   }
-  return { ...out, worst: rows.sort((a, b) => b.total - a.total).slice(0, 5).map((r) => r.line) };
+  return {
+    ...out,
+    worst: rows
+      .sort((a, b) => b.total - a.total)
+      .slice(0, 5)
+      .map((r) => r.line),
+  };
 }
 
 export function percentile(values: number[], p: number): number {
