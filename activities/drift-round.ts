@@ -221,19 +221,24 @@ export async function writeModelEdits(
       throw err;
     }
   });
-  // Every file's fmt at once (each is an engine process of its own; the engine's slots bound them).
-  await Promise.all(
-    edits.map(async (e) => {
-      const before = originals.get(e.path);
-      if (before === undefined || !/\.(tf|tfvars)$/.test(e.path)) return;
-      try {
-        const [canonical, formatted] = await Promise.all([ws.engine.fmt(before), ws.engine.fmt(e.content)]);
-        if (canonical === before) e.content = formatted;
-      } catch {
-        // fmt rejects it: the validation cycle will say why.
-      }
+  // A file kept in canonical form stays so: every edited file's original and new text through one
+  // fmt process (fmtMany); a text fmt rejects is left as it is — the validation cycle will say why.
+  const formattable = edits.filter(
+    (e) => originals.get(e.path) !== undefined && /\.(tf|tfvars)$/.test(e.path),
+  );
+  const formatted = await ws.engine.fmtMany(
+    formattable.flatMap((e) => {
+      const tfvars = e.path.endsWith('.tfvars');
+      return [
+        { text: originals.get(e.path) as string, tfvars },
+        { text: e.content, tfvars },
+      ];
     }),
   );
+  formattable.forEach((e, i) => {
+    const [canonical, after] = [formatted[2 * i], formatted[2 * i + 1]];
+    if (canonical === originals.get(e.path) && after !== undefined) e.content = after;
+  });
   for (const [i, e] of edits.entries()) {
     const target = targets[i] ?? '';
     mkdirSync(dirname(target), { recursive: true });

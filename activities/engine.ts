@@ -3,8 +3,8 @@
 // most once per round) and re-runs init when the engine's output asks for it (a remediation added
 // a provider or a module). The scope id reaches every call as TF_VAR_kumoss_scope_id: a root that
 // declares `variable "kumoss_scope_id"` sees it, one that does not is unaffected.
-import { existsSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { z } from 'zod';
 import { inSpan } from '../shared/infra/tracing';
 import type { EngineSlots } from './engine-slots';
@@ -552,6 +552,36 @@ export class EngineClient {
     }
     if (r.stderr.trim()) lines.push(r.stderr.trim());
     return { ok: r.exitCode === 0, output: `${lines.join('\n')}\n`, ...(error ? { error } : {}) };
+  }
+
+  /**
+   * The canonical formatting of several files' texts in one engine process (`fmt` of a scratch
+   * directory inside the run's own directory): one process start instead of one per text. When
+   * any text does not parse, fmt refuses them all and each is formatted on its own (`fmt -`);
+   * `undefined` for a text fmt rejects.
+   */
+  async fmtMany(
+    texts: { text: string; tfvars?: boolean }[],
+    hooks: CallHooks = {},
+  ): Promise<(string | undefined)[]> {
+    if (texts.length === 0) return [];
+    const gitDir = gitDirOf(this.opts.workdir);
+    const root = this.opts.runDir ?? (gitDir ? dirname(gitDir) : this.opts.workdir);
+    // Inside `.git/` when the checkout has one (git ignores what it does not know there, so no
+    // `git add` can pick the scratch files up), else in the run's directory.
+    const base = gitDir?.startsWith(`${root}/`) ? gitDir : root;
+    const dir = mkdtempSync(join(base, 'kumoss-fmt-'));
+    try {
+      const names = texts.map((t, i) => `f${i}.${t.tfvars ? 'tfvars' : 'tf'}`);
+      texts.forEach((t, i) => writeFileSync(join(dir, names[i] as string), t.text));
+      const r = await this.run(['fmt', '-no-color', '-list=false', dir], hooks, undefined, {
+        timeoutMs: 60_000,
+      });
+      if (r.exitCode === 0) return names.map((n) => readFileSync(join(dir, n), 'utf8'));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    return Promise.all(texts.map((t) => this.fmt(t.text, hooks).catch(() => undefined)));
   }
 
   /** `fmt -` on a file's text: the canonical formatting (no init needed). */

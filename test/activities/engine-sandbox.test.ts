@@ -1,7 +1,7 @@
 // The engine's sandbox (activities/sandbox.ts), tried from inside a root: a repository's code that
 // reads the worker's environment, other checkouts, the data directory and the tool cache, and that
 // writes outside its checkout. Real terraform under real bubblewrap.
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -192,5 +192,24 @@ resource "local_file" "probe" {
       /engine sandbox cannot run on this worker.*bubblewrap.*engine\.sandbox: off/s,
     );
     expect(engine.calls).toEqual([]);
+  });
+
+  it('formats several files in one sandboxed fmt, falls back per file when one does not parse, leaves nothing behind', async () => {
+    const { engine, runDir } = run({ 'main.tf': '' });
+    const texts = [
+      { text: 'resource "x" "a" {\n  n=1\n    long_name = 2\n}\n' },
+      { text: 'a=1\nbbb = 2\n', tfvars: true },
+      { text: 'locals {\n  ok = true\n}\n' },
+    ];
+    const canonical = await Promise.all(texts.map((t) => engine.fmt(t.text)));
+    expect(await engine.fmtMany(texts)).toEqual(canonical);
+    expect(canonical[0]).toContain('  n         = 1');
+    // A text that does not parse: fmt of the directory refuses, each text goes on its own.
+    expect(await engine.fmtMany([...texts, { text: 'resource "x" {\n' }])).toEqual([...canonical, undefined]);
+    const left = (dir: string): string[] =>
+      readdirSync(dir, { withFileTypes: true }).flatMap((d) =>
+        d.isDirectory() ? [d.name, ...left(join(dir, d.name)).map((n) => `${d.name}/${n}`)] : [d.name],
+      );
+    expect(left(runDir).filter((n) => n.includes('kumoss-fmt'))).toEqual([]);
   });
 });
