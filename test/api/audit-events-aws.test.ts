@@ -94,7 +94,7 @@ describe('audit events for a change through the AWS APIs on moto', () => {
       )
       .toEqual([
         expect.objectContaining({
-          attribute: expect.stringMatching(/^ingress/),
+          attribute: expect.stringMatching(/^ingress/) as unknown,
           audit: {
             event_id: 'moto-evt-1',
             actor: SAMPLE_ACTOR,
