@@ -82,14 +82,12 @@ describe('audit events: targeted detection with the actor', () => {
     await h?.close();
   });
 
+  /** A delivery to a cloud's endpoint of `organization`, with `headers` (none: unauthenticated). */
+  const deliver = (cloud: 'aws' | 'azure' | 'gcp', organization: string, body: unknown, headers = {}) =>
+    api.call('POST', `/api/v1/audit-events/${cloud}/${organization}`, undefined, body, headers);
+  const withSecret = (key: string | null) => (key === null ? {} : { [INGESTION_SECRET_HEADER]: key });
   const post = (body: unknown, key: string | null = secret, organization = org) =>
-    api.call(
-      'POST',
-      `/api/v1/audit-events/aws/${organization}`,
-      undefined,
-      body,
-      key === null ? {} : { [INGESTION_SECRET_HEADER]: key },
-    );
+    deliver('aws', organization, body, withSecret(key));
   const items = async () =>
     (await api.call('GET', `/api/v1/drift-items?stack=${stackId}`, tokens.developer)).body.items as Item[];
   const runs = async () =>
@@ -264,13 +262,7 @@ describe('audit events: targeted detection with the actor', () => {
         eventType: string;
       }[];
     const azure = (body: unknown, key: string | null = secret, organization = org) =>
-      api.call(
-        'POST',
-        `/api/v1/audit-events/azure/${organization}`,
-        undefined,
-        body,
-        key === null ? {} : { [INGESTION_SECRET_HEADER]: key },
-      );
+      deliver('azure', organization, body, withSecret(key));
     // The handshake records nothing and starts nothing: answered for any organization, no secret.
     for (const organization of [org, '00000000-0000-4000-8000-000000000000']) {
       const hand = await azure(fixture('azure-subscription-validation.json'), null, organization);
@@ -336,13 +328,7 @@ describe('audit events: targeted detection with the actor', () => {
       subscription: 'projects/example-project/subscriptions/kumoss-audit',
     });
     const gcp = (body: unknown, token: string | null, organization = org) =>
-      api.call(
-        'POST',
-        `/api/v1/audit-events/gcp/${organization}`,
-        undefined,
-        body,
-        token === null ? {} : { authorization: `Bearer ${token}` },
-      );
+      deliver('gcp', organization, body, token === null ? {} : { authorization: `Bearer ${token}` });
     const good = { aud: audience, email: account, email_verified: true };
     for (const [why, token] of [
       ['no token', null],

@@ -151,18 +151,27 @@ type Executor = Db | Transaction<Database>;
 const UNIQUE_VIOLATION = '23505';
 
 /**
- * Appends events to a session's log, each with the next seq. Two writers racing for one seq: the
- * loser's transaction fails on the primary key and is retried by the caller; an event already
- * written (same source_key) is skipped.
+ * The statement that appends events to a session's log, each with the next seq in the order given,
+ * in one round trip: an event already written (same source_key) is skipped. Two writers racing for
+ * one seq: the loser fails on the primary key and its caller writes again.
  */
+function appendEventsStatement(sessionId: string, events: SessionEventInput[]) {
+  const rows = JSON.stringify(
+    events.map((e) => ({ ...e, round_id: e.round_id ?? null, at: e.at ?? new Date().toISOString() })),
+  );
+  return sql`insert into session_events (session_id, seq, source_key, round_id, type, data, at)
+    select ${sessionId}, (select coalesce(max(seq), 0) from session_events where session_id = ${sessionId})
+        + row_number() over (order by n), source_key, round_id, type, data, at
+    from rows from (jsonb_to_recordset(${rows}::jsonb)
+        as (source_key text, round_id text, type text, data jsonb, at timestamptz))
+      with ordinality as g(source_key, round_id, type, data, at, n)
+    where not exists (
+      select 1 from session_events e where e.session_id = ${sessionId} and e.source_key = g.source_key)
+    on conflict (session_id, source_key) do nothing`;
+}
+
 async function appendEvents(trx: Executor, sessionId: string, events: SessionEventInput[]): Promise<void> {
-  for (const e of events) {
-    await sql`insert into session_events (session_id, seq, source_key, round_id, type, data, at)
-      select ${sessionId}, coalesce(max(seq), 0) + 1, ${e.source_key}, ${e.round_id ?? null}, ${e.type},
-        ${JSON.stringify(e.data)}::jsonb, ${e.at ?? new Date().toISOString()}::timestamptz
-      from session_events where session_id = ${sessionId}
-      on conflict (session_id, source_key) do nothing`.execute(trx);
-  }
+  if (events.length > 0) await appendEventsStatement(sessionId, events).execute(trx);
 }
 
 async function upsertRound(trx: Executor, sessionId: string, r: SessionRound): Promise<void> {
@@ -272,24 +281,9 @@ export async function recordSession(db: Db, rec: SessionRecord): Promise<void> {
  * racing for one seq: the loser fails on the primary key and writes again.
  */
 export async function recordEvents(db: Db, sessionId: string, events: SessionEventInput[]): Promise<void> {
-  const rows = JSON.stringify(
-    events.map((e) => ({ ...e, round_id: e.round_id ?? null, at: e.at ?? new Date().toISOString() })),
-  );
   for (let attempt = 1; ; attempt++) {
     try {
-      await sql`with given as (
-          select * from rows from (jsonb_to_recordset(${rows}::jsonb)
-              as (source_key text, round_id text, type text, data jsonb, at timestamptz))
-            with ordinality as g(source_key, round_id, type, data, at, n)
-          where not exists (
-            select 1 from session_events e where e.session_id = ${sessionId} and e.source_key = g.source_key)
-        ), appended as (
-          insert into session_events (session_id, seq, source_key, round_id, type, data, at)
-          select ${sessionId}, (select coalesce(max(seq), 0) from session_events where session_id = ${sessionId})
-              + row_number() over (order by n), source_key, round_id, type, data, at
-          from given
-          on conflict (session_id, source_key) do nothing
-        )
+      await sql`with appended as (${appendEventsStatement(sessionId, events)})
         select pg_notify(${SESSION_EVENTS_CHANNEL}, ${sessionId})`.execute(db);
       return;
     } catch (err) {
