@@ -63,11 +63,17 @@ describe('runProcess', () => {
     const grandchild = Number(readFileSync(pidFile, 'utf8'));
     await expect.poll(() => alive(grandchild)).toBe(false);
 
+    // Cancelled once the program is running (it has written its pid).
+    const runningFile = join(dir, 'cancelled.pid');
     const abort = new AbortController();
-    const cancelled = runProcess('sleep', ['60'], { signal: abort.signal });
-    setTimeout(() => abort.abort(), 100);
+    const cancelled = runProcess('sh', ['-c', `echo $$ > ${runningFile}; exec sleep 60`], {
+      signal: abort.signal,
+    });
+    await expect.poll(() => readFileSync(runningFile, { encoding: 'utf8', flag: 'a+' }).trim()).not.toBe('');
+    abort.abort();
     await expect(cancelled).rejects.toBeInstanceOf(ProcessError);
     await expect(cancelled).rejects.toMatchObject({ reason: 'cancelled' });
+    await expect.poll(() => alive(Number(readFileSync(runningFile, 'utf8')))).toBe(false);
   });
 
   it('a program that cannot start is a spawn failure', async () => {

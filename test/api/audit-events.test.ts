@@ -8,14 +8,12 @@
 // moto records no audit trail, so the event is posted as AWS documents it, with the bed's id.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { SIGNATURE_HEADER, verifySignature } from '../../shared/infra/webhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, migrate, type Db } from '../../shared/infra/db';
 import { INGESTION_SECRET_HEADER } from '../../shared/audit-events';
 import { ingressEvent, SAMPLE_ACTOR } from '../support/audit-events';
 import { startGoogleCerts, type GoogleCerts } from '../support/google-oidc';
+import { startWebhookReceiver, type WebhookReceiver } from '../support/webhook-receiver';
 import { roleTokens, startTestApi, type TestApi } from '../support/api';
 import { triggerStackRun, type StackRun } from '../support/stack-runs';
 import { DRIFT_ADDRESSES, type DriftTestBed } from '../support/drift-test-bed';
@@ -43,10 +41,8 @@ describe('audit events: targeted detection with the actor', () => {
   let stackId = '';
   let google: GoogleCerts;
   // The organization's webhook receiver: the deliveries whose signature checks out.
-  let receiver: Server;
-  let receiverUrl = '';
+  let receiver: WebhookReceiver;
   let hookSecret = '';
-  const deliveries: { event: string; data: Record<string, unknown> }[] = [];
 
   beforeAll(async () => {
     h = await temporalHarness('audit-events', testActivities());
@@ -59,19 +55,7 @@ describe('audit events: targeted detection with the actor', () => {
       googleCertsUrl: google.certsUrl,
     });
     bed = await newTestBed();
-    receiver = createServer((req, res) => {
-      let raw = '';
-      req.on('data', (c: Buffer) => (raw += c.toString('utf8')));
-      req.on('end', () => {
-        if (!verifySignature(hookSecret, req.headers[SIGNATURE_HEADER] as string | undefined, raw))
-          return void res.writeHead(401).end();
-        deliveries.push(JSON.parse(raw) as (typeof deliveries)[number]);
-        res.writeHead(200).end();
-      });
-    });
-    receiver.listen(0, '127.0.0.1');
-    await new Promise<void>((r) => receiver.once('listening', () => r()));
-    receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks`;
+    receiver = await startWebhookReceiver({ secret: () => hookSecret });
   });
   afterAll(async () => {
     api?.close();
@@ -164,7 +148,7 @@ describe('audit events: targeted detection with the actor', () => {
     expect((await items()).map((i) => [i.address, i.audit])).toEqual([[DRIFT_ADDRESSES.attribute, null]]);
 
     const hook = await api.call('POST', '/api/v1/webhooks', tokens.devops, {
-      url: receiverUrl,
+      url: receiver.url,
       events: ['drift.detected'],
     });
     expect(hook.status).toBe(201);
@@ -190,11 +174,15 @@ describe('audit events: targeted detection with the actor', () => {
       });
     // The webhook says who, when, how and from where, beside the item it opened.
     await expect
-      .poll(() => deliveries.find((d) => d.event === 'drift.detected' && d.data.audit), { timeout: 30_000 })
+      .poll(() => receiver.received.find((d) => d.event === 'drift.detected' && d.body.data.audit), {
+        timeout: 30_000,
+      })
       .toMatchObject({
-        data: {
-          items: [expect.objectContaining({ address: DRIFT_ADDRESSES.ingress })],
-          audit: { event_id: 'evt-ingress-1', actor: ACTOR, action: 'ec2:AuthorizeSecurityGroupIngress' },
+        body: {
+          data: {
+            items: [expect.objectContaining({ address: DRIFT_ADDRESSES.ingress })],
+            audit: { event_id: 'evt-ingress-1', actor: ACTOR, action: 'ec2:AuthorizeSecurityGroupIngress' },
+          },
         },
       });
     const latest = (await runs())[0] as StackRun;

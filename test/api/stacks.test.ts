@@ -8,14 +8,13 @@
 import { randomUUID } from 'node:crypto';
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, migrate, type Db } from '../../shared/infra/db';
 import { findByCloudIds } from '../../shared/infra/db/stacks';
 import { findUserByToken } from '../../shared/infra/db/users';
 import { stackScheduleId } from '../../shared/stack-contracts';
-import { SIGNATURE_HEADER, signatureHeader, verifySignature } from '../../shared/infra/webhooks';
+import { signatureHeader, verifySignature } from '../../shared/infra/webhooks';
+import { startWebhookReceiver, type Delivery, type WebhookReceiver } from '../support/webhook-receiver';
 import { roleTokens, startTestApi, waitForSession, type TestApi } from '../support/api';
 import { triggerStackRun, type StackRun as Run } from '../support/stack-runs';
 import { roundArtifactKey } from '../../shared/ids';
@@ -57,13 +56,10 @@ describe('stacks: scheduled detection and the drift inbox', () => {
   let prompts: string;
   // The receiver: checks each delivery's signature with the secret it was given, refuses the first
   // drift.detected (to see the retry), and keeps what it accepted.
-  let receiver: Server;
+  let receiver: WebhookReceiver;
   let receiverUrl: string;
   let secret = '';
-  const received: { event: string; valid: boolean; body: { id: string; data: Record<string, unknown> } }[] =
-    [];
-  let refusedOnce = false;
-  const waiting: (() => void)[] = [];
+  let received: Delivery[] = [];
 
   beforeAll(async () => {
     // The bed's replica count is tuned by hand: an exception rule whitelists it.
@@ -74,25 +70,9 @@ describe('stacks: scheduled detection and the drift inbox', () => {
     tokens = await roleTokens(db, 'stacks');
     api = await startTestApi(h, db);
     bed = await newTestBed();
-    receiver = createServer((req, res) => {
-      let raw = '';
-      req.on('data', (c: Buffer) => (raw += c.toString('utf8')));
-      req.on('end', () => {
-        const event = String(req.headers['kumoss-event']);
-        const valid = verifySignature(secret, req.headers[SIGNATURE_HEADER] as string | undefined, raw);
-        if (!valid) return void res.writeHead(401).end();
-        if (event === 'drift.detected' && !refusedOnce) {
-          refusedOnce = true;
-          return void res.writeHead(503).end();
-        }
-        received.push({ event, valid, body: JSON.parse(raw) as (typeof received)[number]['body'] });
-        for (const wake of waiting.splice(0)) wake();
-        res.writeHead(200).end();
-      });
-    });
-    receiver.listen(0, '127.0.0.1');
-    await new Promise<void>((r) => receiver.once('listening', () => r()));
-    receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks`;
+    receiver = await startWebhookReceiver({ secret: () => secret, refuseOnce: 'drift.detected' });
+    received = receiver.received;
+    receiverUrl = receiver.url;
   });
   afterAll(async () => {
     api?.close();
@@ -115,13 +95,8 @@ describe('stacks: scheduled detection and the drift inbox', () => {
 
   const runOnce = (id: string): Promise<Run> => triggerStackRun(api, h.client, tokens, id);
   /** The delivery of `event` for `run`, as the receiver took it (waits for it to arrive). */
-  async function delivery(event: string, run: string) {
-    for (;;) {
-      const got = received.find((r) => r.event === event && r.body.id === `${run}:${event}`);
-      if (got) return got;
-      await new Promise<void>((r) => waiting.push(r));
-    }
-  }
+  const delivery = (event: string, run: string) =>
+    receiver.delivery((r) => r.event === event && r.body.id === `${run}:${event}`);
   const items = async (id: string, state?: string) =>
     (
       await api.call(
