@@ -518,7 +518,10 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       return done;
     },
 
-    /** Validates the cycle's code with the engine: validate, then plan -out on the targets. */
+    /**
+     * Validates the cycle's code with the engine: plan -out on the targets, which validates the
+     * whole configuration first (`validate -json` runs when it fails, for its diagnostic).
+     */
     async validateRemediation(input: CycleInput): Promise<ValidateOutput> {
       const { ref, iteration, group } = input;
       const ws = await workspaces.get(ref);
@@ -557,7 +560,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
           input.scope === 'group'
             ? (await groupOperations(input.operationsKey, input.groupSize, group)).map((o) => o.address)
             : input.targets;
-        const plan = await ws.engine.validateAndPlan({ out: planFile, targets }, h);
+        const plan = await ws.engine.planValidated({ out: planFile, targets }, h);
         const planKey = key(ref, `iteration-${iteration}/group-${group}/plan.tfplan`);
         await Promise.all([
           artifacts.putFile(planKey, planFile),
@@ -586,7 +589,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
 
     /**
      * The whole root's plan after an iteration whose earlier groups were validated by targeted
-     * plans: one plan (validate beside it) of the branch with every group on it. When the whole
+     * plans: one plan (which validates the configuration) of the branch with every group on it. When the whole
      * root does not plan although each group's targeted plan did — a change broke something outside
      * its group's addresses — the targeted plans are not trusted: the groups' commits are taken back
      * in one revert and applied again one by one, each validated by a plan of the whole root, and
@@ -603,7 +606,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       const head = async () => (await git.run(['rev-parse', 'HEAD'], ws.dir)).trim();
       const rootPlan = async (name: string) => {
         const planFile = join(ws.scratch, `${ref.roundId}-${iteration}-${name}.tfplan`);
-        const plan = await ws.engine.validateAndPlan({ out: planFile, targets: input.targets }, h);
+        const plan = await ws.engine.planValidated({ out: planFile, targets: input.targets }, h);
         const planKey = key(ref, `${step}/${name}.tfplan`);
         await Promise.all([
           artifacts.putFile(planKey, planFile),

@@ -494,6 +494,32 @@ export class EngineClient {
     };
   }
 
+  /**
+   * A plan that validates what it plans: `terraform plan` validates the whole configuration before
+   * planning (the local backend's validation walk runs for every plan, `-target` or not), so a
+   * separate `validate` process beside it repeats that work — and on two cores takes CPU from the
+   * plan. `validate -json` runs only when the plan fails, and its diagnostic is the answer, as a
+   * serial validate-then-plan would give it.
+   */
+  async planValidated(opts: { out: string; targets?: string[] }, hooks: CallHooks = {}): Promise<PlanResult> {
+    await this.ensureInit(hooks);
+    const args = this.planArgs(opts);
+    const planOk = (c: number) => c === 0 || c === 2;
+    let r = await this.run(args, hooks);
+    let reinitialized = false;
+    if (!planOk(r.exitCode) && needsInit(`${r.stderr}\n${r.stdout}`)) {
+      await this.init(hooks);
+      reinitialized = true;
+      r = await this.run(args, hooks);
+    }
+    if (!planOk(r.exitCode)) {
+      const v = await this.run(EngineClient.VALIDATE, hooks);
+      if (v.exitCode !== 0) await this.failClassified('validate', v, hooks);
+      await this.failClassified('plan', r, hooks, v);
+    }
+    return { planFile: opts.out, hasChanges: r.exitCode === 2, output: r.stdout, reinitialized };
+  }
+
   /** `show -json` of a saved plan, written to `outFile` (plans can be large: they go to object
    * storage by key, never through workflow history). */
   async showJson(planFile: string, outFile: string, hooks: CallHooks = {}): Promise<void> {

@@ -105,3 +105,47 @@ export function breakdownLine(b: Record<Segment, number[]>): string {
     (s) => `${s} p50 ${Math.round(percentile(b[s], 50))} / p95 ${Math.round(percentile(b[s], 95))} ms`,
   ).join(', ');
 }
+
+/**
+ * Where a workflow's wall time goes: each activity type's count and time from scheduled to
+ * completed, and the time no activity of the main path (any but `beside`) was scheduled or running —
+ * the workflow's own tasks and their hand-offs.
+ */
+export async function activityTimeline(
+  client: Client,
+  workflowId: string,
+  beside: string[] = ['recordRoundEvents'],
+): Promise<{ byType: Map<string, { n: number; ms: number }>; idleMs: number; wallMs: number }> {
+  const history = await client.workflow.getHandle(workflowId).fetchHistory();
+  const events = history.events ?? [];
+  const scheduled = new Map<number, { type: string; at: number }>();
+  const spans: [number, number][] = [];
+  const byType = new Map<string, { n: number; ms: number }>();
+  for (const e of events) {
+    const a = e.activityTaskScheduledEventAttributes;
+    if (a) scheduled.set(Number(e.eventId), { type: a.activityType?.name ?? '?', at: tsToMs(e.eventTime) });
+    const done =
+      e.activityTaskCompletedEventAttributes ??
+      e.activityTaskFailedEventAttributes ??
+      e.activityTaskTimedOutEventAttributes;
+    if (done) {
+      const s = scheduled.get(Number(done.scheduledEventId));
+      if (!s) continue;
+      const end = tsToMs(e.eventTime);
+      const t = byType.get(s.type) ?? { n: 0, ms: 0 };
+      byType.set(s.type, { n: t.n + 1, ms: t.ms + end - s.at });
+      if (!beside.includes(s.type)) spans.push([s.at, end]);
+    }
+  }
+  const first = tsToMs(events[0]?.eventTime);
+  const last = tsToMs(events[events.length - 1]?.eventTime);
+  spans.sort((x, y) => x[0] - y[0]);
+  let covered = 0;
+  let reach = first;
+  for (const [s, e] of spans) {
+    if (e <= reach) continue;
+    covered += e - Math.max(s, reach);
+    reach = e;
+  }
+  return { byType, idleMs: last - first - covered, wallMs: last - first };
+}

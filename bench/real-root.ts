@@ -24,6 +24,7 @@ import { testCloudDir } from '../test/support/test-cloud';
 import { awsClients, trustPolicy } from '../test/support/aws-test-bed';
 import { startStackWorker, startTestStackProcess, stackEngineDeps } from '../test/support/test-stack';
 import { EngineTimes } from './engine-busy';
+import { activityTimeline } from './event-path';
 
 quietKnownWarnings();
 const FILES = 10;
@@ -254,6 +255,10 @@ async function main(): Promise<void> {
     })) as DriftRoundResult;
     const wall = (performance.now() - t0) / 1000;
     clearInterval(sampler);
+    const timeline = await activityTimeline(
+      worker.client,
+      driftRoundWorkflowId(input.session_id, input.round_id),
+    );
     await worker.stop();
     // Busy time, not the sum: validate and plan run side by side.
     const engineMs = engineTimes.busyMs();
@@ -286,6 +291,14 @@ async function main(): Promise<void> {
     );
     console.log(
       `round wall time ${wall.toFixed(1)} s; engine processes running ${(engineMs / 1000).toFixed(1)} s (sum of the calls ${(engineTimes.sumMs / 1000).toFixed(1)} s; busy time ${((engineMs / 1000 / wall) * 100).toFixed(0)}% of it): ${[...byVerb].map(([v, x]) => `${v} ×${x.n} ${(x.ms / 1000).toFixed(1)} s`).join(', ')}`,
+    );
+    console.log(
+      `the round's activities, scheduled to completed: ${[...timeline.byType]
+        .sort((a, b) => b[1].ms - a[1].ms)
+        .map(([t, x]) => `${t} ×${x.n} ${(x.ms / 1000).toFixed(1)} s`)
+        .join(
+          ', ',
+        )}; no main-path activity under way for ${(timeline.idleMs / 1000).toFixed(1)} s of ${(timeline.wallMs / 1000).toFixed(1)} s`,
     );
     console.log(
       `drift derivation on the round's plan (${drifted} drifted of 1000): median ${times[2]?.toFixed(0)} ms of 5`,

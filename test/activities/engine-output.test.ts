@@ -174,3 +174,75 @@ resource "local_file" "motd" {
     expect(verbs.slice(-2).sort()).toEqual(['plan', 'validate']);
   });
 });
+
+describe("a cycle's plan validates what it plans, with no validate process beside it (real terraform)", () => {
+  const versions = `terraform {
+  required_providers {
+    local = {
+      source  = "hashicorp/local"
+      version = "1.4.0"
+    }
+  }
+}
+`;
+  const motd = `resource "local_file" "motd" {
+  filename = "${join(tmpdir(), 'kumoss-never-applied')}"
+  content  = "hello"
+}
+`;
+  const root = (files: Record<string, string>) => {
+    const dir = mkdtempSync(join(tmpdir(), 'kumoss-engine-'));
+    for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
+    const verbs: string[] = [];
+    const engine = new EngineClient({
+      ...engineDeps(),
+      workdir: dir,
+      scopeId: 'engine-test',
+      onCall: (c) => verbs.push(c.args[0] ?? ''),
+    });
+    return { dir, engine, verbs };
+  };
+
+  it('a configuration that plans runs init and plan only', async () => {
+    const { dir, engine, verbs } = root({ 'main.tf': `${versions}\n${motd}` });
+    const out = join(dir, 'cycle.tfplan');
+    const plan = await engine.planValidated({ out, targets: ['local_file.motd'] });
+    expect(plan).toMatchObject({ planFile: out, hasChanges: true, reinitialized: false });
+    expect(plan.output).toContain('local_file.motd will be created');
+    expect(verbs).toEqual(['init', 'plan']);
+  });
+
+  it("an error outside the plan's targets still fails it, permanent, with validate's diagnostic", async () => {
+    const { dir, engine, verbs } = root({
+      'main.tf': `${versions}\n${motd}`,
+      'other.tf': `resource "local_file" "other" {
+  filename = "/tmp/kumoss-never-written"
+  content  = var.undeclared
+}
+`,
+    });
+    const err = await engine
+      .planValidated({ out: join(dir, 'cycle.tfplan'), targets: ['local_file.motd'] })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(EngineError);
+    expect(err).toMatchObject({ permanent: true });
+    expect((err as Error).message).toBe(
+      'terraform validate failed: Error: Reference to undeclared input variable (other.tf line 3)',
+    );
+    expect(verbs).toEqual(['init', 'plan', 'validate']);
+  });
+
+  it('a plan that fails on a configuration that validates stays transient', async () => {
+    const { dir, engine, verbs } = root({
+      'main.tf': `${versions}
+data "local_file" "missing" {
+  filename = "/nonexistent/kumoss/input.txt"
+}
+`,
+    });
+    const err = await engine.planValidated({ out: join(dir, 'cycle.tfplan') }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ permanent: false });
+    expect((err as Error).message).toMatch(/^terraform plan failed: Error: /);
+    expect(verbs).toEqual(['init', 'plan', 'validate']);
+  });
+});

@@ -330,6 +330,62 @@ describe('driftRound when the whole root disagrees with a group’s targeted pla
   });
 });
 
+describe('driftRound when a group’s change does not validate', () => {
+  let h: TemporalHarness;
+  let b: DriftTestBed;
+
+  // The offline fix, plus — beside app_config's fix — an output naming a variable nobody declared:
+  // an error outside the addresses the group's plan targets, which the plan finds all the same
+  // (no `validate` process runs beside it).
+  class InvalidChangeModel extends OfflineModel {
+    override async remediate(input: Parameters<OfflineModel['remediate']>[0]) {
+      const r = await super.remediate(input);
+      if (!input.operations.some((o) => o.address === DRIFT_ADDRESSES.attribute)) return r;
+      return {
+        ...r,
+        edits: r.edits.map((e) =>
+          e.path === 'main.tf'
+            ? { ...e, content: `${e.content}\noutput "broken" {\n  value = var.undeclared\n}\n` }
+            : e,
+        ),
+      };
+    }
+  }
+
+  beforeAll(async () => {
+    h = await temporalHarness('drift-round-invalid', testActivities({ model: new InvalidChangeModel() }));
+    b = await newTestBed();
+  });
+  afterAll(async () => {
+    await b?.destroy();
+    await h?.close();
+  });
+
+  it("takes the change back with the engine's diagnostic and keeps the one that plans", async () => {
+    await b.inject('attribute');
+    await b.inject('ingress');
+    const args = roundInput(b.repoUrl, { drift_group_operations: 1, max_drift_reports: 1 });
+    const result = await h.client.workflow.execute(driftRound, {
+      taskQueue: h.taskQueue,
+      workflowId: driftRoundWorkflowId(args.session_id, args.round_id),
+      args: [args],
+    });
+    expect(result.outcome).toBe('Partial');
+    expect(result.remediated).toEqual([DRIFT_ADDRESSES.ingress]);
+    const report = driftReportSchema.parse(
+      JSON.parse(await artifactStore().getText(result.report_key ?? '')),
+    );
+    expect(report.unreconciled_drift).toEqual([
+      expect.objectContaining({
+        address: DRIFT_ADDRESSES.attribute,
+        reason: expect.stringMatching(
+          /^The proposed change did not validate \(terraform validate failed: Error: Reference to undeclared input variable \(main\.tf line \d+\)\); it was reverted\.$/,
+        ) as string,
+      }),
+    ]);
+  });
+});
+
 async function cloneOf(url: string): Promise<string> {
   const dir = join(mkdtempSync(join(tmpdir(), 'kumoss-clone-')), 'c');
   await gitClient().run(['clone', '--quiet', url, dir]);
