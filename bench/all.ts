@@ -20,6 +20,7 @@ const BENCHES = [
   'kill-resume', // a worker SIGKILLed mid-round under npm start
   'stacks-scale', // 200 stacks: cold first runs, then 1-minute intervals warm, then two workers (≈ 10 min)
   'events', // audit events against the schedule on 20 stacks, and a burst of 1,000 (≈ 8 min)
+  'first-start', // npm start on a fresh clone with empty caches, then again (≈ 12 min, ~15 GB of disk)
 ];
 
 /** The figures the summary line must hold (issue 13). */

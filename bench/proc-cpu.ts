@@ -1,7 +1,8 @@
 // Where a machine's CPU went over a stretch of time, by process: two snapshots of /proc/<pid>/stat
 // (utime + stime, and cutime + cstime — what the process's reaped children used), their difference
-// grouped under a label. A process that started and ended between the snapshots is counted in its
-// parent's children time (the spawner's children are the engines, their providers and git).
+// grouped under a label. A process that started and ended between the snapshots is counted in the
+// children time of the process that reaped it: the spawner for git, the machine's init for the
+// sandboxed engines and their providers (bubblewrap's monitor exits first and orphans them).
 import { readdirSync, readFileSync } from 'node:fs';
 
 const TICK_S = 0.01; // USER_HZ on Linux.
@@ -58,7 +59,10 @@ export function stackLabeller(opts: { benchPid: number; workerPids: number[] }):
     // object store (s3rver), the drift bed's REST cloud.
     if (pid === opts.benchPid) return 'git host, object store, REST cloud (bench process)';
     if (opts.workerPids.includes(pid)) return 'worker (node)';
-    if (cmdline.includes('spawner.mjs')) return 'engines, providers and git (spawner children)';
+    // The spawner reaps git and the engines' sandboxes; bubblewrap's monitor exits before the
+    // sandbox's init, whose engine and providers the machine's init then reaps.
+    if (cmdline.includes('spawner.mjs')) return 'git and bubblewrap (spawner children)';
+    if (pid === 1) return 'sandboxed engines and providers (reaped by init)';
     if (comm === 'temporal' || cmdline.includes('temporal')) return 'Temporal server';
     if (comm === 'postgres') return 'PostgreSQL';
     if (cmdline.includes('moto_server')) return 'AWS emulator (moto)';

@@ -10,9 +10,10 @@
 //
 // `npm run bench:stacks`; BENCH_STACKS (200), BENCH_STACKS_INTERVAL_S (60), BENCH_STACKS_SLOTS
 // (engine processes per worker, 0 = cores).
-import { spawn, type ChildProcess } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
-import { cpus } from 'node:os';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { promisify } from 'node:util';
 import { join } from 'node:path';
 import { Client, Connection, type WorkflowExecutionInfo } from '@temporalio/client';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
@@ -27,6 +28,7 @@ import { stackScheduleId } from '../shared/stack-contracts';
 import { cliConfigPath, toolPath } from '../shared/infra/tools.mjs';
 import { createDriftTestBed, DRIFT_ADDRESSES } from '../test/support/drift-test-bed';
 import { startTestStack } from '../test/support/test-stack';
+import { cpuByLabel, snapshot, stackLabeller } from './proc-cpu';
 
 quietKnownWarnings();
 Runtime.install({ logger: new DefaultLogger('ERROR') });
@@ -98,6 +100,85 @@ const cpuTimes = () =>
     { busy: 0, all: 0 },
   );
 
+const labeller = () => stackLabeller({ benchPid: process.pid, workerPids: workers.map((w) => w.pid!) });
+/** CPU-seconds a detection by process, over a stretch in which `runs` detections finished. */
+const cpuLine = (before: ReturnType<typeof snapshot>, after: ReturnType<typeof snapshot>, runs: number) =>
+  cpuByLabel(before, after)
+    .map(([label, s]) => `${label} ${(s / Math.max(1, runs)).toFixed(3)}`)
+    .join(', ');
+
+/** Reaped children's CPU of this process, in seconds (/proc/self/stat cutime + cstime). */
+const childrenCpuS = () => {
+  const stat = readFileSync('/proc/self/stat', 'utf8');
+  const f = stat
+    .slice(stat.lastIndexOf(')') + 2)
+    .split(' ')
+    .map(Number);
+  return ((f[13] ?? 0) + (f[14] ?? 0)) / 100;
+};
+
+/**
+ * The programs one warm detection runs, each timed alone on a warm checkout of the bed: the CPU of
+ * the program and its children (terraform's providers), and this process's own while it serves
+ * them (the git host, the REST cloud). Asynchronous: the git host answers from this very process.
+ */
+async function detectionSteps(): Promise<string> {
+  const run = promisify(execFile);
+  const dir = mkdtempSync(join(tmpdir(), 'kumoss-steps-'));
+  const env = {
+    ...process.env,
+    GIT_SSL_CAINFO: stack.gitCaFile,
+    TF_CLI_CONFIG_FILE: cliConfigPath(),
+    TF_IN_AUTOMATION: '1',
+  };
+  const checkout = join(dir, 'c');
+  await run('git', ['clone', '--quiet', bed.repoUrl, checkout], { env });
+  const tf = (...args: string[]) =>
+    run(toolPath('terraform'), args, { env, cwd: checkout, maxBuffer: 1 << 26 });
+  await tf('init', '-input=false', '-no-color');
+  const steps: [string, () => Promise<unknown>][] = [
+    ['git ls-remote', () => run('git', ['ls-remote', '--heads', bed.repoUrl], { env })],
+    ['git fetch', () => run('git', ['fetch', '--quiet', 'origin'], { env, cwd: checkout })],
+    [
+      'terraform plan',
+      () =>
+        tf('plan', '-input=false', '-no-color', '-detailed-exitcode', '-out=plan.tfplan').catch(
+          (err: { code?: number }) => {
+            if (err.code !== 2) throw err;
+          },
+        ),
+    ],
+    ['terraform show -json', () => tf('show', '-json', '-no-color', 'plan.tfplan')],
+  ];
+  const out: string[] = [];
+  try {
+    for (const [name, step] of steps) {
+      const rows: { wall: number; cpu: number; self: number }[] = [];
+      for (let r = 0; r < 5; r++) {
+        const c0 = childrenCpuS();
+        const s0 = process.cpuUsage();
+        const t0 = performance.now();
+        await step();
+        const self = process.cpuUsage(s0);
+        rows.push({
+          wall: (performance.now() - t0) / 1000,
+          cpu: childrenCpuS() - c0,
+          self: (self.user + self.system) / 1e6,
+        });
+      }
+      const med = (k: 'wall' | 'cpu' | 'self') =>
+        pct(
+          rows.map((x) => x[k]),
+          0.5,
+        ).toFixed(3);
+      out.push(`${name} ${med('wall')} s wall, ${med('cpu')} CPU-s (+${med('self')} serving)`);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return out.join('; ');
+}
+
 const connection = await Connection.connect({ address: stack.temporalAddress });
 const client = new Client({ connection });
 const db = createDb(stack.databaseUrl, { max: 8 });
@@ -155,6 +236,7 @@ try {
     };
   };
   const primeCpu0 = cpuTimes();
+  const primeProcs0 = snapshot(labeller());
   const primeStart = Date.now();
   await Promise.all(stackIds.map((id) => client.schedule.getHandle(stackScheduleId(id)).trigger()));
   for (let last = Date.now(); ;) {
@@ -172,7 +254,9 @@ try {
   }
   const primeS = (Date.now() - primeStart) / 1000;
   const primeCpu1 = cpuTimes();
+  const primeProcs1 = snapshot(labeller());
   const coldPerMin = (STACKS / primeS) * 60;
+  console.log(`  CPU-seconds a detection by process (cold): ${cpuLine(primeProcs0, primeProcs1, STACKS)}`);
   console.log(
     `first runs (cold workspaces, one worker): ${STACKS} in ${primeS.toFixed(1)} s, ${coldPerMin.toFixed(1)} a minute, machine CPU ${((100 * (primeCpu1.busy - primeCpu0.busy)) / (primeCpu1.all - primeCpu0.all)).toFixed(0)}%, ${((primeCpu1.busy - primeCpu0.busy) / 1000 / STACKS).toFixed(2)} CPU-seconds a detection (the whole machine: worker, engines, Temporal, stores, git host)`,
   );
@@ -206,6 +290,7 @@ try {
     const to = from + INTERVAL_S * 1000;
     await sleepUntil(from);
     const c0 = cpuTimes();
+    const p0 = snapshot(labeller());
     const peaks = new Map<number, number>();
     let engines = 0;
     const sampler = setInterval(() => {
@@ -215,6 +300,7 @@ try {
     await sleepUntil(to);
     clearInterval(sampler);
     const c1 = cpuTimes();
+    const p1 = snapshot(labeller());
     const runs = await runsOf(from, to);
     // The ceiling: runs that finished within the window, whenever they started (with more
     // offered than the machine takes, some started in it finish after it).
@@ -223,6 +309,9 @@ try {
       query: `WorkflowType = 'stackDetection' AND KumossOrganization = '${user.organization_uuid}' AND ExecutionStatus = 'Completed'`,
     }))
       if (w.closeTime && w.closeTime.getTime() >= from && w.closeTime.getTime() < to) completedInWindow += 1;
+    console.log(
+      `${label}: CPU-seconds a detection by process (${completedInWindow} finished within the interval): ${cpuLine(p0, p1, completedInWindow)}`,
+    );
     return {
       label,
       from,
@@ -236,11 +325,15 @@ try {
   }
 
   const one = await interval('one worker, warm workspaces', t1);
-  // The next interval: a second worker beside the first, and drift every stack will see.
+  // A second worker beside the first, and drift every stack will see. The interval after next is
+  // measured: in the next one the two workers take the backlog the first left (more is offered
+  // than one worker takes, and a stack whose run is under way skips its next), so the measured one
+  // starts with both workers already under the offered load.
   await startWorker();
   await bed.inject('ingress');
   const injectedAt = Date.now();
-  const two = await interval('two workers, drift injected', one.to);
+  console.log(`two workers from ${new Date(one.to).toISOString()}; the interval after next is measured`);
+  const two = await interval('two workers, drift injected', one.to + INTERVAL_S * 1000);
   // Stop the schedules and let the runs under way finish.
   await Promise.all(stackIds.map((id) => client.schedule.getHandle(stackScheduleId(id)).pause('bench over')));
   const drained = async (r: { runs: WorkflowExecutionInfo[]; from: number; to: number }) => {
@@ -315,6 +408,10 @@ try {
   const recordedOnce = b.rows.length === b.runs.length && b.rows.every((r) => r.status !== 'running');
   console.log(
     `two workers: ${b.rows.length} of ${b.runs.length} runs recorded, each once and finished; ${sawDrift.size - wrong.length} of the ${sawDrift.size} stacks whose run began after the drift hold exactly its one open item`,
+  );
+  const steps = await detectionSteps();
+  console.log(
+    `one warm detection's processes, each alone (median of 5; CPU of the process and its children, and of this process serving it — git host, REST cloud): ${steps}`,
   );
   const minutes = INTERVAL_S / 60;
   console.log(

@@ -51,3 +51,10 @@ export const runnerDetectWorkflowId = (groupUuid: string): string => `runner-det
 
 /** A stack's event-driven detections: one workflow per stack gathers its audit events into runs. */
 export const stackEventsWorkflowId = (stackUuid: string): string => `drift-events:${stackUuid}`;
+
+/**
+ * The task queue a stack detection's plan runs on, beside the worker's own: each worker polls it
+ * for only as many detections as it runs at once, so a backlog of due stacks waits in the server's
+ * queue (in order, costing nothing) rather than as activities started on a worker.
+ */
+export const detectionTaskQueue = (taskQueue: string): string => `${taskQueue}-detections`;

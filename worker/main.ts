@@ -49,6 +49,8 @@ const worker = await createWorker({
   activities,
   dataConverter: dataConverter(payloadCodecFromEnv()),
   ...(tracing ? { tracing } : {}),
+  // Stack detections at once: twice the engine slots (the slots bound the engine processes).
+  ...(config.engine.max_concurrent > 0 ? { detections: 2 * config.engine.max_concurrent } : {}),
 });
 log.info(
   {

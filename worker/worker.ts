@@ -1,8 +1,9 @@
 // Builds a worker from its parts; main.ts wires the real clients, tests wire theirs.
-import { hostname } from 'node:os';
+import { availableParallelism, hostname } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { detectionTaskQueue } from '../shared/ids';
 import { SANDBOX_IDENTITY_KEY } from '../shared/worker-identity';
-import type { NativeConnection } from '@temporalio/worker';
+import type { NativeConnection, State } from '@temporalio/worker';
 import { Worker, type WorkerOptions } from '@temporalio/worker';
 import { OpenTelemetryPlugin } from '@temporalio/interceptors-opentelemetry';
 import type { Tracing } from '../shared/infra/tracing';
@@ -27,6 +28,24 @@ export interface CreateWorkerOptions {
    * (a prebuilt bundle without them is refused).
    */
   tracing?: Tracing;
+  /**
+   * How many stack detections this worker runs at once (the detection queue's activity slots);
+   * default: twice the cores — the engine slots bound the engine processes among them, and the
+   * others meanwhile fetch, read plans and upload.
+   */
+  detections?: number;
+}
+
+/**
+ * A Kumoss worker: the task queue's workflows and activities, and beside them the detection
+ * queue's (shared/ids.ts `detectionTaskQueue`), polled for at most `detections` at once. Both run
+ * and stop together.
+ */
+export interface KumossWorker {
+  run(): Promise<void>;
+  shutdown(): void;
+  /** The task queue worker's state; STOPPED once both have stopped. */
+  getState(): State;
 }
 
 /**
@@ -37,7 +56,7 @@ export function workerIdentity(sandbox: string): string {
   return `${process.pid}@${hostname()} ${SANDBOX_IDENTITY_KEY}=${sandbox}`;
 }
 
-export async function createWorker(opts: CreateWorkerOptions): Promise<Worker> {
+export async function createWorker(opts: CreateWorkerOptions): Promise<KumossWorker> {
   if (opts.tracing && opts.workflowBundlePath)
     throw new Error(
       'a traced worker bundles its workflows itself: give tracing or workflowBundlePath, not both',
@@ -67,5 +86,35 @@ export async function createWorker(opts: CreateWorkerOptions): Promise<Worker> {
         }
       : {}),
   };
-  return Worker.create(options);
+  const main = await Worker.create(options);
+  const detections = opts.detections ?? 2 * availableParallelism();
+  const { workflowsPath: _w, workflowBundle: _b, ...activityOptions } = options;
+  const lane = await Worker.create({
+    ...activityOptions,
+    taskQueue: detectionTaskQueue(opts.taskQueue),
+    maxConcurrentActivityTaskExecutions: detections,
+    // Polls for no more than it can start: a task it holds unstarted is one another worker could run.
+    maxConcurrentActivityTaskPolls: 1,
+  });
+  const both = [main, lane];
+  return {
+    async run() {
+      // One stopping (shutdown, or a fatal error) stops the other; the first error is the answer.
+      const runs = both.map((w) =>
+        w.run().catch((err: unknown) => {
+          for (const o of both) if (o.getState() === 'RUNNING') o.shutdown();
+          throw err;
+        }),
+      );
+      const settled = await Promise.allSettled(runs);
+      for (const r of settled) if (r.status === 'rejected') throw r.reason;
+    },
+    shutdown() {
+      for (const w of both) if (w.getState() === 'RUNNING') w.shutdown();
+    },
+    getState() {
+      const state = main.getState();
+      return state === 'STOPPED' && lane.getState() !== 'STOPPED' ? 'STOPPING' : state;
+    },
+  };
 }

@@ -16,7 +16,7 @@ import {
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { DEFAULT_HEARTBEAT_SECONDS } from '../shared/contracts';
-import { sessionWorkflowId } from '../shared/ids';
+import { detectionTaskQueue, sessionWorkflowId } from '../shared/ids';
 import { KumossCloud, KumossOutcome, KumossSessionId } from '../shared/search-attributes';
 import type { StackDetectionInput, StackDetectionResult } from '../shared/stack-contracts';
 import type { WebhookEvent } from '../shared/webhook-contracts';
@@ -32,14 +32,16 @@ const hooks = proxyActivities<Activities>({
   startToCloseTimeout: '2 minutes',
   retry: { initialInterval: '5s', backoffCoefficient: 2, maximumInterval: '10 minutes', maximumAttempts: 10 },
 });
-const engine = proxyActivities<Activities>({
-  startToCloseTimeout: '45 minutes',
-  heartbeatTimeout: `${DEFAULT_HEARTBEAT_SECONDS}s`,
-  retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 3 },
-  summary: 'init, plan -out, show -json, drift and exceptions',
-});
-
 export async function stackDetection(input: StackDetectionInput): Promise<StackDetectionResult> {
+  // The plan runs on the detection queue beside this workflow's (shared/ids.ts): workers take as
+  // many as they run at once; the rest wait in the server's queue, in order.
+  const engine = proxyActivities<Activities>({
+    taskQueue: detectionTaskQueue(workflowInfo().taskQueue),
+    startToCloseTimeout: '45 minutes',
+    heartbeatTimeout: `${DEFAULT_HEARTBEAT_SECONDS}s`,
+    retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 3 },
+    summary: 'init, plan -out, show -json, drift and exceptions',
+  });
   // The schedule appends the scheduled time to the workflow id: one id per run.
   const run_id = workflowInfo().workflowId;
   const none = { run_id, drift_count: 0, opened: 0, resolved: 0, whitelisted: 0 };

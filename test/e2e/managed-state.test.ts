@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DescribeSecurityGroupsCommand } from '@aws-sdk/client-ec2';
 import { GetObjectCommand } from '@aws-sdk/client-s3';
-import { NativeConnection, type Worker } from '@temporalio/worker';
+import { NativeConnection } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EngineClient } from '../../activities/engine';
 import { MANAGED_BACKEND_FILE, managedStateKey } from '../../activities/managed-state';
@@ -19,7 +19,7 @@ import type { PinnedPlan, SessionRound } from '../../shared/contracts';
 import { createDb, migrate, type Db } from '../../shared/infra/db';
 import { stateProjectId } from '../../shared/infra/db/sessions';
 import { createS3Client } from '../../shared/infra/object-store';
-import { createWorker } from '../../worker/worker';
+import { createWorker, type KumossWorker } from '../../worker/worker';
 import { postAccepted, roleTokens, startTestApi, waitForSession, type TestApi } from '../support/api';
 import { awsClients, type AwsTestBed } from '../support/aws-test-bed';
 import {
@@ -50,7 +50,7 @@ describe('Kumoss-managed state shared by workers', () => {
   let db: Db;
   let api: TestApi;
   let bed: AwsTestBed;
-  let second: { worker: Worker; running: Promise<void>; connection: NativeConnection } | undefined;
+  let second: { worker: KumossWorker; running: Promise<void>; connection: NativeConnection } | undefined;
   const tokens: Record<string, string> = {};
   let org = '';
   const dirs: string[] = [];

@@ -5,14 +5,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, type Worker } from '@temporalio/worker';
+import { NativeConnection } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../scripts/embedded/ports';
 import { loadDevServerSpec, startDevServer, type DevServer } from '../../scripts/embedded/temporal-dev';
 import { driftReportSchema } from '../../shared/drift-report';
 import { driftRoundWorkflowId } from '../../shared/ids';
 import { driftRound } from '../../workflows';
-import { createWorker } from '../../worker/worker';
+import { createWorker, type KumossWorker } from '../../worker/worker';
 import { roleTokens, startTestApi, waitForSession, type TestApi } from '../support/api';
 import type { DriftTestBed } from '../support/drift-test-bed';
 import {
@@ -32,7 +32,7 @@ describe('a round survives a Temporal server restart', () => {
   let native: NativeConnection;
   let connection: Connection;
   let client: Client;
-  let worker: Worker;
+  let worker: KumossWorker;
   let running: Promise<void>;
   let api: TestApi;
   let db: Db;

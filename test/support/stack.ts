@@ -9,14 +9,14 @@ import { join } from 'node:path';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import type { PayloadCodec } from '@temporalio/common';
-import { DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { inject } from 'vitest';
 import type { Activities } from '../../activities';
 import { ArtifactStore, createS3Client } from '../../shared/infra/object-store';
 import { createDb, type Db } from '../../shared/infra/db';
 import { artifactIndex } from '../../shared/infra/db/artifacts';
 import { GitClient } from '../../activities/git';
-import { createWorker } from '../../worker/worker';
+import { createWorker, type KumossWorker } from '../../worker/worker';
 import { quietKnownWarnings } from '../../shared/infra/logger';
 import { projectRoot } from '../../shared/infra/config';
 import type { DriftRoundInput } from '../../shared/contracts';
@@ -69,7 +69,7 @@ export function testActivities(opts: TestActivityOptions | EngineKind = {}): Act
 export interface TemporalHarness {
   client: Client;
   taskQueue: string;
-  worker: Worker;
+  worker: KumossWorker;
   /** Stops the worker (it runs from creation until then) and closes the connections. */
   close(): Promise<void>;
 }
@@ -78,7 +78,13 @@ export interface TemporalHarness {
 export async function temporalHarness(
   name: string,
   activities: Activities = testActivities(),
-  opts: { dataConverter?: { payloadCodecs: PayloadCodec[] }; tracing?: Tracing; identity?: string } = {},
+  opts: {
+    dataConverter?: { payloadCodecs: PayloadCodec[] };
+    tracing?: Tracing;
+    identity?: string;
+    /** Stack detections the worker runs at once (default: twice the cores). */
+    detections?: number;
+  } = {},
 ): Promise<TemporalHarness> {
   const s = stack();
   const taskQueue = `test-${name}-${randomUUID().slice(0, 8)}`;
@@ -98,6 +104,7 @@ export async function temporalHarness(
     taskQueue,
     activities,
     ...(opts.identity ? { identity: opts.identity } : {}),
+    ...(opts.detections ? { detections: opts.detections } : {}),
     ...(opts.tracing ? { tracing: opts.tracing } : { workflowBundlePath: s.workflowBundlePath }),
   });
   const running = worker.run();

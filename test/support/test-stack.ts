@@ -391,6 +391,8 @@ export async function startStackWorker(
     taskQueue,
     activities,
     workflowBundlePath: stack.workflowBundlePath,
+    // As the worker process does: twice its engine slots.
+    ...(opts.engineSlots ? { detections: 2 * opts.engineSlots } : {}),
   });
   const running = worker.run();
   const connection = await Connection.connect(target);

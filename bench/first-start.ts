@@ -1,0 +1,96 @@
+// Benchmark: `npm start` on a fresh clone with every cache empty — the tool cache, Go's module and
+// build caches, npm's and pip's (each pointed at an empty directory of this run; the machine's own
+// caches are not touched) — until the launcher says the whole system is up with the forge (the
+// worker and the API start only once the forge has); then a second start on the same caches.
+// Prints both, and setup's own timeline of the first. Takes about as long as a first start (10–15
+// minutes on 2 cores) and ~15 GB of disk while it runs.
+//
+// `npm run bench:first-start`; BENCH_FIRST_START_KEEP=1 keeps the directory (to look at it).
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { projectRoot } from '../shared/infra/config';
+import { freePort } from '../scripts/embedded/ports';
+
+const dir = mkdtempSync(join(tmpdir(), 'kumoss-first-start-'));
+const clone = join(dir, 'kumoss');
+const caches = join(dir, 'caches');
+for (const d of ['xdg', 'go', 'npm', 'pip']) mkdirSync(join(caches, d), { recursive: true });
+// The clone is of the commit checked out here: what CI would start.
+execFileSync('git', ['clone', '--quiet', projectRoot, clone]);
+
+/** One `npm start` until it says it is up; then Ctrl-C and its exit. Seconds to up. */
+async function start(label: string): Promise<number> {
+  const ports: Record<string, number> = {};
+  for (const name of ['temporal', 'ui', 'api', 'db', 'git', 's3', 'aws', 'forge'])
+    ports[name] = await freePort();
+  const data = join(dir, `data-${label}`);
+  // The machine's own settings (HOME's .npmrc, Go's env file, pip's config, the CA bundle) stay;
+  // every cache moves to an empty directory of this run.
+  const { KUMOSS_CACHE_DIR: _cache, ...inherited } = process.env;
+  const env: NodeJS.ProcessEnv = {
+    ...inherited,
+    XDG_CACHE_HOME: join(caches, 'xdg'),
+    GOPATH: join(caches, 'go'),
+    GOCACHE: join(caches, 'xdg', 'go-build'),
+    GOMODCACHE: join(caches, 'go', 'pkg', 'mod'),
+    npm_config_cache: join(caches, 'npm'),
+    PIP_CACHE_DIR: join(caches, 'pip'),
+    KUMOSS_DATA_DIR: data,
+    TEMPORAL_ADDRESS: `127.0.0.1:${ports.temporal}`,
+    KUMOSS_TEMPORAL_UI_URL: `http://127.0.0.1:${ports.ui}`,
+    KUMOSS_API_PORT: String(ports.api),
+    KUMOSS_DB_PORT: String(ports.db),
+    KUMOSS_GIT_HOST_PORT: String(ports.git),
+    S3_ENDPOINT: `http://127.0.0.1:${ports.s3}`,
+    KUMOSS_AWS_EMULATOR_PORT: String(ports.aws),
+    KUMOSS_GITEA_PORT: String(ports.forge),
+  };
+  const t0 = performance.now();
+  const child = spawn('npm', ['start'], {
+    cwd: clone,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
+  let out = '';
+  const up = await new Promise<boolean>((resolve) => {
+    const onData = (d: Buffer) => {
+      const text = d.toString();
+      out += text;
+      for (const line of text.split('\n'))
+        if (/^\[setup\]/.test(line))
+          console.log(`  ${label}: ${((performance.now() - t0) / 1000).toFixed(0)} s ${line}`);
+      if (/press Ctrl-C to stop/.test(out)) resolve(true);
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    child.once('exit', () => resolve(false));
+  });
+  const s = (performance.now() - t0) / 1000;
+  if (!up) throw new Error(`npm start (${label}) exited before it was up:\n${out.slice(-4000)}`);
+  if (!/forge \(Gitea/.test(out))
+    throw new Error(`npm start (${label}) came up without the forge:\n${out.slice(-4000)}`);
+  const exited = new Promise((r) => child.once('exit', r));
+  process.kill(-child.pid!, 'SIGINT');
+  await Promise.race([exited, new Promise((r) => setTimeout(r, 30_000))]);
+  if (child.exitCode === null && child.signalCode === null) process.kill(-child.pid!, 'SIGKILL');
+  return s;
+}
+
+try {
+  const first = await start('first start');
+  console.log(`first npm start, empty caches, to up with the forge: ${first.toFixed(0)} s (target ≤ 600 s)`);
+  const later = await start('later start');
+  console.log(`a later npm start: ${later.toFixed(1)} s (target ≤ 20 s)`);
+  console.log(
+    `BENCH_FIRST_START ${JSON.stringify({ first_start_with_forge_s: Math.round(first), later_start_s: Number(later.toFixed(1)) })}`,
+  );
+} finally {
+  if (!process.env.BENCH_FIRST_START_KEEP) {
+    // Go's module cache is read-only on disk.
+    execFileSync('chmod', ['-R', 'u+w', dir]);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}

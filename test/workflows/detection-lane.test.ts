@@ -1,0 +1,85 @@
+// Stack detections wait for a worker in the server's queue, not on the worker: a worker polls the
+// detection queue for only as many plans as it runs at once (here one), so three runs due together
+// plan one after the other — each plan starts after the one before it ended — and all complete.
+import { randomUUID } from 'node:crypto';
+import { tsToMs } from '@temporalio/common/lib/time';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDb, migrate, type Db } from '../../shared/infra/db';
+import { createStack } from '../../shared/infra/db/stacks';
+import { createUser } from '../../shared/infra/db/users';
+import { stackDetectionWorkflowId } from '../../shared/ids';
+import type { StackDetectionResult } from '../../shared/stack-contracts';
+import type { DriftTestBed } from '../support/drift-test-bed';
+import { newTestBed, stack, temporalHarness, testActivities, type TemporalHarness } from '../support/stack';
+
+describe('the detection queue', () => {
+  let h: TemporalHarness;
+  let db: Db;
+  let bed: DriftTestBed;
+
+  beforeAll(async () => {
+    h = await temporalHarness('detection-lane', testActivities(), { detections: 1 });
+    db = createDb(stack().databaseUrl);
+    await migrate(db);
+    bed = await newTestBed();
+  });
+  afterAll(async () => {
+    await bed?.destroy();
+    await db?.destroy();
+    await h?.close();
+  });
+
+  it('a worker takes one plan at a time; the others wait in the queue, and every run completes', async () => {
+    const org = `lane-${randomUUID().slice(0, 8)}`;
+    const { user } = await createUser(db, { name: `devops-${org}`, role: 'devops', organization: org });
+    const stacks = await Promise.all(
+      [0, 1, 2].map((i) =>
+        createStack(
+          db,
+          user.organization_uuid,
+          {
+            name: `lane-${i}`,
+            repository_url: bed.repoUrl,
+            cloud: 'aws',
+            scope_id: 'lane',
+            schedule: { interval_minutes: 60 },
+          },
+          user.user_uuid,
+        ),
+      ),
+    );
+    const handles = await Promise.all(
+      stacks.map((s) =>
+        h.client.workflow.start('stackDetection', {
+          taskQueue: h.taskQueue,
+          workflowId: `${stackDetectionWorkflowId(s.stack_uuid)}-${Date.now()}`,
+          args: [{ stack_uuid: s.stack_uuid }],
+        }),
+      ),
+    );
+    const results = (await Promise.all(handles.map((x) => x.result()))) as StackDetectionResult[];
+    expect(results.map((r) => r.status)).toEqual(['completed', 'completed', 'completed']);
+    // Each run's plan, from its history: when a worker started it and when it ended.
+    const spans: { started: number; ended: number }[] = [];
+    for (const handle of handles) {
+      const events = (await handle.fetchHistory()).events ?? [];
+      const scheduled = events.find(
+        (e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'planStack',
+      );
+      expect(scheduled?.activityTaskScheduledEventAttributes?.taskQueue?.name).toBe(
+        `${h.taskQueue}-detections`,
+      );
+      const started = events.find(
+        (e) => Number(e.activityTaskStartedEventAttributes?.scheduledEventId) === Number(scheduled?.eventId),
+      );
+      const ended = events.find(
+        (e) =>
+          Number(e.activityTaskCompletedEventAttributes?.scheduledEventId) === Number(scheduled?.eventId),
+      );
+      spans.push({ started: tsToMs(started?.eventTime), ended: tsToMs(ended?.eventTime) });
+    }
+    spans.sort((a, b) => a.started - b.started);
+    for (let i = 1; i < spans.length; i++)
+      expect(spans[i]!.started).toBeGreaterThanOrEqual(spans[i - 1]!.ended);
+  });
+});
