@@ -23,6 +23,8 @@ import {
   type InboxChange,
 } from '../shared/infra/db/stacks';
 import type { ArtifactStore } from '../shared/infra/object-store';
+import { subscribedEvents } from '../shared/infra/db/webhooks';
+import type { WebhookEvent } from '../shared/webhook-contracts';
 import { itemValue, remediationRequest, type DetectedDrift, type Stack } from '../shared/stack-contracts';
 import { toActivityFailure, type EngineDeps } from './drift-detection';
 import { EngineClient } from './engine';
@@ -65,12 +67,22 @@ export const stackRunKey = (stackUuid: string, runId: string, name: string) =>
 
 export function createStackDetectionActivities(deps: StackDetectionDeps) {
   return {
-    /** The stack as registered now, and the run recorded as started; null when it was deleted. */
-    async beginStackDetection(input: { stack_uuid: string; run_id: string }): Promise<Stack | null> {
+    /**
+     * The stack as registered now, and the run recorded as started; null when it was deleted. With
+     * it, the webhook events its organization's endpoints subscribe to now: the run announces only
+     * those (an endpoint registered during a run hears from the next one).
+     */
+    async beginStackDetection(input: {
+      stack_uuid: string;
+      run_id: string;
+    }): Promise<(Stack & { subscribed_events: WebhookEvent[] }) | null> {
       try {
         const stack = await getStack(deps.db, input.stack_uuid);
-        await startDetectionRun(deps.db, input.stack_uuid, input.run_id);
-        return stack;
+        const [subscribed_events] = await Promise.all([
+          subscribedEvents(deps.db, stack.organization_uuid),
+          startDetectionRun(deps.db, input.stack_uuid, input.run_id),
+        ]);
+        return { ...stack, subscribed_events };
       } catch (err) {
         if (err instanceof RegistryError && err.kind === 'not_found') return null;
         throw err;

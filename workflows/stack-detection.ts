@@ -18,7 +18,7 @@ import type { Activities } from '../activities';
 import { DEFAULT_HEARTBEAT_SECONDS } from '../shared/contracts';
 import { detectionTaskQueue, sessionWorkflowId } from '../shared/ids';
 import { KumossCloud, KumossOutcome, KumossSessionId } from '../shared/search-attributes';
-import type { StackDetectionInput, StackDetectionResult } from '../shared/stack-contracts';
+import type { Stack, StackDetectionInput, StackDetectionResult } from '../shared/stack-contracts';
 import type { WebhookEvent } from '../shared/webhook-contracts';
 import { session } from './session';
 
@@ -45,13 +45,17 @@ export async function stackDetection(input: StackDetectionInput): Promise<StackD
   // The schedule appends the scheduled time to the workflow id: one id per run.
   const run_id = workflowInfo().workflowId;
   const none = { run_id, drift_count: 0, opened: 0, resolved: 0, whitelisted: 0 };
-  const stack = await light.beginStackDetection({ stack_uuid: input.stack_uuid, run_id });
-  if (!stack) {
+  const begun = await light.beginStackDetection({ stack_uuid: input.stack_uuid, run_id });
+  if (!begun) {
     setCurrentDetails('The stack no longer exists');
     return { ...none, status: 'skipped', reason: `Stack ${input.stack_uuid} no longer exists.` };
   }
+  // Runs begun before the subscribed events came with the stack announce every event.
+  const { subscribed_events, ...stack }: Stack & { subscribed_events?: WebhookEvent[] } = begun;
   setCurrentDetails(`Planning ${stack.name} (${stack.repository_url})`);
   const announce = async (event: WebhookEvent, data: Record<string, unknown>): Promise<void> => {
+    // No endpoint of the organization subscribes to it: nothing to deliver, no activity.
+    if (subscribed_events && !subscribed_events.includes(event)) return;
     try {
       await hooks.deliverWebhook({
         organization_uuid: stack.organization_uuid,

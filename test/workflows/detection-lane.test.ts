@@ -1,6 +1,7 @@
 // Stack detections wait for a worker in the server's queue, not on the worker: a worker polls the
 // detection queue for only as many plans as it runs at once (here one), so three runs due together
-// plan one after the other — each plan starts after the one before it ended — and all complete.
+// plan one after the other — each plan starts after the one before it ended — and all complete;
+// an organization without webhook endpoints costs its runs no delivery activity.
 import { randomUUID } from 'node:crypto';
 import { tsToMs } from '@temporalio/common/lib/time';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -79,6 +80,15 @@ describe('the detection queue', () => {
       spans.push({ started: tsToMs(started?.eventTime), ended: tsToMs(ended?.eventTime) });
     }
     spans.sort((a, b) => a.started - b.started);
+    // The organization has no webhook endpoint: the clean runs announce nothing, with no activity.
+    for (const handle of handles) {
+      const events = (await handle.fetchHistory()).events ?? [];
+      expect(
+        events
+          .map((e) => e.activityTaskScheduledEventAttributes?.activityType?.name)
+          .filter((n): n is string => Boolean(n)),
+      ).toEqual(['beginStackDetection', 'planStack', 'recordStackDetection']);
+    }
     for (let i = 1; i < spans.length; i++)
       expect(spans[i]!.started).toBeGreaterThanOrEqual(spans[i - 1]!.ended);
   });

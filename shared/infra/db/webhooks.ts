@@ -81,6 +81,16 @@ export async function subscribedEndpoints(
     .filter((r) => r.events.includes(event));
 }
 
+/** The events at least one of the organization's endpoints subscribes to. */
+export async function subscribedEvents(db: Db, organization_uuid: string): Promise<WebhookEvent[]> {
+  const rows = await db
+    .selectFrom('webhook_endpoints')
+    .select('events')
+    .where('organization_uuid', '=', organization_uuid)
+    .execute();
+  return [...new Set(rows.flatMap((r) => r.events as WebhookEvent[]))].sort();
+}
+
 /** One attempt, recorded; `delivered` when the endpoint answered 2xx. */
 export async function recordDeliveryAttempt(
   db: Db,
