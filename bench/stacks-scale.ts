@@ -2,11 +2,13 @@
 // root on one worker (a process of its own, engine slots = cores). First every stack's first run,
 // all offered at once (each workspace cold: clone and init); then a 1-minute interval with jitter
 // (200 detections a minute offered, more than this machine takes) with the workspaces warm (fetch,
-// plan without init); then the next interval with a second worker beside the first and drift
-// injected. Prints the runs finished per minute (whenever they started), schedule-to-start lag,
-// run time, machine CPU, each worker's peak memory and the most engine processes seen at once;
-// then checks the second interval: every run recorded once, every stack whose run began after the
-// drift holding exactly one open item for it. A benchmark, not a test.
+// plan without init); then, after a minute in which a second worker joins and takes the backlog
+// with the first, an interval with both and drift injected. Prints the runs finished within each
+// interval (whenever they started), CPU-seconds a detection by process, schedule-to-start lag, run
+// time, machine CPU, each worker's peak memory and the most engine processes seen at once, and
+// the CPU of each program a warm detection runs, alone; then checks the two-worker interval: every
+// run recorded once, every stack whose run began after the drift holding exactly one open item for
+// it. A benchmark, not a test.
 //
 // `npm run bench:stacks`; BENCH_STACKS (200), BENCH_STACKS_INTERVAL_S (60), BENCH_STACKS_SLOTS
 // (engine processes per worker, 0 = cores).
@@ -418,11 +420,15 @@ try {
     `BENCH_STACKS ${JSON.stringify({
       stacks: STACKS,
       stacks_interval_s: INTERVAL_S,
-      // Issue 29's key: the most this machine finished a minute — warm workspaces, one worker, the
-      // interval's runs drained; or with two workers, within their interval.
-      stack_detections_per_min: Number(Math.max(a.drainedPerMin, two.completedInWindow / minutes).toFixed(1)),
+      // Issue 29's key: the most this machine finished a minute with more offered than it takes —
+      // runs finished within a measured interval, one worker or two.
+      stack_detections_per_min: Number(
+        (Math.max(one.completedInWindow, two.completedInWindow) / minutes).toFixed(1),
+      ),
       stacks_detections_per_min_1w_cold: Number(coldPerMin.toFixed(1)),
-      stacks_detections_per_min_1w: Number(a.drainedPerMin.toFixed(1)),
+      stacks_detections_per_min_1w: Number((one.completedInWindow / minutes).toFixed(1)),
+      // The interval's own runs over the time to the last one's end (later intervals' runs compete).
+      stacks_drained_per_min_1w: Number(a.drainedPerMin.toFixed(1)),
       stacks_detections_per_min_2w: Number((two.completedInWindow / minutes).toFixed(1)),
       stacks_completed_1w: a.ok,
       stacks_completed_2w: b.ok,
