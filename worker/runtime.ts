@@ -3,6 +3,7 @@
 // latencies, slots, sticky cache) on observability.worker_metrics_address when one is set.
 import { DefaultLogger, Runtime, type LogLevel } from '@temporalio/worker';
 import type { Logger } from 'pino';
+import { detectionTaskQueue } from '../shared/ids';
 
 const PINO_LEVEL: Record<LogLevel, 'trace' | 'debug' | 'info' | 'warn' | 'error'> = {
   TRACE: 'trace',
@@ -16,7 +17,11 @@ export function installRuntime(opts: { log: Logger; level?: LogLevel; metricsAdd
   const sdk = opts.log.child({ component: 'temporal-sdk' });
   Runtime.install({
     logger: new DefaultLogger(opts.level ?? 'WARN', (entry) => {
-      sdk[PINO_LEVEL[entry.level]]({ ...entry.meta }, entry.message);
+      // The detection queue's worker runs activities only, by design: its start is not a warning.
+      const expected =
+        entry.message.startsWith('No workflows registered') &&
+        String(entry.meta?.taskQueue ?? '').endsWith(detectionTaskQueue(''));
+      sdk[expected ? 'debug' : PINO_LEVEL[entry.level]]({ ...entry.meta }, entry.message);
     }),
     ...(opts.metricsAddress
       ? { telemetryOptions: { metrics: { prometheus: { bindAddress: opts.metricsAddress } } } }
