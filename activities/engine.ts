@@ -417,8 +417,17 @@ export class EngineClient {
     return args;
   }
 
-  /** Runs `args`, and when the engine asks for init, runs init once and the call again. */
-  private async withReinit(verb: string, args: string[], ok: (code: number) => boolean, hooks: CallHooks) {
+  /**
+   * Runs `args`, and when the engine asks for init, runs init once and the call again; a failure
+   * is answered by `failed` (default: classified by the engine's diagnostics).
+   */
+  private async withReinit(
+    verb: string,
+    args: string[],
+    ok: (code: number) => boolean,
+    hooks: CallHooks,
+    failed?: (r: RunResult) => Promise<never>,
+  ) {
     await this.ensureInit(hooks);
     let r = await this.run(args, hooks);
     let reinitialized = false;
@@ -428,6 +437,7 @@ export class EngineClient {
       r = await this.run(args, hooks);
     }
     if (!ok(r.exitCode)) {
+      if (failed) await failed(r);
       if (verb === 'validate' || verb === 'plan') await this.failClassified(verb, r, hooks);
       this.fail(verb, r);
     }
@@ -447,12 +457,14 @@ export class EngineClient {
   async plan(
     opts: { out: string; targets?: string[]; parallelism?: number },
     hooks: CallHooks = {},
+    failed?: (r: RunResult) => Promise<never>,
   ): Promise<PlanResult> {
     const { r, reinitialized } = await this.withReinit(
       'plan',
       this.planArgs(opts),
       (c) => c === 0 || c === 2,
       hooks,
+      failed,
     );
     return { planFile: opts.out, hasChanges: r.exitCode === 2, output: r.stdout, reinitialized };
   }
@@ -502,22 +514,11 @@ export class EngineClient {
    * serial validate-then-plan would give it.
    */
   async planValidated(opts: { out: string; targets?: string[] }, hooks: CallHooks = {}): Promise<PlanResult> {
-    await this.ensureInit(hooks);
-    const args = this.planArgs(opts);
-    const planOk = (c: number) => c === 0 || c === 2;
-    let r = await this.run(args, hooks);
-    let reinitialized = false;
-    if (!planOk(r.exitCode) && needsInit(`${r.stderr}\n${r.stdout}`)) {
-      await this.init(hooks);
-      reinitialized = true;
-      r = await this.run(args, hooks);
-    }
-    if (!planOk(r.exitCode)) {
+    return this.plan(opts, hooks, async (r) => {
       const v = await this.run(EngineClient.VALIDATE, hooks);
       if (v.exitCode !== 0) await this.failClassified('validate', v, hooks);
-      await this.failClassified('plan', r, hooks, v);
-    }
-    return { planFile: opts.out, hasChanges: r.exitCode === 2, output: r.stdout, reinitialized };
+      return this.failClassified('plan', r, hooks, v);
+    });
   }
 
   /** `show -json` of a saved plan, written to `outFile` (plans can be large: they go to object

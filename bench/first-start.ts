@@ -11,7 +11,7 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { projectRoot } from '../shared/infra/config';
-import { freePort } from '../scripts/embedded/ports';
+import { launcherEnv, launcherPorts } from '../test/support/launcher';
 
 const dir = mkdtempSync(join(tmpdir(), 'kumoss-first-start-'));
 const clone = join(dir, 'kumoss');
@@ -22,9 +22,7 @@ execFileSync('git', ['clone', '--quiet', projectRoot, clone]);
 
 /** One `npm start` until it says it is up; then Ctrl-C and its exit. Seconds to up. */
 async function start(label: string): Promise<number> {
-  const ports: Record<string, number> = {};
-  for (const name of ['temporal', 'ui', 'api', 'db', 'git', 's3', 'aws', 'forge'])
-    ports[name] = await freePort();
+  const ports = await launcherPorts();
   const data = join(dir, `data-${label}`);
   // The machine's own settings (HOME's .npmrc, Go's env file, pip's config, the CA bundle) stay;
   // every cache moves to an empty directory of this run.
@@ -37,15 +35,7 @@ async function start(label: string): Promise<number> {
     GOMODCACHE: join(caches, 'go', 'pkg', 'mod'),
     npm_config_cache: join(caches, 'npm'),
     PIP_CACHE_DIR: join(caches, 'pip'),
-    KUMOSS_DATA_DIR: data,
-    TEMPORAL_ADDRESS: `127.0.0.1:${ports.temporal}`,
-    KUMOSS_TEMPORAL_UI_URL: `http://127.0.0.1:${ports.ui}`,
-    KUMOSS_API_PORT: String(ports.api),
-    KUMOSS_DB_PORT: String(ports.db),
-    KUMOSS_GIT_HOST_PORT: String(ports.git),
-    S3_ENDPOINT: `http://127.0.0.1:${ports.s3}`,
-    KUMOSS_AWS_EMULATOR_PORT: String(ports.aws),
-    KUMOSS_GITEA_PORT: String(ports.forge),
+    ...launcherEnv(data, ports, ports.forge),
   };
   const t0 = performance.now();
   const child = spawn('npm', ['start'], {

@@ -54,28 +54,47 @@ function untilOutput(
   });
 }
 
+export type LauncherPorts = Launcher['ports'];
+
+/** Free loopback ports for each of the launcher's components. */
+export async function launcherPorts(): Promise<LauncherPorts> {
+  const ports = {} as LauncherPorts;
+  for (const name of ['temporal', 'ui', 'api', 'db', 'git', 's3', 'aws', 'forge'] as const)
+    ports[name] = await freePort();
+  return ports;
+}
+
+/** The launcher's settings for its data directory and components' ports (the forge's as given). */
+export function launcherEnv(
+  dataDir: string,
+  ports: LauncherPorts,
+  forgePort: number,
+): Record<string, string> {
+  return {
+    KUMOSS_DATA_DIR: dataDir,
+    TEMPORAL_ADDRESS: `127.0.0.1:${ports.temporal}`,
+    KUMOSS_TEMPORAL_UI_URL: `http://127.0.0.1:${ports.ui}`,
+    KUMOSS_API_PORT: String(ports.api),
+    KUMOSS_DB_PORT: String(ports.db),
+    KUMOSS_GIT_HOST_PORT: String(ports.git),
+    S3_ENDPOINT: `http://127.0.0.1:${ports.s3}`,
+    KUMOSS_AWS_EMULATOR_PORT: String(ports.aws),
+    KUMOSS_GITEA_PORT: String(forgePort),
+  };
+}
+
 /** Starts the launcher and resolves once it says every component is up. */
 export async function startLauncher(env: Record<string, string> = {}): Promise<Launcher> {
   const dataDir = mkdtempSync(join(tmpdir(), 'kumoss-launcher-'));
-  const ports = {} as Launcher['ports'];
-  for (const name of ['temporal', 'ui', 'api', 'db', 'git', 's3', 'aws', 'forge'] as const)
-    ports[name] = await freePort();
+  const ports = await launcherPorts();
   const child = spawn(process.execPath, ['--import', 'tsx', join(projectRoot, 'scripts/start.ts')], {
     cwd: projectRoot,
     env: {
       ...process.env,
-      KUMOSS_DATA_DIR: dataDir,
+      // The forge only when it is built: a test never waits for its first build (minutes).
+      ...launcherEnv(dataDir, ports, toolReady('gitea') ? ports.forge : 0),
       // The drift bed's local_file targets and local state stand for the cloud (test/support/test-cloud.ts).
       KUMOSS_ENGINE_SANDBOX_WRITABLE: testCloudDir(),
-      TEMPORAL_ADDRESS: `127.0.0.1:${ports.temporal}`,
-      KUMOSS_TEMPORAL_UI_URL: `http://127.0.0.1:${ports.ui}`,
-      KUMOSS_API_PORT: String(ports.api),
-      KUMOSS_DB_PORT: String(ports.db),
-      KUMOSS_GIT_HOST_PORT: String(ports.git),
-      S3_ENDPOINT: `http://127.0.0.1:${ports.s3}`,
-      KUMOSS_AWS_EMULATOR_PORT: String(ports.aws),
-      // The forge only when it is built: a test never waits for its first build (minutes).
-      KUMOSS_GITEA_PORT: toolReady('gitea') ? String(ports.forge) : '0',
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
