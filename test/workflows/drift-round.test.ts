@@ -260,26 +260,13 @@ describe('driftRound when the whole root disagrees with a group’s targeted pla
 
   // The offline fix, plus — beside app_config's fix — a data source reading a file that is not
   // there: `validate` and a plan targeted at app_config never read it, a plan of the whole root does.
-  class BreaksTheRootModel extends OfflineModel {
-    override async remediate(input: Parameters<OfflineModel['remediate']>[0]) {
-      const r = await super.remediate(input);
-      if (!input.operations.some((o) => o.address === DRIFT_ADDRESSES.attribute)) return r;
-      return {
-        ...r,
-        edits: r.edits.map((e) =>
-          e.path === 'main.tf'
-            ? {
-                ...e,
-                content: `${e.content}\ndata "local_file" "gone" {\n  filename = "\${path.module}/gone.txt"\n}\n`,
-              }
-            : e,
-        ),
-      };
-    }
-  }
+  const model = besideFix(
+    DRIFT_ADDRESSES.attribute,
+    'data "local_file" "gone" {\n  filename = "${path.module}/gone.txt"\n}\n',
+  );
 
   beforeAll(async () => {
-    h = await temporalHarness('drift-round-confirm', testActivities({ model: new BreaksTheRootModel() }));
+    h = await temporalHarness('drift-round-confirm', testActivities({ model }));
     b = await newTestBed();
   });
   afterAll(async () => {
@@ -337,23 +324,10 @@ describe('driftRound when a group’s change does not validate', () => {
   // The offline fix, plus — beside app_config's fix — an output naming a variable nobody declared:
   // an error outside the addresses the group's plan targets, which the plan finds all the same
   // (no `validate` process runs beside it).
-  class InvalidChangeModel extends OfflineModel {
-    override async remediate(input: Parameters<OfflineModel['remediate']>[0]) {
-      const r = await super.remediate(input);
-      if (!input.operations.some((o) => o.address === DRIFT_ADDRESSES.attribute)) return r;
-      return {
-        ...r,
-        edits: r.edits.map((e) =>
-          e.path === 'main.tf'
-            ? { ...e, content: `${e.content}\noutput "broken" {\n  value = var.undeclared\n}\n` }
-            : e,
-        ),
-      };
-    }
-  }
+  const model = besideFix(DRIFT_ADDRESSES.attribute, 'output "broken" {\n  value = var.undeclared\n}\n');
 
   beforeAll(async () => {
-    h = await temporalHarness('drift-round-invalid', testActivities({ model: new InvalidChangeModel() }));
+    h = await temporalHarness('drift-round-invalid', testActivities({ model }));
     b = await newTestBed();
   });
   afterAll(async () => {
@@ -385,6 +359,20 @@ describe('driftRound when a group’s change does not validate', () => {
     ]);
   });
 });
+
+/** The offline model, whose fix of `address` adds `hcl` to main.tf beside it. */
+function besideFix(address: string, hcl: string): OfflineModel {
+  return new (class extends OfflineModel {
+    override async remediate(input: Parameters<OfflineModel['remediate']>[0]) {
+      const r = await super.remediate(input);
+      if (!input.operations.some((o) => o.address === address)) return r;
+      return {
+        ...r,
+        edits: r.edits.map((e) => (e.path === 'main.tf' ? { ...e, content: `${e.content}\n${hcl}` } : e)),
+      };
+    }
+  })();
+}
 
 async function cloneOf(url: string): Promise<string> {
   const dir = join(mkdtempSync(join(tmpdir(), 'kumoss-clone-')), 'c');
