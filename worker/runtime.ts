@@ -13,15 +13,21 @@ const PINO_LEVEL: Record<LogLevel, 'trace' | 'debug' | 'info' | 'warn' | 'error'
   ERROR: 'error',
 };
 
+/** The detection queue's worker runs activities only, by design: its start is not a warning. */
+export function expectedSdkNotice(entry: { message: string; meta?: Record<string, unknown> }): boolean {
+  const queue = entry.meta?.taskQueue;
+  return (
+    entry.message.startsWith('No workflows registered') &&
+    typeof queue === 'string' &&
+    queue.endsWith(detectionTaskQueue(''))
+  );
+}
+
 export function installRuntime(opts: { log: Logger; level?: LogLevel; metricsAddress?: string }): void {
   const sdk = opts.log.child({ component: 'temporal-sdk' });
   Runtime.install({
     logger: new DefaultLogger(opts.level ?? 'WARN', (entry) => {
-      // The detection queue's worker runs activities only, by design: its start is not a warning.
-      const expected =
-        entry.message.startsWith('No workflows registered') &&
-        String(entry.meta?.taskQueue ?? '').endsWith(detectionTaskQueue(''));
-      sdk[expected ? 'debug' : PINO_LEVEL[entry.level]]({ ...entry.meta }, entry.message);
+      sdk[expectedSdkNotice(entry) ? 'debug' : PINO_LEVEL[entry.level]]({ ...entry.meta }, entry.message);
     }),
     ...(opts.metricsAddress
       ? { telemetryOptions: { metrics: { prometheus: { bindAddress: opts.metricsAddress } } } }

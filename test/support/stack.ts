@@ -24,6 +24,7 @@ import { createDriftTestBed, type DriftTestBed } from './drift-test-bed';
 import { createAwsTestBed, DEMO_ROOT, type AwsTestBed } from './aws-test-bed';
 import type { ManagedState } from '../../activities/managed-state';
 import type { TestStack } from './global-setup';
+import { expectedSdkNotice } from '../../worker/runtime';
 import { stackActivities, stackEngineDeps, type EngineKind, type TestActivityOptions } from './test-stack';
 
 // Worker lifecycle lines are noise in test output; warnings and errors still show.
@@ -32,6 +33,7 @@ quietKnownWarnings();
 export const workerLogs: string[] = [];
 Runtime.install({
   logger: new DefaultLogger('WARN', (entry) => {
+    if (expectedSdkNotice(entry)) return;
     workerLogs.push(entry.message);
     console.warn(`[worker ${entry.level}] ${entry.message}`);
   }),
