@@ -9,7 +9,7 @@ import { startTracing } from '../shared/infra/tracing';
 import { startSpawner } from '../activities/process';
 import { buildActivities } from './deps';
 import { installRuntime } from './runtime';
-import { createWorker, workerIdentity } from './worker';
+import { createWorker, detectionsFor, workerIdentity } from './worker';
 
 // The engine's and git's processes are started by a small spawner forked now, while this process
 // is small: a fork from the grown worker would stop its event loop for tens of milliseconds.
@@ -49,8 +49,7 @@ const worker = await createWorker({
   activities,
   dataConverter: dataConverter(payloadCodecFromEnv()),
   ...(tracing ? { tracing } : {}),
-  // Stack detections at once: twice the engine slots (the slots bound the engine processes).
-  ...(config.engine.max_concurrent > 0 ? { detections: 2 * config.engine.max_concurrent } : {}),
+  detections: detectionsFor(config.engine.max_concurrent),
 });
 log.info(
   {

@@ -30,10 +30,18 @@ export interface CreateWorkerOptions {
   tracing?: Tracing;
   /**
    * How many stack detections this worker runs at once (the detection queue's activity slots);
-   * default: twice the cores — the engine slots bound the engine processes among them, and the
-   * others meanwhile fetch, read plans and upload.
+   * default: {@link detectionsFor} the machine's cores.
    */
   detections?: number;
+}
+
+/**
+ * Stack detections a worker runs at once for its engine slots (`engine.max_concurrent`, 0 = its
+ * cores): twice as many — the slots bound the engine processes among them, and the others
+ * meanwhile fetch, read plans and upload.
+ */
+export function detectionsFor(engineSlots: number): number {
+  return 2 * (engineSlots > 0 ? engineSlots : availableParallelism());
 }
 
 /**
@@ -87,7 +95,7 @@ export async function createWorker(opts: CreateWorkerOptions): Promise<KumossWor
       : {}),
   };
   const main = await Worker.create(options);
-  const detections = opts.detections ?? 2 * availableParallelism();
+  const detections = opts.detections ?? detectionsFor(0);
   const { workflowsPath: _w, workflowBundle: _b, ...activityOptions } = options;
   const lane = await Worker.create({
     ...activityOptions,

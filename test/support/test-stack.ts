@@ -37,7 +37,7 @@ import { freePort } from '../../scripts/embedded/ports';
 import { startPostgres } from '../../scripts/embedded/postgres';
 import { startTemporalCluster } from '../../scripts/embedded/temporal-cluster';
 import { loadDevServerSpec, startDevServer } from '../../scripts/embedded/temporal-dev';
-import { createWorker, workflowsPath } from '../../worker/worker';
+import { createWorker, detectionsFor, workflowsPath } from '../../worker/worker';
 import type { TemporalTarget } from '../../shared/infra/temporal-connection';
 
 export interface TestStack {
@@ -391,8 +391,8 @@ export async function startStackWorker(
     taskQueue,
     activities,
     workflowBundlePath: stack.workflowBundlePath,
-    // As the worker process does: twice its engine slots.
-    ...(opts.engineSlots ? { detections: 2 * opts.engineSlots } : {}),
+    // As the worker process does for its engine slots.
+    detections: detectionsFor(opts.engineSlots ?? 0),
   });
   const running = worker.run();
   const connection = await Connection.connect(target);

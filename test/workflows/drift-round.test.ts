@@ -275,14 +275,7 @@ describe('driftRound when the whole root disagrees with a group’s targeted pla
   });
 
   it('says so, validates each group against the whole root, and keeps only the change that plans', async () => {
-    await b.inject('attribute');
-    await b.inject('ingress');
-    const args = roundInput(b.repoUrl, { drift_group_operations: 1, max_drift_reports: 1 });
-    const result = await h.client.workflow.execute(driftRound, {
-      taskQueue: h.taskQueue,
-      workflowId: driftRoundWorkflowId(args.session_id, args.round_id),
-      args: [args],
-    });
+    const { args, result } = await twoGroupRound(h, b);
     expect(result.outcome).toBe('Partial');
     expect(result.remediated).toEqual([DRIFT_ADDRESSES.ingress]);
     const prefix = `sessions/${args.session_id}/rounds/${args.round_id}/iteration-1`;
@@ -336,14 +329,7 @@ describe('driftRound when a group’s change does not validate', () => {
   });
 
   it("takes the change back with the engine's diagnostic and keeps the one that plans", async () => {
-    await b.inject('attribute');
-    await b.inject('ingress');
-    const args = roundInput(b.repoUrl, { drift_group_operations: 1, max_drift_reports: 1 });
-    const result = await h.client.workflow.execute(driftRound, {
-      taskQueue: h.taskQueue,
-      workflowId: driftRoundWorkflowId(args.session_id, args.round_id),
-      args: [args],
-    });
+    const { result } = await twoGroupRound(h, b);
     expect(result.outcome).toBe('Partial');
     expect(result.remediated).toEqual([DRIFT_ADDRESSES.ingress]);
     const report = driftReportSchema.parse(
@@ -359,6 +345,22 @@ describe('driftRound when a group’s change does not validate', () => {
     ]);
   });
 });
+
+/** The bed's attribute and ingress drift, fixed by one round in two groups of one operation. */
+async function twoGroupRound(
+  h: TemporalHarness,
+  b: DriftTestBed,
+): Promise<{ args: DriftRoundInput; result: DriftRoundResult }> {
+  await b.inject('attribute');
+  await b.inject('ingress');
+  const args = roundInput(b.repoUrl, { drift_group_operations: 1, max_drift_reports: 1 });
+  const result = await h.client.workflow.execute(driftRound, {
+    taskQueue: h.taskQueue,
+    workflowId: driftRoundWorkflowId(args.session_id, args.round_id),
+    args: [args],
+  });
+  return { args, result };
+}
 
 /** The offline model, whose fix of `address` adds `hcl` to main.tf beside it. */
 function besideFix(address: string, hcl: string): OfflineModel {
