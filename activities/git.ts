@@ -2,19 +2,20 @@
 // arrays and an explicit environment. A host's token travels as an HTTP header bound to that host's
 // origin (`http.<origin>/.extraHeader`, through GIT_CONFIG_* environment entries) — never to another
 // host, and never in a URL, an argument list or a log line. The embedded
-// git host's CA is trusted through GIT_SSL_CAINFO. Calls that reach the git host run through
-// `simple-git`; local plumbing runs as a plain process (simple-git adds 50 ms to every command
-// that prints nothing). Both pass simple-git's guards: its argument check (`vulnerabilityCheck`)
-// refuses options that run programs (`--upload-pack`, `-c core.sshCommand=…`, `-c
-// core.fsmonitor=…`); the environment is this client's own (ambient GIT_* variables never reach
-// git), and the GIT_CONFIG_COUNT header entries (`allowUnsafeConfigEnvCount`) have their keys
-// checked against the same list of unsafe config keys.
+// git host's CA is trusted through GIT_SSL_CAINFO. Every call runs as a process started by this
+// process's spawner (activities/process.ts) — a fork of the worker itself costs CPU that grows with
+// its memory, ≈ 30 ms a call under the stack detection benchmark — after simple-git's argument
+// check (`vulnerabilityCheck`), which refuses options that run programs (`--upload-pack`,
+// `-c core.sshCommand=…`, `-c core.fsmonitor=…`); the environment is this client's own (ambient
+// GIT_* variables never reach git), and the GIT_CONFIG_COUNT header entries
+// (`allowUnsafeConfigEnvCount`) have their keys checked against the same list of unsafe config
+// keys. A call that reaches the git host is stopped by git itself when its transfer stalls (under
+// 1 KB/s for the client's timeout), with a total of an hour as a backstop.
 import { mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname } from 'node:path';
 import { ApplicationFailure } from '@temporalio/activity';
 import { vulnerabilityCheck } from '@simple-git/argv-parser';
-import { simpleGit, type SimpleGit } from 'simple-git';
 import { ErrorTypes } from '../shared/errors';
 import { runProcess } from './process';
 
@@ -49,8 +50,11 @@ export class GitError extends Error {
   }
 }
 
-/** Verbs that talk to the git host: simple-git runs them (its block timeout for a stalled transfer). */
+/** Verbs that talk to the git host: stopped when the transfer stalls, not after a short total. */
 const REMOTE_VERBS = new Set(['clone', 'fetch', 'push', 'pull', 'ls-remote']);
+
+/** A remote call's total, beside git's own stall detection. */
+const REMOTE_TOTAL_MS = 60 * 60 * 1000;
 
 export class GitClient {
   constructor(private readonly opts: GitOptions = {}) {}
@@ -89,53 +93,26 @@ export class GitClient {
   }
 
   /**
-   * A simple-git instance for one call of `git args…` in `cwd` (default: a directory outside any
-   * repository), whose failure is a {@link GitError} carrying git's own output and exit code.
-   */
-  private client(args: string[], cwd: string | undefined, failed: (e: GitError) => void): SimpleGit {
-    const env = this.env();
-    return simpleGit({
-      baseDir: cwd ?? tmpdir(),
-      trimmed: false,
-      maxConcurrentProcesses: 1,
-      // Killed when git has said nothing for this long (a stalled transfer), not after a total.
-      timeout: { block: this.opts.timeoutMs ?? 5 * 60 * 1000 },
-      allowEnvironment: Object.keys(env).filter((k) => k.startsWith('GIT_')),
-      unsafe: { allowUnsafeConfigEnvCount: env.GIT_CONFIG_COUNT !== undefined },
-      errors: (error, result) => {
-        if (result.exitCode === 0 && !error) return undefined;
-        const stderr = Buffer.concat(result.stdErr).toString('utf8');
-        const stdout = Buffer.concat(result.stdOut).toString('utf8');
-        if (result.exitCode === 0 && error) return error instanceof Error ? error : Buffer.from(stderr);
-        const msg = stderr.trim().split('\n').filter(Boolean).pop() ?? `exit code ${result.exitCode}`;
-        const failure = new GitError(`git ${args[0]} failed: ${msg}`, stderr, stdout, result.exitCode);
-        failed(failure);
-        return failure;
-      },
-    }).env(env);
-  }
-
-  /**
    * Runs `git args…` in `cwd`; throws GitError with git's own message on failure. A call that
-   * reaches the git host goes through simple-git; local plumbing passes the same check of its
-   * arguments and environment (simple-git's own, `vulnerabilityCheck`) and then runs as a process:
-   * simple-git waits 50 ms after every command that prints nothing (its completion detection),
-   * which is most local plumbing — `reset`, `clean`, `add`, a `log --grep` that finds nothing —,
-   * and a round runs a dozen of them (`npm run bench`, bench/orchestration-overhead.ts).
+   * reaches the git host is stopped when it has moved less than 1 KB/s for the client's timeout
+   * (git's `GIT_HTTP_LOW_SPEED_*`), or after an hour; local plumbing after the timeout.
    */
   async run(args: string[], cwd?: string): Promise<string> {
-    if (!args.some((a) => REMOTE_VERBS.has(a))) return this.local(args, cwd);
-    // simple-git rethrows an error of another class wrapped in its own: the caller gets ours.
-    let failure: GitError | undefined;
-    try {
-      return await this.client(args, cwd, (e) => (failure = e)).raw(args);
-    } catch (err) {
-      throw failure ?? err;
-    }
+    const blockMs = this.opts.timeoutMs ?? 5 * 60 * 1000;
+    if (!args.some((a) => REMOTE_VERBS.has(a))) return this.exec(args, cwd, blockMs);
+    return this.exec(args, cwd, REMOTE_TOTAL_MS, {
+      GIT_HTTP_LOW_SPEED_LIMIT: '1000',
+      GIT_HTTP_LOW_SPEED_TIME: String(Math.max(1, Math.round(blockMs / 1000))),
+    });
   }
 
-  private async local(args: string[], cwd?: string): Promise<string> {
-    const env = this.env();
+  private async exec(
+    args: string[],
+    cwd: string | undefined,
+    timeoutMs: number,
+    extraEnv: Record<string, string> = {},
+  ): Promise<string> {
+    const env = { ...this.env(), ...extraEnv };
     const allowed: Partial<Record<string, boolean>> = {
       allowUnsafeConfigEnvCount: env.GIT_CONFIG_COUNT !== undefined,
     };
@@ -144,7 +121,7 @@ export class GitClient {
     const r = await runProcess('git', args, {
       cwd: cwd ?? tmpdir(),
       env,
-      timeoutMs: this.opts.timeoutMs ?? 5 * 60 * 1000,
+      timeoutMs,
       maxOutputBytes: 256 * 1024 * 1024,
     });
     if (r.exitCode !== 0) {

@@ -11,7 +11,7 @@
 // it. A benchmark, not a test.
 //
 // `npm run bench:stacks`; BENCH_STACKS (200), BENCH_STACKS_INTERVAL_S (60), BENCH_STACKS_SLOTS
-// (engine processes per worker, 0 = cores).
+// (engine processes per worker, 0 = cores), BENCH_STACKS_PROFILE_DIR (each worker's CPU profile).
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
@@ -37,6 +37,8 @@ Runtime.install({ logger: new DefaultLogger('ERROR') });
 const STACKS = Number(process.env.BENCH_STACKS ?? 200);
 const INTERVAL_S = Number(process.env.BENCH_STACKS_INTERVAL_S ?? 60);
 const SLOTS = process.env.BENCH_STACKS_SLOTS ?? '0';
+/** Where each worker writes its V8 CPU profile when it stops (`.cpuprofile`); none when unset. */
+const PROFILE_DIR = process.env.BENCH_STACKS_PROFILE_DIR;
 const queue = 'bench-stacks';
 
 const pct = (xs: number[], q: number) => {
@@ -50,7 +52,12 @@ const workers: ChildProcess[] = [];
 async function startWorker(): Promise<ChildProcess> {
   const w = spawn(
     process.execPath,
-    ['--import', 'tsx', join(projectRoot, 'test/support/worker-process.ts')],
+    [
+      ...(PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : []),
+      '--import',
+      'tsx',
+      join(projectRoot, 'test/support/worker-process.ts'),
+    ],
     {
       cwd: projectRoot,
       env: {

@@ -3,8 +3,10 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { ApplicationFailure } from '@temporalio/common';
 import { afterAll, describe, expect, it } from 'vitest';
+import { GitClient, GitError } from '../../activities/git';
 import { gitClient, stack } from '../support/stack';
 
 describe('git over HTTPS on the embedded git host', () => {
@@ -99,6 +101,33 @@ describe('git over HTTPS on the embedded git host', () => {
     await expect(
       gitClient().remoteBranches(`${stack().gitHostUrl}/missing-${Date.now()}.git`),
     ).rejects.toThrow();
+  });
+
+  it('stops a call to a git host whose transfer stalls, with git’s own error', async () => {
+    // A host that accepts the connection and the request and then says nothing.
+    const held: Socket[] = [];
+    const server = createServer((socket) => {
+      held.push(socket);
+      socket.on('error', () => undefined);
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const { port } = server.address() as AddressInfo;
+    try {
+      const started = Date.now();
+      const err = await new GitClient({ timeoutMs: 2000 })
+        .run(['ls-remote', `http://127.0.0.1:${port}/team/stalled.git`])
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+      expect(err).toBeInstanceOf(GitError);
+      expect((err as GitError).message).toMatch(/^git ls-remote failed: .*(too slow|timed out)/i);
+      // Stopped by the stall, long before the remote call's total of an hour.
+      expect(Date.now() - started).toBeLessThan(60_000);
+    } finally {
+      held.forEach((s) => s.destroy());
+      server.close();
+    }
   });
 
   it("keeps simple-git's guards on: options that run programs are refused, ambient GIT_* variables do not reach git", async () => {
