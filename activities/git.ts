@@ -56,6 +56,12 @@ const REMOTE_VERBS = new Set(['clone', 'fetch', 'push', 'pull', 'ls-remote']);
 /** A remote call's total, beside git's own stall detection. */
 const REMOTE_TOTAL_MS = 60 * 60 * 1000;
 
+/**
+ * Which branch to work on, chosen from the remote's branches (name → sha) as the clone or fetch
+ * just brought them: no separate `ls-remote` trip to the host. It throws when none will do.
+ */
+export type BranchChoice = (remote: Map<string, string>) => string;
+
 export class GitClient {
   constructor(private readonly opts: GitOptions = {}) {}
 
@@ -145,11 +151,17 @@ export class GitClient {
   /**
    * Clones `url` into `dir` and checks out `branch`: the remote branch when it exists (a later
    * round continues the session branch), else a new branch from `base` (default: remote HEAD).
+   * Answers the branch checked out.
    */
-  async checkout(opts: { url: string; dir: string; branch: string; base?: string }): Promise<void> {
+  async checkout(opts: {
+    url: string;
+    dir: string;
+    branch: string | BranchChoice;
+    base?: string;
+  }): Promise<string> {
     mkdirSync(dirname(opts.dir), { recursive: true });
     await this.run(['clone', '--quiet', '--no-tags', opts.url, opts.dir], dirname(opts.dir));
-    await this.switchToBranch(opts.dir, opts.branch, opts.base);
+    return this.switchToBranch(opts.dir, opts.branch, opts.base);
   }
 
   /**
@@ -161,16 +173,16 @@ export class GitClient {
   async refresh(opts: {
     url: string;
     dir: string;
-    branch: string;
+    branch: string | BranchChoice;
     base?: string;
     keep?: string[];
-  }): Promise<void> {
+  }): Promise<string> {
     const origin = (await this.run(['remote', 'get-url', 'origin'], opts.dir)).trim();
     if (origin !== opts.url) throw new GitError(`${opts.dir} is a checkout of another repository`, '');
-    // --verbose: git always says something (a silent command costs 50 ms in simple-git).
-    await this.run(['fetch', '--verbose', '--no-tags', '--prune', 'origin'], opts.dir);
-    await this.switchToBranch(opts.dir, opts.branch, opts.base, true);
+    await this.run(['fetch', '--quiet', '--no-tags', '--prune', 'origin'], opts.dir);
+    const branch = await this.switchToBranch(opts.dir, opts.branch, opts.base, true);
     await this.run(['clean', '-ffdxq', ...(opts.keep ?? []).flatMap((k) => ['-e', k])], opts.dir);
+    return branch;
   }
 
   /**
@@ -183,14 +195,25 @@ export class GitClient {
     await this.run(['clean', '-ffdq', ...keep.flatMap((k) => ['-e', k])], dir);
   }
 
-  private async switchToBranch(dir: string, branch: string, base?: string, force = false): Promise<void> {
+  private async switchToBranch(
+    dir: string,
+    choice: string | BranchChoice,
+    base?: string,
+    force = false,
+  ): Promise<string> {
     // The clone (or fetch) already knows the remote branches: no second trip to the host.
-    const remote = await this.run(
-      ['for-each-ref', '--format=%(refname:strip=3)', 'refs/remotes/origin/'],
+    const out = await this.run(
+      ['for-each-ref', '--format=%(objectname) %(refname:strip=3)', 'refs/remotes/origin/'],
       dir,
     );
+    const remote = new Map<string, string>();
+    for (const line of out.split('\n')) {
+      const [sha, name] = line.split(' ');
+      if (sha && name && name !== 'HEAD') remote.set(name, sha);
+    }
+    const branch = typeof choice === 'string' ? choice : choice(remote);
     const f = force ? ['--force'] : [];
-    if (remote.split('\n').includes(branch)) {
+    if (remote.has(branch)) {
       await this.run(['checkout', '--quiet', ...f, '-B', branch, `origin/${branch}`], dir);
     } else {
       const from = base ? `origin/${base}` : force ? 'origin/HEAD' : undefined;
@@ -199,13 +222,12 @@ export class GitClient {
         dir,
       );
     }
+    return branch;
   }
 
   /**
-   * The content of `paths` at `rev`, read by one `git cat-file --batch` process; a path missing at
-   * `rev` is absent from the answer. The one call not made through simple-git: its public API
-   * writes nothing to a command's standard input, and `--batch` reads its requests from there (one
-   * process for all the files instead of one per file).
+   * The content of `paths` at `rev`, read by one `git cat-file --batch` process (its requests on
+   * standard input); a path missing at `rev` is absent from the answer.
    */
   async readFiles(dir: string, rev: string, paths: string[]): Promise<Map<string, string>> {
     const out = new Map<string, string>();

@@ -29,7 +29,7 @@ import { itemValue, remediationRequest, type DetectedDrift, type Stack } from '.
 import { toActivityFailure, type EngineDeps } from './drift-detection';
 import { EngineClient } from './engine';
 import type { GitAccess } from './git-access';
-import type { GitClient } from './git';
+import { GitError, type GitClient } from './git';
 import { readPlanForDrift } from './plan-reader';
 import type { PromptCatalogue } from './prompt-catalogue';
 import { resolveIacDir, type StackWorkspace, type StackWorkspaces } from './workspace';
@@ -107,27 +107,24 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
         const git = deps.gitAccess
           ? await deps.gitAccess.forRepository(stack.repository_url, stack.organization_uuid)
           : deps.git;
-        const remote = await git.remoteBranches(stack.repository_url).catch((err: Error) => {
-          throw ApplicationFailure.nonRetryable(
-            `Repository ${stack.repository_url} not reachable: ${err.message}`,
-            ErrorTypes.RepositoryNotFound,
-          );
-        });
-        // A reachable repository that lists no branch at all is retried (the engine activity's
-        // attempts): a git server under load has answered so once for a repository with branches.
-        // An empty repository fails after the attempts with the same message.
-        if (remote.size === 0)
-          throw ApplicationFailure.retryable(
-            `branch ${stack.branch || '(default)'} not found in ${stack.repository_url} (it lists no branch)`,
-            ErrorTypes.RepositoryNotFound,
-          );
-        const branch = stack.branch || (remote.has('main') ? 'main' : [...remote.keys()][0]);
-        if (!branch || !remote.has(branch)) {
-          throw ApplicationFailure.nonRetryable(
-            `branch ${stack.branch || '(default)'} not found in ${stack.repository_url}`,
-            ErrorTypes.RepositoryNotFound,
-          );
-        }
+        // The branch is chosen from what the fetch (or the clone) brought: no ls-remote before it.
+        const chooseBranch = (remote: Map<string, string>): string => {
+          // A reachable repository that lists no branch at all is retried (the engine activity's
+          // attempts): a git server under load has answered so once for a repository with
+          // branches. An empty repository fails after the attempts with the same message.
+          if (remote.size === 0)
+            throw ApplicationFailure.retryable(
+              `branch ${stack.branch || '(default)'} not found in ${stack.repository_url} (it lists no branch)`,
+              ErrorTypes.RepositoryNotFound,
+            );
+          const branch = stack.branch || (remote.has('main') ? 'main' : [...remote.keys()][0]);
+          if (!branch || !remote.has(branch))
+            throw ApplicationFailure.nonRetryable(
+              `branch ${stack.branch || '(default)'} not found in ${stack.repository_url}`,
+              ErrorTypes.RepositoryNotFound,
+            );
+          return branch;
+        };
         const inWorkspace = async (ws: StackWorkspace): Promise<StackPlanOutput> => {
           const iacDir = resolveIacDir(ws.dir, stack.iac_path);
           const engine = new EngineClient({
@@ -221,10 +218,15 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
             repository_url: stack.repository_url,
             engine: deps.engines[stack.engine].binary,
           },
-          { git, branch },
+          { git, branch: chooseBranch },
           inWorkspace,
         );
       } catch (err) {
+        if (err instanceof GitError)
+          throw ApplicationFailure.nonRetryable(
+            `Repository ${stack.repository_url} not reachable: ${err.message}`,
+            ErrorTypes.RepositoryNotFound,
+          );
         throw toActivityFailure(err);
       }
     },

@@ -11,7 +11,7 @@ import { join, normalize, relative, sep } from 'node:path';
 import { EngineClient } from './engine';
 import type { EngineDeps } from './drift-detection';
 import type { GitAccess } from './git-access';
-import type { GitClient } from './git';
+import { GitError, type BranchChoice, type GitClient } from './git';
 import { legacyStateProjectId } from '../shared/infra/db/sessions';
 import { MANAGED_BACKEND_FILE } from './managed-state';
 import { TerraformConfig } from './terraform-config';
@@ -108,7 +108,7 @@ export class RoundWorkspaces {
     const dir = join(scratch, 'repo');
     const target = { url: ref.repositoryUrl, dir, branch: ref.branch, base: ref.baseBranch };
     const git = this.access ? await this.access.forSession(ref.sessionId, ref.repositoryUrl) : this.git;
-    const reused = await fetchOrClone(git, target, KEEP, () => {
+    const { warm: reused } = await fetchOrClone(git, target, KEEP, () => {
       rmSync(dir, { recursive: true, force: true });
       mkdirSync(scratch, { recursive: true });
     });
@@ -207,21 +207,21 @@ export async function readConfigFiles(
  */
 async function fetchOrClone(
   git: GitClient,
-  target: { url: string; dir: string; branch: string; base?: string },
+  target: { url: string; dir: string; branch: string | BranchChoice; base?: string },
   keep: string[],
   clear: () => void,
-): Promise<boolean> {
+): Promise<{ warm: boolean; branch: string }> {
   if (existsSync(join(target.dir, '.git'))) {
     try {
-      await git.refresh({ ...target, keep });
-      return true;
-    } catch {
-      // Clone again below.
+      return { warm: true, branch: await git.refresh({ ...target, keep }) };
+    } catch (err) {
+      // A checkout git cannot bring to the branch is cloned again below; the branch choice's own
+      // refusal is the answer.
+      if (!(err instanceof GitError)) throw err;
     }
   }
   clear();
-  await git.checkout(target);
-  return false;
+  return { warm: false, branch: await git.checkout(target) };
 }
 
 /**
@@ -234,6 +234,8 @@ const STACK_KEEP = [...KEEP, '.terraform.lock.hcl'];
 export interface StackWorkspace {
   /** The checkout, at the tip of the stack's branch. */
   dir: string;
+  /** The branch checked out (the stack's, or the one its choice took from the remote's). */
+  branch: string;
   /** The run's own files (the plan, its JSON): emptied before and after the run. */
   scratch: string;
   /** What the engine sandbox may write: the checkout and the scratch directory. */
@@ -272,11 +274,12 @@ export class StackWorkspaces {
 
   /**
    * Runs `fn` in the stack's workspace at the tip of `branch` (fetched with `git`, the
-   * organization's credential), after any run of the same stack on this worker.
+   * organization's credential; a choice picks it from the branches the fetch or clone brought),
+   * after any run of the same stack on this worker. A clone that fails throws its GitError.
    */
   async hold<T>(
     key: StackWorkspaceKey,
-    checkout: { git: GitClient; branch: string },
+    checkout: { git: GitClient; branch: string | BranchChoice },
     fn: (ws: StackWorkspace) => T | Promise<T>,
   ): Promise<T> {
     const previous = this.held.get(key.stack_uuid) ?? Promise.resolve();
@@ -291,7 +294,7 @@ export class StackWorkspaces {
 
   private async run<T>(
     key: StackWorkspaceKey,
-    { git, branch }: { git: GitClient; branch: string },
+    { git, branch }: { git: GitClient; branch: string | BranchChoice },
     fn: (ws: StackWorkspace) => T | Promise<T>,
   ): Promise<T> {
     const stackDir = join(this.root, safe(key.stack_uuid));
@@ -312,7 +315,7 @@ export class StackWorkspaces {
       for (const f of readdirSync(runDir))
         if (f !== 'repo') rmSync(join(runDir, f), { recursive: true, force: true });
     const target = { url: key.repository_url, dir, branch };
-    const warm = await fetchOrClone(git, target, STACK_KEEP, () => {
+    const { warm, branch: checkedOut } = await fetchOrClone(git, target, STACK_KEEP, () => {
       rmSync(runDir, { recursive: true, force: true });
       rmSync(marker, { force: true });
       mkdirSync(runDir, { recursive: true });
@@ -324,6 +327,7 @@ export class StackWorkspaces {
     try {
       return await fn({
         dir,
+        branch: checkedOut,
         scratch,
         runDir,
         warm,

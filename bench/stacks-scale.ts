@@ -146,8 +146,10 @@ async function detectionSteps(): Promise<string> {
     run(toolPath('terraform'), args, { env, cwd: checkout, maxBuffer: 1 << 26 });
   await tf('init', '-input=false', '-no-color');
   const steps: [string, () => Promise<unknown>][] = [
-    ['git ls-remote', () => run('git', ['ls-remote', '--heads', bed.repoUrl], { env })],
-    ['git fetch', () => run('git', ['fetch', '--quiet', 'origin'], { env, cwd: checkout })],
+    [
+      'git fetch',
+      () => run('git', ['fetch', '--quiet', '--no-tags', '--prune', 'origin'], { env, cwd: checkout }),
+    ],
     [
       'terraform plan',
       () =>

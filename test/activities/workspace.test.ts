@@ -260,6 +260,50 @@ describe("StackWorkspaces: a stack's detections share one warm checkout on this 
     expect(log).toEqual(['a1 start', 'b', 'a1 end', 'a2']);
   });
 
+  it('chooses the branch from what the clone or fetch brought: a branch pushed between runs seen, a refusal kept, a host that does not answer is a GitError', async () => {
+    const url = await pushFiles(undefined, { 'main.tf': 'terraform {}\n' });
+    const ws = new StackWorkspaces(join(root, 'work-choice'));
+    const key = { stack_uuid: 'st-c', organization_uuid: 'org-a', repository_url: url, engine: '/bin/tf' };
+    const seen: Array<Record<string, string>> = [];
+    const choice = (wanted: string) => ({
+      git,
+      branch: (remote: Map<string, string>) => {
+        seen.push(Object.fromEntries(remote));
+        if (!remote.has(wanted)) throw new Error(`branch ${wanted} not found`);
+        return wanted;
+      },
+    });
+    const main = await ws.hold(key, choice('main'), (w) => ({ branch: w.branch, warm: w.warm, dir: w.dir }));
+    const tip = (await git.run(['rev-parse', 'HEAD'], main.dir)).trim();
+    expect(main).toMatchObject({ branch: 'main', warm: false });
+    expect(seen[0]).toEqual({ main: tip });
+
+    // A branch pushed between the runs: the warm run's fetch brings it, and the choice takes it.
+    const src = mkdtempSync(join(root, 'src-'));
+    await git.checkout({ url, dir: src, branch: 'release' });
+    writeFileSync(join(src, 'release.tf'), '# release\n');
+    await git.commitAll(src, 'release');
+    await git.push(src, 'release');
+    const release = await ws.hold(key, choice('release'), async (w) => ({
+      branch: w.branch,
+      warm: w.warm,
+      head: (await git.run(['rev-parse', '--abbrev-ref', 'HEAD'], w.dir)).trim(),
+      file: existsSync(join(w.dir, 'release.tf')),
+    }));
+    expect(release).toEqual({ branch: 'release', warm: true, head: 'release', file: true });
+    expect(Object.keys(seen[1]!).sort()).toEqual(['main', 'release']);
+
+    // The choice's refusal is the answer (not a clone again); the checkout stays warm.
+    await expect(ws.hold(key, choice('gone'), () => 'ran')).rejects.toThrow('branch gone not found');
+    expect(seen).toHaveLength(3);
+    expect(await ws.hold(key, choice('main'), (w) => w.warm)).toBe(true);
+
+    // A repository on a host that does not answer: the clone's GitError, the function not run.
+    const other = { ...key, stack_uuid: 'st-d', repository_url: 'https://127.0.0.1:1/team/none.git' };
+    await expect(ws.hold(other, choice('main'), () => 'ran')).rejects.toThrow(/^git clone failed/);
+    expect(seen).toHaveLength(4);
+  });
+
   it('a warm detection plans without init, and inits when the pushed code needs it', async () => {
     const url = await pushFiles(undefined, {
       'main.tf': 'resource "terraform_data" "a" {\n  input = "a"\n}\n',
