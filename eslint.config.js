@@ -64,6 +64,23 @@ export default tseslint.config(
               message:
                 'Workflows import activities, clients and shared/infra/ (Node-only infrastructure) as types only.',
             },
+            {
+              // The workflow sandbox evaluates a workflow's imports again for every workflow the
+              // worker creates: these modules build the API's schemas, hundreds of them.
+              group: [
+                '**/shared/contracts',
+                '**/shared/runner-contracts',
+                '**/shared/stack-contracts',
+                '**/shared/audit-events',
+                '**/shared/webhook-contracts',
+                '**/shared/drift',
+                '**/shared/drift-exceptions',
+                '**/shared/drift-report',
+              ],
+              allowTypeImports: true,
+              message:
+                'Workflows take values from shared/workflow-inputs or shared/runner-inputs; the API contract modules as types only (each workflow start evaluates its imports again).',
+            },
           ],
         },
       ],

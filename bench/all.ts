@@ -10,6 +10,7 @@ import { projectRoot } from '../shared/infra/config';
 const BENCHES = [
   'drift-pipeline', // (a) derivation vs jq
   'orchestration-overhead', // (b) a round over its engine and model calls
+  'workflow-start', // a workflow's module evaluation, against its imports with the API's contracts
   'engine-sandbox', // what bubblewrap adds to an engine call
   'api', // (c) routes vs their floors, SSE delay
   'sse-fanout', // 1,000 streams on one API process

@@ -4,9 +4,9 @@
 // explainable: every excluded change names the rule that excluded it. Sandbox-safe.
 import { z } from 'zod';
 import { equivalentPaths, isPlainObject, type AttributeChange, type DriftOperation } from './drift';
+import type { Cloud } from './workflow-inputs';
 
-export const CLOUDS = ['azure', 'gcp', 'aws', 'oci', 'kubernetes'] as const;
-export type Cloud = (typeof CLOUDS)[number];
+export { activeRules, CLOUDS, type Cloud } from './workflow-inputs';
 
 export const exceptionRuleSchema = z
   .object({
@@ -55,9 +55,6 @@ export function globMatch(pattern: string, value: string): boolean {
 }
 
 /** Rules still in force on `today` (YYYY-MM-DD; the workflow passes its own clock). */
-export function activeRules(rules: ExceptionRule[], today: string): ExceptionRule[] {
-  return rules.filter((r) => !r.expires || r.expires >= today);
-}
 
 function ruleCovers(rule: ExceptionRule, op: DriftOperation, change: AttributeChange): boolean {
   if (!globMatch(rule.resource_type, op.type) || !globMatch(rule.address, op.address)) return false;

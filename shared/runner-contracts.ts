@@ -4,6 +4,9 @@
 import { z } from 'zod';
 import { googleCredentialProblem } from './google-credentials';
 import { scheduleStateSchema, stackScheduleSchema } from './stack-contracts';
+import { RUNNER_WORKFLOW_TYPES, type RunnerWorkflowType } from './runner-inputs';
+
+export * from './runner-inputs';
 
 const uuid = z.string().uuid('must be a UUID');
 const name = (what: string, pattern: RegExp, hint: string) =>
@@ -200,7 +203,6 @@ export type RunnerGroupSpec = z.infer<typeof runnerGroupSchema>;
 
 // ---- The DAG -------------------------------------------------------------------------------
 
-export const DETECT_WORKFLOW_TYPE = 'runner.environment-drift-detect';
 /** The Temporal Schedule of a runner group's periodic detection. */
 export { runnerScheduleId } from './ids';
 
@@ -212,9 +214,6 @@ export const runnerScheduleSchema = z
     auto_apply: z.boolean().default(false),
   })
   .strict();
-export const REPAIR_WORKFLOW_TYPE = 'runner.environment-drift-repair';
-export const RUNNER_WORKFLOW_TYPES = [DETECT_WORKFLOW_TYPE, REPAIR_WORKFLOW_TYPE] as const;
-export type RunnerWorkflowType = (typeof RUNNER_WORKFLOW_TYPES)[number];
 
 /** The seven resources the detect layer checks, in the seed's order. */
 export const RUNNER_RESOURCES = [
@@ -238,28 +237,6 @@ export const RESOURCE_BACKENDS: Record<RunnerResource, readonly BackendType[]> =
   gce_instance_template: ['gce'],
   cloud_run_job: ['cloud_run'],
 };
-
-/** runner.environment-drift-detect input (seed 002 input schema). */
-export const detectInputSchema = z
-  .object({
-    runner_group_uuid: uuid,
-    organization_uuid: uuid,
-    auto_apply: z.boolean().default(false),
-    trace_ref: z.string().max(512).optional(),
-  })
-  .strict();
-export type DetectInput = z.input<typeof detectInputSchema>;
-
-/** runner.environment-drift-repair input: the plan to carry out. */
-export const repairInputSchema = z
-  .object({
-    plan_uuid: uuid,
-    runner_group_uuid: uuid,
-    organization_uuid: uuid,
-    trace_ref: z.string().max(512).optional(),
-  })
-  .strict();
-export type RepairInput = z.input<typeof repairInputSchema>;
 
 /** Set by the server, never by a caller: who started the run and which run it retries. */
 export interface RunnerStartContext {
@@ -363,61 +340,6 @@ export interface RunnerDagState {
   drift_summary?: DriftSummary;
   /** Step outputs, under the step names (drift_detect_init, …, drift_finalize). */
   [step: string]: unknown;
-}
-
-/** Every field of seed 002's output schema, in its order: a run's output carries each (null when unset). */
-export const SEED_OUTPUT_FIELDS = [
-  'runner_group_uuid',
-  'organization_uuid',
-  'runner_execution_uuid',
-  'workflow_uuid',
-  'status',
-  'outcome',
-  'initiated_at',
-  'completed_at',
-  'failed_at',
-  'failure_reason',
-  'error',
-  'error_type',
-  'actor_uuid',
-  'reason',
-  'workflow_run_uuid',
-  'retry_count',
-  'retried_from',
-  'failed_step',
-  'failed_layer',
-  'failed_at_state',
-  'compensation_trigger',
-  'comp_current_layer',
-  'comp_queue',
-  'comp_retry_count',
-  'plan_uuid',
-  'plan_status',
-  'repair_workflow_uuid',
-  'auto_apply',
-  'trace_ref',
-  'backend_type',
-  'cloud_connection_uuid',
-  'actions_needed',
-  'blocked_resources',
-  'drift_summary',
-  'drift_detect_init',
-  'drift_detect_ecs_cluster',
-  'drift_detect_log_group',
-  'drift_detect_task_definition',
-  'drift_detect_pull_secret',
-  'drift_detect_gce_service_account',
-  'drift_detect_gce_instance_template',
-  'drift_detect_cloud_run_job',
-  'drift_build_plan',
-  'drift_finalize',
-] as const;
-
-/** The state with every seed output field present (null when the run did not set it). */
-export function withSeedFields(state: RunnerDagState): RunnerDagState {
-  const out: Record<string, unknown> = { ...state };
-  for (const field of SEED_OUTPUT_FIELDS) if (out[field] === undefined) out[field] = null;
-  return out as RunnerDagState;
 }
 
 /** What a step activity returns: its output, and fields it sets on the DAG state. */

@@ -1,7 +1,7 @@
 // The two runner DAGs declared as data, the way seed 002 tabulates them: layers in order, the
 // steps of a layer run in parallel, each step an activity whose output is recorded under the
 // step's name, and (for the mutating DAG) the compensation that undoes a step. Sandbox-safe.
-import { DETECT_WORKFLOW_TYPE, REPAIR_WORKFLOW_TYPE, type RunnerWorkflowType } from './runner-contracts';
+import { DETECT_WORKFLOW_TYPE, REPAIR_WORKFLOW_TYPE, type RunnerWorkflowType } from './runner-inputs';
 
 export interface DagStep {
   /** The step's name: its output is recorded under it (drift_detect_ecs_cluster, …). */

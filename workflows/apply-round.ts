@@ -9,7 +9,8 @@ import {
   setCurrentDetails,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import { applyRoundInputSchema, type ApplyRoundInput, type ApplyRoundResult } from '../shared/contracts';
+import { applyRoundInputSchema, type ApplyRoundInput } from '../shared/workflow-inputs';
+import type { ApplyRoundResult } from '../shared/contracts';
 import { APPLY_REFUSALS, ErrorTypes, innermostFailure } from '../shared/errors';
 import {
   failureLogKey,

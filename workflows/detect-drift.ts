@@ -3,7 +3,7 @@
 // (`temporal workflow start --type detectDrift`).
 import { proxyActivities, setCurrentDetails, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import { DEFAULT_HEARTBEAT_SECONDS } from '../shared/contracts';
+import { DEFAULT_HEARTBEAT_SECONDS } from '../shared/workflow-inputs';
 import type { DetectDriftInput, DetectDriftOutput } from '../shared/round-contracts';
 
 const { detectDrift: detect } = proxyActivities<Activities>({

@@ -14,12 +14,12 @@ import type { Duration } from '@temporalio/common';
 import { roundProgressQuery } from '../shared/messages';
 import type { Activities } from '../activities';
 import {
+  activeRules,
   driftRoundInputSchema,
   type DriftRoundInput,
   type DriftRoundResult,
   type RoundStatus,
-} from '../shared/contracts';
-import { activeRules } from '../shared/drift-exceptions';
+} from '../shared/workflow-inputs';
 import { sessionBranch } from '../shared/ids';
 import { KumossOutcome } from '../shared/search-attributes';
 import { detectAndRemediate } from './detect-and-remediate';

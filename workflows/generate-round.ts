@@ -16,7 +16,7 @@ import {
   type GenerateRoundResult,
   notInPlanLine,
   type PinnedPlan,
-} from '../shared/contracts';
+} from '../shared/workflow-inputs';
 import { parseRoundInput, roundFailureReason, roundRecorder, roundRefOf } from './round-recorder';
 import { ErrorTypes } from '../shared/errors';
 

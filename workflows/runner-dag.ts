@@ -17,15 +17,15 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { z } from 'zod';
-import { DEFAULT_HEARTBEAT_SECONDS } from '../shared/contracts';
+import { DEFAULT_HEARTBEAT_SECONDS } from '../shared/workflow-inputs';
 import { ErrorTypes } from '../shared/errors';
-import {
-  withSeedFields,
-  type CompensationInput,
-  type RunnerDagState,
-  type RunnerStartContext,
-  type StepInput,
-  type StepResult,
+import { withSeedFields } from '../shared/runner-inputs';
+import type {
+  CompensationInput,
+  RunnerDagState,
+  RunnerStartContext,
+  StepInput,
+  StepResult,
 } from '../shared/runner-contracts';
 import type { DagDefinition, DagStep } from '../shared/runner-dags';
 import {

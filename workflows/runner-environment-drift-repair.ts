@@ -1,13 +1,8 @@
 // runner.environment-drift-repair: carries out a RunnerEnvironmentDriftPlan — creates or repairs
 // each resource the plan names (foundation first, then the workloads that refer to it) and, when a
 // step fails, compensates what it created in reverse layer order.
-import {
-  REPAIR_WORKFLOW_TYPE,
-  repairInputSchema,
-  type RepairInput,
-  type RunnerDagState,
-  type RunnerStartContext,
-} from '../shared/runner-contracts';
+import { REPAIR_WORKFLOW_TYPE, repairInputSchema, type RepairInput } from '../shared/runner-inputs';
+import type { RunnerDagState, RunnerStartContext } from '../shared/runner-contracts';
 import { REPAIR_DAG } from '../shared/runner-dags';
 import { initialState, parseRunnerInput, runDag } from './runner-dag';
 

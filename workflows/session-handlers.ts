@@ -8,14 +8,16 @@ import { CancellationScope, executeChild, isCancellation, log, proxyActivities }
 import {
   NO_PINNED_PLAN,
   planLockReason,
-  type ApplyRoundResult,
   type DriftRoundInput,
   type DriftRoundResult,
   type GenerateRoundResult,
-  type OperationKind,
-  type SessionOperation,
-  type SessionRound,
-  type SessionState,
+} from '../shared/workflow-inputs';
+import type {
+  ApplyRoundResult,
+  OperationKind,
+  SessionOperation,
+  SessionRound,
+  SessionState,
 } from '../shared/contracts';
 import type { SessionEventInput } from '../shared/infra/db/sessions';
 import { APPLY_REFUSALS, innermostFailure } from '../shared/errors';

@@ -24,11 +24,8 @@ import {
   SessionRefusals,
   sessionBusyMessage,
   sessionFinishedMessage,
-  type SessionOperation,
-  type SessionRound,
-  type SessionSettings,
-  type SessionState,
-} from '../shared/contracts';
+} from '../shared/workflow-inputs';
+import type { SessionOperation, SessionRound, SessionSettings, SessionState } from '../shared/contracts';
 import type { SessionEventInput } from '../shared/infra/db/sessions';
 import { applyRoundWorkflowId, driftRoundWorkflowId, generateRoundWorkflowId } from '../shared/ids';
 import type { Activities } from '../activities';

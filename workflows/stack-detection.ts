@@ -15,7 +15,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import { DEFAULT_HEARTBEAT_SECONDS } from '../shared/contracts';
+import { DEFAULT_HEARTBEAT_SECONDS } from '../shared/workflow-inputs';
 import { detectionTaskQueue, sessionWorkflowId } from '../shared/ids';
 import { KumossCloud, KumossOutcome, KumossSessionId } from '../shared/search-attributes';
 import type { Stack, StackDetectionInput, StackDetectionResult } from '../shared/stack-contracts';

@@ -1,11 +1,15 @@
 // The layer rules are lint rules (eslint.config.js), and this proves they bite: a workflow that
 // imports Node-only infrastructure or an activity's code, a sandbox-safe shared/ module that reaches
-// for Node, and the API importing a workflow are each refused; the same imports as types pass.
+// for Node, and the API importing a workflow are each refused; the same imports as types pass. A
+// workflow takes no value from the API's contract modules, and the workflow bundle proves it holds
+// none of them (the sandbox evaluates a workflow's modules again for each workflow it creates).
+import { bundleWorkflowCode } from '@temporalio/worker';
 import { ESLint, type Linter } from 'eslint';
 import tseslint from 'typescript-eslint';
 import { describe, expect, it } from 'vitest';
 import config from '../../eslint.config.js';
 import { projectRoot } from '../../shared/infra/config';
+import { workflowsPath } from '../../worker/worker';
 
 // The project's own layer blocks, without the type-aware rules (which need files on disk).
 const layers = (config as Linter.Config[]).filter((c) => c.rules?.['no-restricted-imports']);
@@ -76,5 +80,38 @@ describe('layer rules', () => {
         "import { session } from '../workflows/session';\nexport const x = session;\n",
       ),
     ).toHaveLength(1);
+  });
+
+  it("a workflow takes values from the workflow inputs, not the API's contracts; the bundle holds none of them", async () => {
+    for (const code of [
+      "import { sessionDetailSchema } from '../shared/contracts';\nexport const x = sessionDetailSchema;\n",
+      "import { stackSchema } from '../shared/stack-contracts';\nexport const x = stackSchema;\n",
+      "import { runnerGroupSchema } from '../shared/runner-contracts';\nexport const x = runnerGroupSchema;\n",
+      "import { deriveDrift } from '../shared/drift';\nexport const x = deriveDrift;\n",
+    ]) {
+      const found = await refusals('workflows/probe.ts', code);
+      expect(found, code).toEqual([
+        expect.stringMatching(/^no-restricted-imports: .*shared\/workflow-inputs/),
+      ]);
+    }
+    expect(
+      await refusals(
+        'workflows/probe.ts',
+        "import type { SessionState } from '../shared/contracts';\nimport { driftRoundInputSchema } from '../shared/workflow-inputs';\nexport type X = [SessionState, typeof driftRoundInputSchema];\n",
+      ),
+    ).toEqual([]);
+
+    const silent = { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} };
+    const { code } = await bundleWorkflowCode({ workflowsPath, logger: silent });
+    const shared = [...new Set(code.match(/"\.\/shared\/[\w/-]+\.ts"/g))].map((m) => m.slice(3, -1)).sort();
+    expect(shared).toEqual([
+      'shared/errors.ts',
+      'shared/ids.ts',
+      'shared/messages.ts',
+      'shared/runner-dags.ts',
+      'shared/runner-inputs.ts',
+      'shared/search-attributes.ts',
+      'shared/workflow-inputs.ts',
+    ]);
   });
 });
