@@ -2,10 +2,12 @@
 // tens of thousands of resources) are never held in memory whole. Only `resource_drift` entries
 // are kept, and the `resource_changes` entries of drifted addresses; `planned_values`,
 // `prior_state` and `configuration` are skipped byte by byte. Also the state's `show -json` and
-// `state pull`, checked with zod.
+// `state pull`, checked with zod; and the refreshed state a saved plan file carries, read without
+// the engine (a plan that changes nothing needs no `show -json`).
 import { createReadStream, readFileSync } from 'node:fs';
+import { strFromU8, unzipSync } from 'fflate';
 import { z } from 'zod';
-import type { StateResource } from '../shared/audit-events';
+import { CLOUD_ID_FIELDS, type StateResource } from '../shared/audit-events';
 import { parsePlanJson, type PlanJson } from '../shared/drift';
 
 const QUOTE = 0x22;
@@ -203,4 +205,70 @@ const stateVersionSchema = z.looseObject({
 export function stateVersionOf(raw: string): { serial: number; lineage: string } | null {
   const state = stateVersionSchema.parse(JSON.parse(raw));
   return state.serial !== undefined ? { serial: state.serial, lineage: state.lineage ?? '' } : null;
+}
+
+/** A state file (format version 4) as the engines write it, in the parts read here. */
+const stateFileSchema = z.looseObject({
+  version: z.literal(4),
+  resources: z
+    .array(
+      z.looseObject({
+        module: z.string().optional(),
+        mode: z.string(),
+        type: z.string(),
+        name: z.string(),
+        instances: z.array(
+          z.looseObject({
+            index_key: z.union([z.number(), z.string()]).optional(),
+            deposed: z.string().optional(),
+            attributes: z.record(z.string(), z.unknown()).optional(),
+            sensitive_attributes: z.array(z.unknown()).optional(),
+          }),
+        ),
+      }),
+    )
+    .default([]),
+});
+
+/**
+ * The managed resource instances of the refreshed state a saved plan file carries (its `tfstate`
+ * entry: the engines' `prior_state`), each with the fields its cloud ids are read from
+ * (`CLOUD_ID_FIELDS`) — no provider started. A field the state marks sensitive is left out, as
+ * `readPlanForDrift` leaves out what `before_sensitive` marks. Throws when the file holds no state
+ * of format version 4.
+ */
+export function readPlanStateResources(planFile: string): StateResource[] {
+  const entries = unzipSync(readFileSync(planFile), { filter: (f) => f.name === 'tfstate' });
+  const raw = entries.tfstate;
+  if (!raw) throw new Error(`${planFile} carries no state snapshot`);
+  const state = stateFileSchema.parse(JSON.parse(strFromU8(raw)));
+  const out: StateResource[] = [];
+  for (const r of state.resources) {
+    if (r.mode !== 'managed') continue;
+    const base = `${r.module ? `${r.module}.` : ''}${r.type}.${r.name}`;
+    for (const i of r.instances) {
+      if (i.deposed !== undefined) continue;
+      const sensitive = new Set(
+        (i.sensitive_attributes ?? []).flatMap((path) => {
+          // A path of one step is a whole attribute; a deeper one leaves the attribute in.
+          const steps = Array.isArray(path) ? (path as { type?: string; value?: unknown }[]) : [];
+          return steps.length === 1 && steps[0]?.type === 'get_attr' && typeof steps[0].value === 'string'
+            ? [steps[0].value]
+            : [];
+        }),
+      );
+      const values: Record<string, unknown> = {};
+      for (const field of CLOUD_ID_FIELDS)
+        if (i.attributes && field in i.attributes && !sensitive.has(field))
+          values[field] = i.attributes[field];
+      const key =
+        i.index_key === undefined
+          ? ''
+          : typeof i.index_key === 'number'
+            ? `[${i.index_key}]`
+            : `[${JSON.stringify(i.index_key)}]`;
+      out.push({ address: `${base}${key}`, type: r.type, values });
+    }
+  }
+  return out;
 }

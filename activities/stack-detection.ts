@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { cloudIdsOfState, type AuditSummary, type StateResource } from '../shared/audit-events';
-import { deriveDrift, type AttributeChange } from '../shared/drift';
+import { deriveDrift, type AttributeChange, type DriftOperation } from '../shared/drift';
 import { activeRules, applyExceptions } from '../shared/drift-exceptions';
 import { ErrorTypes } from '../shared/errors';
 import type { Db } from '../shared/infra/db';
@@ -30,7 +30,7 @@ import { toActivityFailure, type EngineDeps } from './drift-detection';
 import { EngineClient } from './engine';
 import type { GitAccess } from './git-access';
 import { GitError, type GitClient } from './git';
-import { readPlanForDrift } from './plan-reader';
+import { readPlanForDrift, readPlanStateResources } from './plan-reader';
 import type { PromptCatalogue } from './prompt-catalogue';
 import { resolveIacDir, type StackWorkspace, type StackWorkspaces } from './workspace';
 
@@ -91,7 +91,8 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
 
     /**
      * Checkout (this worker's warm workspace of the stack, fetched; else a clone), init when needed,
-     * plan -out, show -json; the drift derived, the exception rules applied.
+     * plan -out, and show -json when the plan changes something; the drift derived, the exception
+     * rules applied.
      */
     async planStack(input: {
       stack: Stack;
@@ -147,11 +148,20 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
           if (ws.initialized) engine.assumeInitialized();
           const planFile = join(ws.scratch, 'plan.tfplan');
           const jsonFile = join(ws.scratch, 'plan.json');
-          await engine.plan({ out: planFile, ...(input.targets ? { targets: input.targets } : {}) }, h);
+          const plan = await engine.plan(
+            { out: planFile, ...(input.targets ? { targets: input.targets } : {}) },
+            h,
+          );
           ws.markInitialized();
-          await engine.showJson(planFile, jsonFile, h);
-          const resources: StateResource[] = [];
-          const drift = deriveDrift(await readPlanForDrift(jsonFile, (r) => resources.push(r)));
+          // A plan that changes nothing (exit code 0) has no drift to derive: every planned action
+          // is a no-op, and drift counts only where the code disagrees. Its state is read from the
+          // plan file itself, without the second provider start of `show -json`.
+          let resources: StateResource[] = [];
+          let drift: DriftOperation[] = [];
+          if (plan.hasChanges) {
+            await engine.showJson(planFile, jsonFile, h);
+            drift = deriveDrift(await readPlanForDrift(jsonFile, (r) => resources.push(r)));
+          } else resources = readPlanStateResources(planFile);
           // What the state holds by cloud id: an audit event's resources find this stack by it (a
           // targeted run saw only part of the state and leaves the index as the last whole run left it).
           if (!input.targets) await replaceStackCloudIds(deps.db, stack, cloudIdsOfState(resources));
@@ -188,11 +198,15 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
           const seen_key = stackRunKey(stack.stack_uuid, run_id, 'seen.json');
           await Promise.all([
             deps.artifacts.putFile(plan_key, planFile),
-            deps.artifacts.putFile(
-              stackRunKey(stack.stack_uuid, run_id, 'plan.json'),
-              jsonFile,
-              'application/json',
-            ),
+            ...(plan.hasChanges
+              ? [
+                  deps.artifacts.putFile(
+                    stackRunKey(stack.stack_uuid, run_id, 'plan.json'),
+                    jsonFile,
+                    'application/json',
+                  ),
+                ]
+              : []),
             deps.artifacts.putJson(report_key, {
               stack_uuid: stack.stack_uuid,
               run_id,

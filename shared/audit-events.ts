@@ -185,6 +185,9 @@ export interface StateResource {
   values: Record<string, unknown>;
 }
 
+/** The fields of a resource's values that `cloudIdsOfState` reads. */
+export const CLOUD_ID_FIELDS = ['id', 'arn', 'bucket', 'name', 'role', 'security_group_id'] as const;
+
 /**
  * The cloud ids by which audit events name each resource of a state: `id`, `arn`, and the fields
  * some types are named by in the calls that change them (an S3 bucket's `bucket`, an IAM role's

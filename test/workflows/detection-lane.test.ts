@@ -1,7 +1,9 @@
 // Stack detections wait for a worker in the server's queue, not on the worker: a worker polls the
 // detection queue for only as many plans as it runs at once (here one), so three runs due together
 // plan one after the other — each plan starts after the one before it ended — and all complete;
-// an organization without webhook endpoints costs its runs no delivery activity.
+// an organization without webhook endpoints costs its runs no delivery activity. The test bed's
+// root without injected drift plans clean: no `show -json` (no plan.json kept), and the cloud-id
+// index still written from the state the saved plan carries.
 import { randomUUID } from 'node:crypto';
 import { tsToMs } from '@temporalio/common/lib/time';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,7 +13,14 @@ import { createUser } from '../../shared/infra/db/users';
 import { stackDetectionWorkflowId } from '../../shared/ids';
 import type { StackDetectionResult } from '../../shared/stack-contracts';
 import type { DriftTestBed } from '../support/drift-test-bed';
-import { newTestBed, stack, temporalHarness, testActivities, type TemporalHarness } from '../support/stack';
+import {
+  artifactStore,
+  newTestBed,
+  stack,
+  temporalHarness,
+  testActivities,
+  type TemporalHarness,
+} from '../support/stack';
 
 describe('the detection queue', () => {
   let h: TemporalHarness;
@@ -91,5 +100,23 @@ describe('the detection queue', () => {
     }
     for (let i = 1; i < spans.length; i++)
       expect(spans[i]!.started).toBeGreaterThanOrEqual(spans[i - 1]!.ended);
+
+    // Clean plans: the saved plan and the (empty) report kept, no plan.json; the index written.
+    expect(results.map((r) => r.drift_count)).toEqual([0, 0, 0]);
+    for (const s of stacks) {
+      const kept = (await artifactStore().list(`stacks/${s.stack_uuid}/runs/`)).map((k) =>
+        k.split('/').pop(),
+      );
+      expect(kept.sort()).toEqual(['drift-report.json', 'plan.tfplan', 'seen.json']);
+      const indexed = await db
+        .selectFrom('stack_cloud_ids')
+        .select(['address', 'cloud_id'])
+        .where('stack_uuid', '=', s.stack_uuid)
+        .execute();
+      expect(indexed.map((r) => r.address).sort()).toEqual(
+        expect.arrayContaining(['rest_object.app_config', 'rest_object.sg_web_demo']),
+      );
+      expect(indexed.find((r) => r.address === 'rest_object.app_config')?.cloud_id).toBeTruthy();
+    }
   });
 });
