@@ -7,7 +7,9 @@ import {
   ApplicationFailure,
   isCancellation,
   ParentClosePolicy,
+  patched,
   proxyActivities,
+  proxyLocalActivities,
   setCurrentDetails,
   startChild,
   upsertSearchAttributes,
@@ -22,10 +24,17 @@ import type { Stack, StackDetectionInput, StackDetectionResult } from '../shared
 import type { WebhookEvent } from '../shared/webhook-contracts';
 import { session } from './session';
 
-const light = proxyActivities<Activities>({
+const shortStep = {
   startToCloseTimeout: '2 minutes',
   retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30 seconds', maximumAttempts: 10 },
-});
+} as const;
+const light = proxyActivities<Activities>(shortStep);
+// Reading the stack and recording the inbox are short database calls: local activities, run by
+// the worker within the workflow task that asks for them (a marker in the history instead of an
+// activity task through the server and one more workflow task each). Runs begun before this take
+// the activity path they began with (the patch).
+export const STACK_DETECTION_LOCAL_STEPS = 'stack-detection-local-steps';
+const local = proxyLocalActivities<Activities>(shortStep);
 // Webhook deliveries retry with backoff for about an hour; one that still fails is in the delivery
 // log and does not fail the run.
 const hooks = proxyActivities<Activities>({
@@ -40,12 +49,13 @@ export async function stackDetection(input: StackDetectionInput): Promise<StackD
     startToCloseTimeout: '45 minutes',
     heartbeatTimeout: `${DEFAULT_HEARTBEAT_SECONDS}s`,
     retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 3 },
-    summary: 'init, plan -out, show -json, drift and exceptions',
+    summary: 'init, plan -out, show -json when the plan changes something, drift and exceptions',
   });
   // The schedule appends the scheduled time to the workflow id: one id per run.
   const run_id = workflowInfo().workflowId;
   const none = { run_id, drift_count: 0, opened: 0, resolved: 0, whitelisted: 0 };
-  const begun = await light.beginStackDetection({ stack_uuid: input.stack_uuid, run_id });
+  const steps = patched(STACK_DETECTION_LOCAL_STEPS) ? local : light;
+  const begun = await steps.beginStackDetection({ stack_uuid: input.stack_uuid, run_id });
   if (!begun) {
     setCurrentDetails('The stack no longer exists');
     return { ...none, status: 'skipped', reason: `Stack ${input.stack_uuid} no longer exists.` };
@@ -89,7 +99,7 @@ export async function stackDetection(input: StackDetectionInput): Promise<StackD
   }
   // An event-driven run: who, when, how and from where, on the items it opens and in the webhook.
   const audit = input.audit?.[0];
-  const inbox = await light.recordStackDetection({
+  const inbox = await steps.recordStackDetection({
     stack_uuid: stack.stack_uuid,
     run_id,
     plan,

@@ -15,7 +15,9 @@ const dir = join(projectRoot, 'test', 'fixtures', 'histories');
 const files = readdirSync(dir).filter((f) => f.endsWith('.binpb'));
 
 describe('replay of recorded histories', () => {
-  it('has a recorded history of each drift round mode, a session and both runner DAGs', () => {
+  // stack-detection.binpb was recorded before its stack read and inbox record became local
+  // activities: it replays through the patch (`stack-detection-local-steps`).
+  it('has a recorded history of each drift round mode, a session, both runner DAGs and a stack detection', () => {
     expect(files.sort()).toEqual([
       'drift-round-full.binpb',
       'drift-round-partial.binpb',
@@ -23,6 +25,7 @@ describe('replay of recorded histories', () => {
       'runner-repair-compensated.binpb',
       'runner-repair.binpb',
       'session.binpb',
+      'stack-detection.binpb',
     ]);
   });
 
