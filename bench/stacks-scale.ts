@@ -2,7 +2,8 @@
 // root on one worker (a process of its own, engine slots = cores). First every stack's first run,
 // all offered at once (each workspace cold: clone and init); then a 1-minute interval with jitter
 // (200 detections a minute offered, more than this machine takes) with the workspaces warm (fetch,
-// plan without init); then, after a minute in which a second worker joins and takes the backlog
+// plan without init) — both of the root without drift, whose plans change nothing (no show -json);
+// then, after a minute in which a second worker joins and takes the backlog
 // with the first, an interval with both and drift injected. Prints the runs finished within each
 // interval (whenever they started), CPU-seconds a detection by process, schedule-to-start lag, run
 // time, machine CPU, each worker's peak memory and the most engine processes seen at once, and
