@@ -1,14 +1,13 @@
 // The runner registry and the runner environment drift DAG (seed 002): what a runner group's
 // environment should be, the DAG's input, its state (the seed's output schema) and the plan.
-// Sandbox-safe: workflows import it.
+// Sandbox-safe; workflows take its types (their values come from runner-inputs.ts).
 import { z } from 'zod';
 import { googleCredentialProblem } from './google-credentials';
 import { scheduleStateSchema, stackScheduleSchema } from './stack-contracts';
-import { RUNNER_WORKFLOW_TYPES, type RunnerWorkflowType } from './runner-inputs';
+import { RUNNER_WORKFLOW_TYPES, uuid, type RunnerWorkflowType } from './runner-inputs';
 
 export * from './runner-inputs';
 
-const uuid = z.string().uuid('must be a UUID');
 const name = (what: string, pattern: RegExp, hint: string) =>
   z.string().min(1, `${what} is required`).max(255).regex(pattern, `${what} ${hint}`);
 

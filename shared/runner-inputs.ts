@@ -5,7 +5,8 @@
 import { z } from 'zod';
 import type { RunnerDagState } from './runner-contracts';
 
-const uuid = z.string().uuid('must be a UUID');
+/** A UUID field of the runner contracts. */
+export const uuid = z.string().uuid('must be a UUID');
 
 export const DETECT_WORKFLOW_TYPE = 'runner.environment-drift-detect';
 
