@@ -57,7 +57,6 @@ export interface EngineOptions {
   runDir?: string;
 }
 
-/** The verbs that read the state to change it or to plan against it: they hold a managed state's lease. */
 /**
  * Engine calls (and the providers they start) run at this niceness: a plan is bulk work that can
  * wait a few milliseconds, while the worker, the API, the store and Temporal on the same cores carry
@@ -65,11 +64,31 @@ export interface EngineOptions {
  */
 export const ENGINE_NICENESS = 10;
 
+/**
+ * The verbs that read the state to change it or to plan against it: they hold a managed state's
+ * lease — but for a call that takes no lock (`-lock=false`: a read-only plan), which reads the
+ * state under a grant without one.
+ */
 const STATE_VERBS = new Set(['plan', 'apply', 'import', 'refresh']);
 
 export interface CallHooks {
   signal?: AbortSignal;
   heartbeat?: (detail: string) => void;
+}
+
+export interface PlanOptions {
+  /** The plan file to write. */
+  out: string;
+  targets?: string[];
+  parallelism?: number;
+  /**
+   * false: the plan takes no state lock (`-lock=false`). For plans that are only read — a stack
+   * detection's: a plan writes no state, and its plan file is never applied (a remediation plans
+   * again, under the lock). A detection then neither waits for an apply's lock nor makes an apply
+   * wait for its own; against a lock held, the engine would poll with a backoff from 1 s to 16 s
+   * (`-lock-timeout`), the slot taken and no CPU used. Default: the lock, waited for up to 60 s.
+   */
+  lock?: false;
 }
 
 export interface PlanResult {
@@ -251,7 +270,7 @@ export class EngineClient {
       // The state is always the store's: a checkout initialized for another backend address (another
       // worker's state server) or for the S3 backend of older runs is re-pointed, never migrated.
       const call = verb === 'init' ? [...args, '-reconfigure'] : args;
-      if (STATE_VERBS.has(verb))
+      if (STATE_VERBS.has(verb) && !args.includes('-lock=false'))
         return managed.hold(`${this.opts.kind} ${verb}`, hooks, (lease) =>
           managed.withGrant(lease, (env) =>
             this.exec(call, { ...hooks, signal: lease.signal }, stdoutFile, { ...io, env }),
@@ -403,12 +422,12 @@ export class EngineClient {
 
   private static readonly VALIDATE = ['validate', '-json', '-no-color'];
 
-  private planArgs(opts: { out: string; targets?: string[]; parallelism?: number }): string[] {
+  private planArgs(opts: PlanOptions): string[] {
     const args = [
       'plan',
       '-input=false',
       '-no-color',
-      '-lock-timeout=60s',
+      opts.lock === false ? '-lock=false' : '-lock-timeout=60s',
       '-detailed-exitcode',
       `-out=${opts.out}`,
     ];
@@ -455,7 +474,7 @@ export class EngineClient {
   }
 
   async plan(
-    opts: { out: string; targets?: string[]; parallelism?: number },
+    opts: PlanOptions,
     hooks: CallHooks = {},
     failed?: (r: RunResult) => Promise<never>,
   ): Promise<PlanResult> {

@@ -148,8 +148,9 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
           if (ws.initialized) engine.assumeInitialized();
           const planFile = join(ws.scratch, 'plan.tfplan');
           const jsonFile = join(ws.scratch, 'plan.json');
+          // Read-only: no state lock (see PlanOptions.lock).
           const plan = await engine.plan(
-            { out: planFile, ...(input.targets ? { targets: input.targets } : {}) },
+            { out: planFile, lock: false, ...(input.targets ? { targets: input.targets } : {}) },
             h,
           );
           ws.markInitialized();

@@ -299,6 +299,31 @@ resource "time_sleep" "long" {
     ).toEqual([]);
   });
 
+  it('plans without the lease when the plan takes no lock (a detection), and leaves the holder its lease', async () => {
+    expect(
+      await tryAcquireStateLock(db, projectId, 'test-holder', 'an apply on another worker', 60_000),
+    ).toEqual({ acquired: true });
+    try {
+      const ws = await worker('c').get(ref('r3b'));
+      const beats: string[] = [];
+      const plan = await ws.engine.plan(
+        { out: join(ws.scratch, 'read.tfplan'), lock: false },
+        { heartbeat: (d) => beats.push(d) },
+      );
+      expect(plan.hasChanges).toBe(false);
+      expect(beats.filter((d) => d.startsWith('waiting for the state lock'))).toEqual([]);
+      expect(
+        await db
+          .selectFrom('state_locks')
+          .select('holder')
+          .where('state_project_id', '=', projectId)
+          .execute(),
+      ).toEqual([{ holder: 'test-holder' }]);
+    } finally {
+      await releaseStateLock(db, projectId, 'test-holder');
+    }
+  });
+
   it('takes over a lease its holder stopped renewing, and gives up on a live one after the lock wait', async () => {
     // A holder killed mid-apply: its lease (1 ms) has run out by the time the plan, after its
     // init, asks for it.

@@ -4,8 +4,12 @@
 // an organization without webhook endpoints costs its runs no delivery activity, and reading the
 // stack and recording the inbox are local activities (no activity task). The test bed's
 // root without injected drift plans clean: no `show -json` (no plan.json kept), and the cloud-id
-// index still written from the state the saved plan carries.
+// index still written from the state the saved plan carries. A detection plans without the state
+// lock: it completes while another process holds the lock, and leaves the lock to its holder.
+import { execFile, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { dirname, join } from 'node:path';
+import { promisify } from 'node:util';
 import { tsToMs } from '@temporalio/common/lib/time';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, migrate, type Db } from '../../shared/infra/db';
@@ -16,6 +20,7 @@ import type { StackDetectionResult } from '../../shared/stack-contracts';
 import type { DriftTestBed } from '../support/drift-test-bed';
 import {
   artifactStore,
+  engineDeps,
   newTestBed,
   stack,
   temporalHarness,
@@ -129,5 +134,62 @@ describe('the detection queue', () => {
       );
       expect(indexed.find((r) => r.address === 'rest_object.app_config')?.cloud_id).toBeTruthy();
     }
+  });
+
+  it('plans while another process holds the state lock, and leaves the lock to it', async () => {
+    const org = `lock-${randomUUID().slice(0, 8)}`;
+    const { user } = await createUser(db, { name: `devops-${org}`, role: 'devops', organization: org });
+    const s = await createStack(
+      db,
+      user.organization_uuid,
+      {
+        name: 'locked',
+        repository_url: bed.repoUrl,
+        cloud: 'aws',
+        scope_id: 'lane',
+        schedule: { interval_minutes: 60 },
+      },
+      user.user_uuid,
+    );
+    // The engine's own lock on the local state (an fcntl write lock on the state file, as
+    // terraform's local backend takes it), held by another process for as long as its input stays
+    // open — as an apply on another machine would hold it.
+    const engine = engineDeps('terraform');
+    const statePath = join(dirname(bed.sourceDir), 'state', 'terraform.tfstate');
+    const holder = spawn(
+      'python3',
+      [
+        '-c',
+        'import fcntl, sys\nf = open(sys.argv[1], "r+")\nfcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\nprint("held", flush=True)\nsys.stdin.read()',
+        statePath,
+      ],
+      { stdio: ['pipe', 'pipe', 'inherit'] },
+    );
+    const exited = new Promise<number | null>((r) => holder.once('exit', r));
+    try {
+      await new Promise<void>((resolve, reject) => {
+        holder.stdout.once('data', () => resolve());
+        holder.once('exit', (code) => reject(new Error(`the lock holder exited: ${code}`)));
+      });
+      // A plan that takes the lock is refused while it is held.
+      const locking = await promisify(execFile)(
+        engine.binary,
+        ['plan', '-input=false', '-no-color', '-lock-timeout=0s'],
+        { cwd: bed.sourceDir, env: { ...process.env, TF_CLI_CONFIG_FILE: engine.cliConfigFile } },
+      ).catch((err: { stderr?: string }) => err);
+      expect(locking.stderr).toContain('Error acquiring the state lock');
+      const handle = await h.client.workflow.start('stackDetection', {
+        taskQueue: h.taskQueue,
+        workflowId: `${stackDetectionWorkflowId(s.stack_uuid)}-${Date.now()}`,
+        args: [{ stack_uuid: s.stack_uuid }],
+      });
+      const result = (await handle.result()) as StackDetectionResult;
+      expect(result).toMatchObject({ status: 'completed', drift_count: 0 });
+      // The holder still holds it: the detection neither waited for nor broke the lock.
+      expect(holder.exitCode).toBeNull();
+    } finally {
+      holder.stdin.end();
+    }
+    expect(await exited).toBe(0);
   });
 });
