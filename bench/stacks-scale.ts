@@ -1,5 +1,6 @@
 // Scale of scheduled detection on one machine, as a ceiling: 200 stacks of the drift test bed's
-// root on one worker (a process of its own, engine slots = cores). First every stack's first run,
+// root on one worker (a process of its own, engine slots = cores) — one repository and one state
+// for all (a detection reads the state without its lock). First every stack's first run,
 // all offered at once (each workspace cold: clone and init); then a 1-minute interval with jitter
 // (200 detections a minute offered, more than this machine takes) with the workspaces warm (fetch,
 // plan without init) — both of the root without drift, whose plans change nothing (no show -json);
