@@ -153,7 +153,7 @@ describe('the detection queue', () => {
     );
     // The engine's own lock on the local state (an fcntl write lock on the state file, as
     // terraform's local backend takes it), held by another process for as long as its input stays
-    // open — as an apply on another machine would hold it.
+    // open — as an apply of the same state would hold it for its whole run.
     const engine = engineDeps('terraform');
     const statePath = join(dirname(bed.sourceDir), 'state', 'terraform.tfstate');
     const holder = spawn(
