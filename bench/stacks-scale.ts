@@ -150,7 +150,9 @@ async function detectionSteps(): Promise<string> {
   const steps: [string, () => Promise<unknown>][] = [
     [
       'git fetch',
-      () => run('git', ['fetch', '--quiet', '--no-tags', '--prune', 'origin'], { env, cwd: checkout }),
+      // With the environment the worker's git client gives git (its trust bundle and CA path).
+      () =>
+        run('git', ['fetch', '--quiet', '--no-tags', '--prune', 'origin'], { env: git.env(), cwd: checkout }),
     ],
     [
       'terraform plan',

@@ -1,5 +1,5 @@
 // Proof (c): clone over HTTPS from the local git host, commit on a branch, push, see the branch.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -95,6 +95,28 @@ describe('git over HTTPS on the embedded git host', () => {
     await git.checkout({ url, dir: d2, branch: 'kumoss/s3' });
     const head = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: d2 }).toString().trim();
     expect(head).toBe(a.sha);
+  });
+
+  it('trusts exactly the CA bundle it is given: no system certificate directory read, no host outside it trusted', async () => {
+    const url = seedRepository(`trust-${Date.now()}`);
+    // curl's own account of the certificates it loaded, as git's trace prints it.
+    const own = gitClient();
+    const r = spawnSync('git', ['ls-remote', '--heads', url], {
+      env: { ...own.env(), GIT_TRACE_CURL: '1' },
+      encoding: 'utf8',
+    });
+    expect(r.stdout).toContain('refs/heads/main');
+    const loaded = [...r.stderr.matchAll(/found (\d+) certificates in (\S*)/g)].map((m) => [m[2], m[1]]);
+    // The bundle, then an empty CA path: nothing read from the system's certificate directory.
+    expect(loaded).toEqual([
+      [own.env().GIT_SSL_CAINFO, '1'],
+      ['', '0'],
+    ]);
+    // A bundle without the host's CA does not reach it, whatever the system trusts.
+    const system = new GitClient({ caFile: '/etc/ssl/certs/ca-certificates.crt' });
+    await expect(system.remoteBranches(url)).rejects.toThrow(
+      /certificate verification failed|SSL certificate problem/,
+    );
   });
 
   it('refuses to clone a repository that does not exist', async () => {
