@@ -58,8 +58,11 @@ export interface StackPlanOutput {
   whitelisted_count: number;
   plan_key: string;
   report_key: string;
-  /** What the run saw, item by item (an artifact: a large root's list stays out of history). */
-  seen_key: string;
+  /**
+   * What the run saw, item by item (an artifact: a large root's list stays out of history);
+   * absent when it saw nothing (a clean run stores and reads no list).
+   */
+  seen_key?: string;
 }
 
 export const stackRunKey = (stackUuid: string, runId: string, name: string) =>
@@ -196,7 +199,7 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
           }
           const plan_key = stackRunKey(stack.stack_uuid, run_id, 'plan.tfplan');
           const report_key = stackRunKey(stack.stack_uuid, run_id, 'drift-report.json');
-          const seen_key = stackRunKey(stack.stack_uuid, run_id, 'seen.json');
+          const seen_key = seen.length > 0 ? stackRunKey(stack.stack_uuid, run_id, 'seen.json') : undefined;
           await Promise.all([
             deps.artifacts.putFile(plan_key, planFile),
             ...(plan.hasChanges
@@ -215,7 +218,7 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
               operations: survivors,
               whitelisted,
             }),
-            deps.artifacts.putJson(seen_key, seen),
+            ...(seen_key ? [deps.artifacts.putJson(seen_key, seen)] : []),
           ]);
           return {
             drift_count: drift.length,
@@ -223,7 +226,7 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
             whitelisted_count: whitelisted.length,
             plan_key,
             report_key,
-            seen_key,
+            ...(seen_key ? { seen_key } : {}),
           };
         };
         return await deps.stackWorkspaces.hold(
@@ -260,7 +263,9 @@ export function createStackDetectionActivities(deps: StackDetectionDeps) {
         opened_count: number;
       }
     > {
-      const seen = JSON.parse(await deps.artifacts.getText(input.plan.seen_key)) as DetectedDrift[];
+      const seen = input.plan.seen_key
+        ? (JSON.parse(await deps.artifacts.getText(input.plan.seen_key)) as DetectedDrift[])
+        : [];
       const change = await recordDetection(deps.db, {
         stack_uuid: input.stack_uuid,
         run_id: input.run_id,

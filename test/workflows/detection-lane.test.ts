@@ -117,13 +117,14 @@ describe('the detection queue', () => {
     for (let i = 1; i < spans.length; i++)
       expect(spans[i]!.started).toBeGreaterThanOrEqual(spans[i - 1]!.ended);
 
-    // Clean plans: the saved plan and the (empty) report kept, no plan.json; the index written.
+    // Clean plans: the saved plan and the (empty) report kept, no plan.json and no list of what the
+    // run saw (nothing to store, nothing to read back); the index written.
     expect(results.map((r) => r.drift_count)).toEqual([0, 0, 0]);
     for (const s of stacks) {
       const kept = (await artifactStore().list(`stacks/${s.stack_uuid}/runs/`)).map((k) =>
         k.split('/').pop(),
       );
-      expect(kept.sort()).toEqual(['drift-report.json', 'plan.tfplan', 'seen.json']);
+      expect(kept.sort()).toEqual(['drift-report.json', 'plan.tfplan']);
       const indexed = await db
         .selectFrom('stack_cloud_ids')
         .select(['address', 'cloud_id'])
