@@ -40,6 +40,12 @@ export async function startPostgres(opts: {
   port: number;
   /** The `postgres` role's password; set at initdb, required of every connection. */
   superuserPassword?: string;
+  /**
+   * A throwaway server (the test tiers'): nothing is flushed to disk (`fsync=off`, initdb
+   * `--no-sync`), so a crash of the machine may lose or corrupt it. Otherwise every commit is on
+   * disk before it is acknowledged, as PostgreSQL ships.
+   */
+  throwaway?: boolean;
   log?: (line: string) => void;
 }): Promise<PostgresServer> {
   const bin = postgresBinDir();
@@ -76,7 +82,7 @@ export async function startPostgres(opts: {
         : ['--auth=scram-sha-256', `--pwfile=${pwfile}`];
     const r = spawnSync(
       join(bin, 'initdb'),
-      ['-D', data, '-U', 'postgres', ...auth, '--encoding=UTF8', '--no-sync'],
+      ['-D', data, '-U', 'postgres', ...auth, '--encoding=UTF8', ...(opts.throwaway ? ['--no-sync'] : [])],
       { encoding: 'utf8', ...runAs },
     );
     rmSync(pwfile, { force: true });
@@ -91,8 +97,7 @@ export async function startPostgres(opts: {
     socketDir,
     '-c',
     'listen_addresses=127.0.0.1',
-    '-c',
-    'fsync=off',
+    ...(opts.throwaway ? ['-c', 'fsync=off'] : []),
     '-c',
     'max_connections=300',
   ];

@@ -76,6 +76,7 @@ async function startTemporalAndStore(shape: StackShape, root: string) {
     dataDir: join(root, 'postgres'),
     port: await freePort(),
     superuserPassword: 'postgres-test',
+    throwaway: true,
   });
   const user = { user: 'kumoss', password: 'kumoss-test' };
   const store = {

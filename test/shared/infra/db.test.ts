@@ -153,7 +153,7 @@ describe('metadata store', () => {
 });
 
 describe("the launcher's embedded PostgreSQL", () => {
-  it('keeps its passwords in the data directory (0600); Kumoss connects as a role that is not a superuser; a wrong password is refused; a restart keeps the data', async () => {
+  it('keeps its passwords in the data directory (0600); Kumoss connects as a role that is not a superuser; a wrong password is refused; commits reach the disk; a restart keeps the data', async () => {
     const data = mkdtempSync(join(tmpdir(), 'kumoss-embedded-db-'));
     const port = await freePort();
     try {
@@ -168,6 +168,16 @@ describe("the launcher's embedded PostgreSQL", () => {
         'select rolsuper from pg_roles where rolname = current_user',
       );
       expect(role.rows[0]?.rolsuper).toBe(false);
+      // A durable server: a commit is flushed before it is acknowledged (the test tiers' own
+      // throwaway servers are not).
+      const durability = await c.query<{ name: string; setting: string }>(
+        "select name, setting from pg_settings where name in ('fsync', 'synchronous_commit', 'full_page_writes') order by name",
+      );
+      expect(durability.rows).toEqual([
+        { name: 'fsync', setting: 'on' },
+        { name: 'full_page_writes', setting: 'on' },
+        { name: 'synchronous_commit', setting: 'on' },
+      ]);
       await c.query('create table kept (v text)');
       await c.query(`insert into kept values ('still here')`);
       await c.end();
