@@ -6,7 +6,18 @@
 // rebuilt from the pushed branch: every cycle pushes before it returns, and a checkout this worker
 // did not just hold is always brought to the remote's branch first.
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { join, normalize, relative, sep } from 'node:path';
 import { EngineClient } from './engine';
 import type { EngineDeps } from './drift-detection';
@@ -225,6 +236,15 @@ async function fetchOrClone(
 }
 
 /**
+ * A stack's workspace no run has used this long is removed: longer than the longest interval a
+ * schedule may have (a week), so only a deleted stack's, or one whose runs went elsewhere, goes.
+ */
+export const STALE_STACK_WORKSPACE_MS = 8 * 24 * 60 * 60 * 1000;
+
+/** The prefix of a swept workspace on its way out. */
+const SWEPT = '.swept-';
+
+/**
  * What a stack's warm checkout keeps of its untracked files: the engine's working directory and the
  * lock file init wrote when the repository has none (tracked files are reset to the branch).
  */
@@ -269,8 +289,32 @@ export interface StackWorkspaceKey {
  */
 export class StackWorkspaces {
   private readonly held = new Map<string, Promise<unknown>>();
+  private lastSweep = 0;
 
   constructor(private readonly root: string) {}
+
+  /**
+   * Removes the workspaces of stacks no run of this worker holds that no run has used for longer
+   * than `maxAgeMs` (a deleted stack, a stack whose runs now go to another worker, one whose
+   * organization, repository or engine changed): moved aside at once, so a run that begins now
+   * clones afresh, and removed from disk after. Returns the stack directories removed.
+   */
+  sweep(maxAgeMs = STALE_STACK_WORKSPACE_MS, now = Date.now()): string[] {
+    const removed: string[] = [];
+    if (!existsSync(this.root)) return removed;
+    const held = new Set([...this.held.keys()].map(safe));
+    for (const name of readdirSync(this.root)) {
+      const dir = join(this.root, name);
+      if (held.has(name) || name.startsWith(SWEPT) || !statSync(dir).isDirectory()) continue;
+      // Every run marks the stack's directory as used when it begins.
+      if (now - statSync(dir).mtimeMs <= maxAgeMs) continue;
+      const aside = join(this.root, `${SWEPT}${name}-${now}`);
+      renameSync(dir, aside);
+      removed.push(dir);
+      void rm(aside, { recursive: true, force: true }).catch(() => undefined);
+    }
+    return removed;
+  }
 
   /**
    * Runs `fn` in the stack's workspace at the tip of `branch` (fetched with `git`, the
@@ -282,6 +326,10 @@ export class StackWorkspaces {
     checkout: { git: GitClient; branch: string | BranchChoice },
     fn: (ws: StackWorkspace) => T | Promise<T>,
   ): Promise<T> {
+    if (Date.now() - this.lastSweep > 60 * 60 * 1000) {
+      this.lastSweep = Date.now();
+      this.sweep();
+    }
     const previous = this.held.get(key.stack_uuid) ?? Promise.resolve();
     const run = previous.catch(() => undefined).then(() => this.run(key, checkout, fn));
     this.held.set(key.stack_uuid, run);
@@ -307,10 +355,12 @@ export class StackWorkspaces {
     const scratch = join(runDir, 'run');
     // The marker lives outside what the sandboxed engine may write.
     const marker = join(stackDir, `${id}.initialized`);
-    if (existsSync(stackDir))
-      for (const f of readdirSync(stackDir))
-        if (f !== id && f !== `${id}.initialized`)
-          rmSync(join(stackDir, f), { recursive: true, force: true });
+    // The workspace's last use, as the sweep reads it.
+    mkdirSync(stackDir, { recursive: true });
+    const begun = new Date();
+    utimesSync(stackDir, begun, begun);
+    for (const f of readdirSync(stackDir))
+      if (f !== id && f !== `${id}.initialized`) rmSync(join(stackDir, f), { recursive: true, force: true });
     if (existsSync(runDir))
       for (const f of readdirSync(runDir))
         if (f !== 'repo') rmSync(join(runDir, f), { recursive: true, force: true });

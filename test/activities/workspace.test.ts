@@ -2,7 +2,16 @@
 // are swept once they have been untouched for a day; checkouts a round of this worker holds, and
 // recent ones, stay.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -10,6 +19,7 @@ import { EngineClient } from '../../activities/engine';
 import {
   RoundWorkspaces,
   STALE_CHECKOUT_MS,
+  STALE_STACK_WORKSPACE_MS,
   StackWorkspaces,
   type RoundRef,
 } from '../../activities/workspace';
@@ -229,6 +239,50 @@ describe("StackWorkspaces: a stack's detections share one warm checkout on this 
       expect(existsSync(join(w.dir, '.terraform'))).toBe(false);
     });
     expect(existsSync(first.dir)).toBe(false);
+  });
+
+  it("sweeps the workspaces no run has used for longer than a schedule's longest interval, never one a run holds", async () => {
+    const url = await pushFiles(undefined, { 'main.tf': 'terraform {}\n' });
+    const work = join(root, 'work-sweep');
+    const ws = new StackWorkspaces(work);
+    const key = (stack_uuid: string) => ({
+      stack_uuid,
+      organization_uuid: 'org-a',
+      repository_url: url,
+      engine: '/bin/tf',
+    });
+    const dirOf = (stack_uuid: string) => join(work, stack_uuid);
+    const age = (stack_uuid: string, ms: number) => {
+      const t = new Date(Date.now() - ms);
+      utimesSync(dirOf(stack_uuid), t, t);
+    };
+    const stale = STALE_STACK_WORKSPACE_MS + 60_000;
+    // A deleted stack's workspace, a recent one, and one whose (long) run is still going.
+    for (const s of ['gone', 'recent']) await ws.hold(key(s), at, () => undefined);
+    age('gone', stale);
+    age('recent', STALE_STACK_WORKSPACE_MS - 60_000);
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let started!: () => void;
+    const running = new Promise<void>((r) => (started = r));
+    const long = ws.hold(key('long'), at, async (w) => {
+      started();
+      await gate;
+      return readFileSync(join(w.dir, 'main.tf'), 'utf8');
+    });
+    await running;
+    age('long', stale);
+
+    expect(ws.sweep()).toEqual([dirOf('gone')]);
+    expect(existsSync(dirOf('gone'))).toBe(false);
+    expect(existsSync(dirOf('recent'))).toBe(true);
+    release();
+    expect(await long).toBe('terraform {}\n');
+    // Nothing of the swept workspace is left once its removal is done; the stack's next run clones.
+    await expect.poll(() => readdirSync(work).sort()).toEqual(['long', 'recent']);
+    await ws.hold(key('gone'), at, (w) => expect(w.warm).toBe(false));
+    // Only its run kept the long run's aged workspace: once the run ends, it goes too.
+    expect(ws.sweep()).toEqual([dirOf('long')]);
   });
 
   it('runs one detection of a stack at a time; other stacks run beside it', async () => {
