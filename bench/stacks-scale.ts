@@ -155,6 +155,15 @@ async function detectionSteps(): Promise<string> {
         run('git', ['fetch', '--quiet', '--no-tags', '--prune', 'origin'], { env: git.env(), cwd: checkout }),
     ],
     [
+      // Side by side: git's default, which also reads every file of the system's certificate
+      // directory on each call (what the client's empty CA path saves).
+      'git fetch reading the system certificate directory too',
+      () => {
+        const { GIT_SSL_CAPATH: _, ...env } = git.env();
+        return run('git', ['fetch', '--quiet', '--no-tags', '--prune', 'origin'], { env, cwd: checkout });
+      },
+    ],
+    [
       'terraform plan',
       () =>
         tf('plan', '-input=false', '-no-color', '-detailed-exitcode', '-out=plan.tfplan').catch(
