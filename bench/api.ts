@@ -25,6 +25,7 @@ import { createDriftTestBed } from '../test/support/drift-test-bed';
 import { startStackWorker, startTestStackProcess } from '../test/support/test-stack';
 import { breakdownLine, eventPathBreakdown, type Delivery } from './event-path';
 import { takeSseEvents } from './sse';
+import { stopOnSignal } from './stop-on-signal';
 
 quietKnownWarnings();
 // The 202 load's rounds land on a queue without their activities (below): each attempt is the
@@ -102,6 +103,7 @@ async function bareUpdateWithStart(client: Client, taskQueue: string, seconds: n
 }
 
 const { stack, stop } = await startTestStackProcess();
+stopOnSignal(stop);
 try {
   const db = createDb(stack.databaseUrl, { max: 8 });
   await migrate(db);

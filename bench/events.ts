@@ -32,6 +32,7 @@ import {
   type DriftTestBed,
 } from '../test/support/drift-test-bed';
 import { startStackWorker, startTestStackProcess } from '../test/support/test-stack';
+import { stopOnSignal } from './stop-on-signal';
 
 quietKnownWarnings();
 Runtime.install({ logger: new DefaultLogger('ERROR') });
@@ -49,6 +50,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const cpuBusy = () => cpus().reduce((a, c) => a + c.times.user + c.times.nice + c.times.sys + c.times.irq, 0);
 
 const { stack, stop } = await startTestStackProcess();
+stopOnSignal(stop);
 try {
   const db = createDb(stack.databaseUrl, { max: 8 });
   await migrate(db);

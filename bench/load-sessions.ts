@@ -22,6 +22,7 @@ import { startTestStack } from '../test/support/test-stack';
 import { GitClient } from '../activities/git';
 import { ArtifactStore, createS3Client } from '../shared/infra/object-store';
 import { cliConfigPath, toolPath } from '../shared/infra/tools.mjs';
+import { stopOnSignal } from './stop-on-signal';
 
 quietKnownWarnings();
 Runtime.install({ logger: new DefaultLogger('ERROR') });
@@ -36,6 +37,7 @@ const pct = (xs: number[], q: number) => {
 };
 
 const { stack, stop } = await startTestStack();
+stopOnSignal(stop);
 const connection = await Connection.connect({ address: stack.temporalAddress });
 const db = createDb(stack.databaseUrl);
 await migrate(db);

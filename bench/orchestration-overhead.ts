@@ -12,6 +12,7 @@ import { startStackWorker, startTestStackProcess } from '../test/support/test-st
 import type { DriftRoundResult } from '../shared/contracts';
 import { driftRound } from '../workflows';
 import { EngineTimes } from './engine-busy';
+import { stopOnSignal } from './stop-on-signal';
 
 /** Time the round's activities spent running and waiting to be picked up, from its history. */
 async function activityTimes(client: Client, workflowId: string) {
@@ -85,6 +86,7 @@ function timed(model: ModelProvider): ModelProvider {
 // The stack runs in a process of its own: this process holds the worker being measured (and the
 // drift bed's REST API, the "cloud"), as a production worker holds only itself.
 const { stack, stop } = await startTestStackProcess();
+stopOnSignal(stop);
 const figures: Record<string, number> = {};
 try {
   const sw = await startStackWorker(stack, 'bench', {

@@ -25,6 +25,7 @@ import { awsClients, trustPolicy } from '../test/support/aws-test-bed';
 import { startStackWorker, startTestStackProcess, stackEngineDeps } from '../test/support/test-stack';
 import { EngineTimes } from './engine-busy';
 import { activityTimeline } from './event-path';
+import { stopOnSignal } from './stop-on-signal';
 
 quietKnownWarnings();
 const FILES = 10;
@@ -123,6 +124,7 @@ ${Array.from({ length: MODULES }, (_, m) => `\nmodule "m${m}" {\n  source = "./m
 
 async function main(): Promise<void> {
   const { stack, stop } = await startTestStackProcess();
+  stopOnSignal(stop);
   // Under the test cloud's directory: the engine sandbox lets the engine write the root's local
   // state there (and nowhere else outside its checkout).
   const work = mkdtempSync(join(testCloudDir(), 'bench-root-'));

@@ -14,12 +14,14 @@ import {
   startRunnerBed,
 } from '../test/support/runner-bed';
 import { startStackWorker, startTestStack } from '../test/support/test-stack';
+import { stopOnSignal } from './stop-on-signal';
 
 quietKnownWarnings();
 Runtime.install({ logger: new DefaultLogger('WARN') });
 const GROUPS = Number(process.env.BENCH_GROUPS ?? 100);
 
 const { stack, stop } = await startTestStack();
+stopOnSignal(stop);
 const bed = await startRunnerBed(stack.databaseUrl);
 const sw = await startStackWorker(stack, 'bench-runner', { runners: bed.deps });
 try {

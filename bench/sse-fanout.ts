@@ -21,6 +21,7 @@ import { freePort } from '../scripts/embedded/ports';
 import { APP_CONFIG, createDriftTestBed, type DriftTestBed } from '../test/support/drift-test-bed';
 import { startStackWorker, startTestStackProcess } from '../test/support/test-stack';
 import { takeSseEvents } from './sse';
+import { stopOnSignal } from './stop-on-signal';
 
 quietKnownWarnings();
 Runtime.install({ logger: new DefaultLogger('ERROR') });
@@ -84,6 +85,7 @@ function subscribe(
 }
 
 const { stack, stop } = await startTestStackProcess();
+stopOnSignal(stop);
 const dataDir = mkdtempSync(join(tmpdir(), 'kumoss-bench-sse-'));
 let api: ReturnType<typeof spawn> | undefined;
 let sampler: NodeJS.Timeout | undefined;

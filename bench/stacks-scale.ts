@@ -33,6 +33,7 @@ import { cliConfigPath, toolPath } from '../shared/infra/tools.mjs';
 import { createDriftTestBed, DRIFT_ADDRESSES } from '../test/support/drift-test-bed';
 import { startTestStack } from '../test/support/test-stack';
 import { cpuByLabel, snapshot, stackLabeller } from './proc-cpu';
+import { stopOnSignal } from './stop-on-signal';
 
 quietKnownWarnings();
 Runtime.install({ logger: new DefaultLogger('ERROR') });
@@ -51,6 +52,7 @@ const sleepUntil = (t: number) => new Promise((r) => setTimeout(r, Math.max(0, t
 
 const { stack, stop } = await startTestStack();
 const workers: ChildProcess[] = [];
+stopOnSignal(stop, () => workers);
 async function startWorker(): Promise<ChildProcess> {
   const w = spawn(
     process.execPath,

@@ -23,6 +23,7 @@ import { quietKnownWarnings } from '../shared/infra/logger';
 import { launchBrowser } from '../test/support/browser';
 import { createDriftTestBed } from '../test/support/drift-test-bed';
 import { startStackWorker, startTestStackProcess } from '../test/support/test-stack';
+import { stopOnSignal } from './stop-on-signal';
 
 quietKnownWarnings();
 Runtime.install({ logger: new DefaultLogger('ERROR') });
@@ -37,6 +38,7 @@ const pct = (values: number[], p: number) => {
 
 const webDist = await ensureWebBuild();
 const { stack, stop } = await startTestStackProcess();
+stopOnSignal(stop);
 try {
   const db = createDb(stack.databaseUrl, { max: 8 });
   await migrate(db);
