@@ -26,6 +26,8 @@ export interface EngineDeps {
   timeoutMs: number;
   /** Cloud credentials and endpoints for the providers (never logged). */
   env?: NodeJS.ProcessEnv;
+  /** EngineOptions.goMemoryLimitMib (engine.go_memory_limit_mib). */
+  goMemoryLimitMib?: number;
   onCall?: (call: EngineCall) => void;
   /** The worker's engine slots, shared by both engines (engine.max_concurrent). */
   slots?: EngineSlots;

@@ -29,6 +29,11 @@ export interface EngineOptions {
   timeoutMs?: number;
   /** Extra environment (cloud credentials); never logged. */
   env?: NodeJS.ProcessEnv;
+  /**
+   * The engine's and providers' Go heap limit in MiB, with no collection below it (GOGC=off,
+   * GOMEMLIMIT; engine.go_memory_limit_mib); absent or 0: Go's default collector.
+   */
+  goMemoryLimitMib?: number;
   /** Called after every engine process (metrics, benchmarks). */
   onCall?: (call: EngineCall) => void;
   /** The worker's engine slots: a process starts only in a free one (activities/engine-slots.ts). */
@@ -226,6 +231,8 @@ export class EngineClient {
       TF_INPUT: '0',
       CHECKPOINT_DISABLE: '1',
       TF_VAR_kumoss_scope_id: this.opts.scopeId,
+      // Inherited by the providers too: no collection until a process's heap nears the limit.
+      ...(this.opts.goMemoryLimitMib ? { GOGC: 'off', GOMEMLIMIT: `${this.opts.goMemoryLimitMib}MiB` } : {}),
     };
     const out: Record<string, string> = {};
     for (const [k, v] of Object.entries(env)) if (v !== undefined) out[k] = v;

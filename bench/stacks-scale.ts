@@ -23,7 +23,7 @@ import { Client, Connection, type WorkflowExecutionInfo } from '@temporalio/clie
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { GitClient } from '../activities/git';
 import { StackSchedules } from '../api/schedules';
-import { projectRoot } from '../shared/infra/config';
+import { DEFAULT_GO_MEMORY_LIMIT_MIB, projectRoot } from '../shared/infra/config';
 import { createDb, migrate } from '../shared/infra/db';
 import { createStack } from '../shared/infra/db/stacks';
 import { createUser } from '../shared/infra/db/users';
@@ -146,8 +146,18 @@ async function detectionSteps(): Promise<string> {
   };
   const checkout = join(dir, 'c');
   await run('git', ['clone', '--quiet', bed.repoUrl, checkout], { env });
+  // The Go runtime as the worker sets it (engine.go_memory_limit_mib's default), or Go's default.
+  const goRuntime = { GOGC: 'off', GOMEMLIMIT: `${DEFAULT_GO_MEMORY_LIMIT_MIB}MiB` };
   const tf = (...args: string[]) =>
+    run(toolPath('terraform'), args, { env: { ...env, ...goRuntime }, cwd: checkout, maxBuffer: 1 << 26 });
+  const tfDefaultGc = (...args: string[]) =>
     run(toolPath('terraform'), args, { env, cwd: checkout, maxBuffer: 1 << 26 });
+  const plan = (engine: typeof tf) => () =>
+    engine('plan', '-input=false', '-no-color', '-detailed-exitcode', '-out=plan.tfplan').catch(
+      (err: { code?: number }) => {
+        if (err.code !== 2) throw err;
+      },
+    );
   await tf('init', '-input=false', '-no-color');
   const steps: [string, () => Promise<unknown>][] = [
     [
@@ -165,15 +175,9 @@ async function detectionSteps(): Promise<string> {
         return run('git', ['fetch', '--quiet', '--no-tags', '--prune', 'origin'], { env, cwd: checkout });
       },
     ],
-    [
-      'terraform plan',
-      () =>
-        tf('plan', '-input=false', '-no-color', '-detailed-exitcode', '-out=plan.tfplan').catch(
-          (err: { code?: number }) => {
-            if (err.code !== 2) throw err;
-          },
-        ),
-    ],
+    ['terraform plan', plan(tf)],
+    // Side by side: the engine and its providers with Go's default garbage collector.
+    ["terraform plan with Go's default collector", plan(tfDefaultGc)],
     ['terraform show -json', () => tf('show', '-json', '-no-color', 'plan.tfplan')],
   ];
   const out: string[] = [];

@@ -126,6 +126,7 @@ export function engineDeps(
     binary: toolPath(kind),
     cliConfigFile: cliConfigPath(),
     timeoutMs: config.engine.timeout_seconds * 1000,
+    goMemoryLimitMib: config.engine.go_memory_limit_mib,
     env: engineCloudEnv(config),
   };
 }

@@ -12,6 +12,9 @@ export const projectRoot = resolve(fileURLToPath(new URL('../..', import.meta.ur
 
 const port = z.number().int().min(0).max(65535);
 
+/** `engine.go_memory_limit_mib`'s default. */
+export const DEFAULT_GO_MEMORY_LIMIT_MIB = 1024;
+
 export const configSchema = z.object({
   data_dir: z.string().min(1).default('.kumoss'),
   temporal: z.object({
@@ -45,6 +48,14 @@ export const configSchema = z.object({
      * kept on the worker): every repository's code reaches them.
      */
     sandbox_writable: z.array(z.string().startsWith('/', 'must be an absolute path')).default([]),
+    /**
+     * The engine's and its providers' Go runtimes collect garbage only when a process's heap nears
+     * this many MiB (`GOGC=off`, `GOMEMLIMIT`): a plan of an ordinary root never stops to collect
+     * (about 8 % less CPU a plan). A process whose live heap is near the limit (a root of tens of
+     * thousands of resources, a provider that holds more) collects often: raise it. 0 = Go's
+     * default collector.
+     */
+    go_memory_limit_mib: z.number().int().min(0).max(1_048_576).default(DEFAULT_GO_MEMORY_LIMIT_MIB),
   }),
   api: z.object({
     host: z.string().min(1).default('127.0.0.1'),
@@ -225,6 +236,7 @@ export const ENV_OVERRIDES: Record<string, string> = {
   KUMOSS_ENGINE_AWS_ENDPOINT_URL: 'engine.aws_endpoint_url',
   KUMOSS_ENGINE_MAX_CONCURRENT: 'engine.max_concurrent',
   KUMOSS_ENGINE_SANDBOX: 'engine.sandbox',
+  KUMOSS_ENGINE_GO_MEMORY_LIMIT_MIB: 'engine.go_memory_limit_mib',
   KUMOSS_API_HOST: 'api.host',
   KUMOSS_API_PORT: 'api.port',
   S3_ENDPOINT: 'storage.endpoint',

@@ -79,7 +79,12 @@ describe('the engine sandbox (bubblewrap): a root reaches its own run directory 
       .sort();
     expect(environ).not.toContain(WORKER_SECRET);
     expect(environ).toContain('AWS_SECRET_ACCESS_KEY=run-secret');
-    expect(names.filter((n) => !/^(TF_|AWS_|CHECKPOINT_DISABLE$|PATH$|HOME$|PWD$)/.test(n))).toEqual([]);
+    expect(
+      names.filter((n) => !/^(TF_|AWS_|CHECKPOINT_DISABLE$|GOGC$|GOMEMLIMIT$|PATH$|HOME$|PWD$)/.test(n)),
+    ).toEqual([]);
+    // The Go runtime's settings (engine.go_memory_limit_mib): no collection below the limit.
+    expect(environ).toContain('\0GOGC=off\0');
+    expect(environ).toContain('\0GOMEMLIMIT=1024MiB\0');
     expect(environ).toContain('HOME=/home');
   });
 

@@ -27,7 +27,7 @@ import { EngineSandbox } from '../../activities/sandbox';
 import { CloudCredentials } from '../../activities/cloud-credentials';
 import { STSClient } from '@aws-sdk/client-sts';
 import { testCloudDir } from './test-cloud';
-import { projectRoot } from '../../shared/infra/config';
+import { DEFAULT_GO_MEMORY_LIMIT_MIB, projectRoot } from '../../shared/infra/config';
 import { createDb, migrate, type Db } from '../../shared/infra/db';
 import { artifactIndex } from '../../shared/infra/db/artifacts';
 import { startAwsEmulator } from '../../scripts/embedded/aws-emulator';
@@ -239,6 +239,8 @@ export function stackEngineDeps(kind: EngineKind = 'terraform', awsEndpoint?: st
     binary: toolPath(kind),
     cliConfigFile: cliConfigPath(),
     timeoutMs: 10 * 60 * 1000,
+    // What the worker runs the engine with by default.
+    goMemoryLimitMib: DEFAULT_GO_MEMORY_LIMIT_MIB,
     ...(awsEndpoint ? { env: awsEngineEnv(awsEndpoint) } : {}),
   };
 }
