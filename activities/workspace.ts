@@ -18,7 +18,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { rm } from 'node:fs/promises';
-import { join, normalize, relative, sep } from 'node:path';
+import { basename, join, normalize, relative, sep } from 'node:path';
 import { EngineClient } from './engine';
 import type { EngineDeps } from './drift-detection';
 import type { GitAccess } from './git-access';
@@ -42,6 +42,23 @@ export interface Workspace {
   git: GitClient;
   /** True when the round found this worker's checkout of the session and fetched into it. */
   reused: boolean;
+}
+
+/**
+ * The directories under `root`, but those in `held`, whose last use (`lastUse`, epoch ms) is more
+ * than `maxAgeMs` before `now`: what a workspace sweep removes.
+ */
+function staleDirectories(
+  root: string,
+  held: Set<string>,
+  maxAgeMs: number,
+  now: number,
+  lastUse: (dir: string) => number,
+): string[] {
+  if (!existsSync(root)) return [];
+  return readdirSync(root)
+    .map((name) => join(root, name))
+    .filter((dir) => !held.has(dir) && statSync(dir).isDirectory() && now - lastUse(dir) > maxAgeMs);
 }
 
 /** A session's checkout untouched this long belongs to a session that ended or moved: removed. */
@@ -72,21 +89,14 @@ export class RoundWorkspaces {
    * Returns the directories removed.
    */
   sweep(maxAgeMs = STALE_CHECKOUT_MS, now = Date.now()): string[] {
-    const removed: string[] = [];
     const held = new Set([...this.open.values()].map((o) => o.ws.scratch));
-    if (!existsSync(this.root)) return removed;
-    for (const session of readdirSync(this.root)) {
-      const dir = join(this.root, session);
-      if (held.has(dir) || !statSync(dir).isDirectory()) continue;
-      const touched = Math.max(
+    const removed = staleDirectories(this.root, held, maxAgeMs, now, (dir) =>
+      Math.max(
         statSync(dir).mtimeMs,
         statSync(join(dir, 'repo', '.git', 'index'), { throwIfNoEntry: false })?.mtimeMs ?? 0,
-      );
-      if (now - touched > maxAgeMs) {
-        rmSync(dir, { recursive: true, force: true });
-        removed.push(dir);
-      }
-    }
+      ),
+    );
+    for (const dir of removed) rmSync(dir, { recursive: true, force: true });
     return removed;
   }
 
@@ -300,17 +310,14 @@ export class StackWorkspaces {
    * clones afresh, and removed from disk after. Returns the stack directories removed.
    */
   sweep(maxAgeMs = STALE_STACK_WORKSPACE_MS, now = Date.now()): string[] {
-    const removed: string[] = [];
-    if (!existsSync(this.root)) return removed;
-    const held = new Set([...this.held.keys()].map(safe));
-    for (const name of readdirSync(this.root)) {
-      const dir = join(this.root, name);
-      if (held.has(name) || name.startsWith(SWEPT) || !statSync(dir).isDirectory()) continue;
-      // Every run marks the stack's directory as used when it begins.
-      if (now - statSync(dir).mtimeMs <= maxAgeMs) continue;
-      const aside = join(this.root, `${SWEPT}${name}-${now}`);
+    const held = new Set([...this.held.keys()].map((k) => join(this.root, safe(k))));
+    // Every run marks the stack's directory as used when it begins; one on its way out is not a stack's.
+    const removed = staleDirectories(this.root, held, maxAgeMs, now, (dir) =>
+      dir.startsWith(join(this.root, SWEPT)) ? now : statSync(dir).mtimeMs,
+    );
+    for (const dir of removed) {
+      const aside = join(this.root, `${SWEPT}${basename(dir)}-${now}`);
       renameSync(dir, aside);
-      removed.push(dir);
       void rm(aside, { recursive: true, force: true }).catch(() => undefined);
     }
     return removed;
