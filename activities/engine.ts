@@ -233,6 +233,11 @@ export class EngineClient {
       TF_VAR_kumoss_scope_id: this.opts.scopeId,
       // Inherited by the providers too: no collection until a process's heap nears the limit.
       ...(this.opts.goMemoryLimitMib ? { GOGC: 'off', GOMEMLIMIT: `${this.opts.goMemoryLimitMib}MiB` } : {}),
+      // Sandboxed, a provider's plugin socket lives in the process's private /tmp, which only the
+      // run's own processes reach (and they already hold everything the provider holds): the
+      // engine talks to its providers without the per-start certificates and mutual TLS handshake
+      // (about half of a small plan's CPU). Unsandboxed, the socket is in the machine's /tmp: TLS stays.
+      ...(sandboxed ? { TF_DISABLE_PLUGIN_TLS: '1' } : {}),
     };
     const out: Record<string, string> = {};
     for (const [k, v] of Object.entries(env)) if (v !== undefined) out[k] = v;

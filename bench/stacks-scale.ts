@@ -146,12 +146,15 @@ async function detectionSteps(): Promise<string> {
   };
   const checkout = join(dir, 'c');
   await run('git', ['clone', '--quiet', bed.repoUrl, checkout], { env });
-  // The Go runtime as the worker sets it (engine.go_memory_limit_mib's default), or Go's default.
+  // The engine's variables as the worker sets them under its sandbox: the Go runtime
+  // (engine.go_memory_limit_mib's default) and the providers spoken to without TLS.
   const goRuntime = { GOGC: 'off', GOMEMLIMIT: `${DEFAULT_GO_MEMORY_LIMIT_MIB}MiB` };
-  const tf = (...args: string[]) =>
-    run(toolPath('terraform'), args, { env: { ...env, ...goRuntime }, cwd: checkout, maxBuffer: 1 << 26 });
-  const tfDefaultGc = (...args: string[]) =>
-    run(toolPath('terraform'), args, { env, cwd: checkout, maxBuffer: 1 << 26 });
+  const noPluginTls = { TF_DISABLE_PLUGIN_TLS: '1' };
+  const tfWith =
+    (extra: Record<string, string>) =>
+    (...args: string[]) =>
+      run(toolPath('terraform'), args, { env: { ...env, ...extra }, cwd: checkout, maxBuffer: 1 << 26 });
+  const tf = tfWith({ ...goRuntime, ...noPluginTls });
   const plan = (engine: typeof tf) => () =>
     engine('plan', '-input=false', '-no-color', '-detailed-exitcode', '-out=plan.tfplan').catch(
       (err: { code?: number }) => {
@@ -177,7 +180,9 @@ async function detectionSteps(): Promise<string> {
     ],
     ['terraform plan', plan(tf)],
     // Side by side: the engine and its providers with Go's default garbage collector.
-    ["terraform plan with Go's default collector", plan(tfDefaultGc)],
+    ["terraform plan with Go's default collector", plan(tfWith(noPluginTls))],
+    // Side by side: mutual TLS on every provider start (the engine's default, kept unsandboxed).
+    ['terraform plan with TLS to its providers', plan(tfWith(goRuntime))],
     ['terraform show -json', () => tf('show', '-json', '-no-color', 'plan.tfplan')],
   ];
   const out: string[] = [];

@@ -4,7 +4,7 @@
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { EngineClient, EngineError } from '../../activities/engine';
 import { EngineSandbox } from '../../activities/sandbox';
 import { cliConfigPath, toolsDir } from '../../shared/infra/tools.mjs';
@@ -86,6 +86,63 @@ describe('the engine sandbox (bubblewrap): a root reaches its own run directory 
     expect(environ).toContain('\0GOGC=off\0');
     expect(environ).toContain('\0GOMEMLIMIT=1024MiB\0');
     expect(environ).toContain('HOME=/home');
+    // Sandboxed, the engine speaks to its providers without TLS (their sockets are private).
+    expect(environ).toContain('\0TF_DISABLE_PLUGIN_TLS=1\0');
+  });
+
+  it("a provider's plugin socket is in the run's private /tmp: the machine's /tmp never sees it", async () => {
+    // While hashicorp/local runs (its provider starts before the resource that waits on the
+    // probe), the probe finds the socket in its /tmp, records it in the checkout and waits until
+    // the test has looked for the same path on the machine.
+    const { engine, root } = run({
+      'main.tf': `terraform {
+  required_providers {
+    local = {
+      source  = "hashicorp/local"
+      version = "1.4.0"
+    }
+  }
+}
+resource "terraform_data" "probe" {
+  provisioner "local-exec" {
+    command = "for i in $(seq 1 400); do s=$(find /tmp -maxdepth 2 -type s | head -n 1); case $s in /*) break;; esac; sleep 0.05; done; echo $s > sockets.tmp; mv sockets.tmp sockets.txt; for i in $(seq 1 400); do [ -e looked ] && break; sleep 0.05; done"
+  }
+}
+resource "local_file" "after" {
+  filename   = "\${path.module}/after.txt"
+  content    = "x"
+  depends_on = [terraform_data.probe]
+}
+`,
+    });
+    await engine.init();
+    const applied = engine.apply();
+    const socket = await vi.waitFor(
+      () => {
+        const text = readFileSync(join(root, 'sockets.txt'), 'utf8').trim();
+        if (!text) throw new Error('no socket yet');
+        return text;
+      },
+      { timeout: 30_000, interval: 50 },
+    );
+    // The provider is running (the probe holds the apply): its socket, seen from the machine.
+    const seenFromMachine = existsSync(socket);
+    writeFileSync(join(root, 'looked'), '');
+    await applied;
+    expect(socket).toMatch(/^\/tmp\/plugin/);
+    expect(seenFromMachine).toBe(false);
+
+    // Unsandboxed (engine.sandbox: off), the socket would be in the machine's /tmp: TLS stays on.
+    const off = run(
+      { 'main.tf': 'output "environ" { value = filebase64("/proc/self/environ") }\n' },
+      { sandbox: new EngineSandbox({ mode: 'off', readOnly: [] }) },
+    );
+    await off.engine.plan({ out: join(off.runDir, 'p.tfplan') });
+    await off.engine.showJson(join(off.runDir, 'p.tfplan'), join(off.runDir, 'p.json'));
+    const json = JSON.parse(readFileSync(join(off.runDir, 'p.json'), 'utf8')) as PlanJson;
+    const environ = Buffer.from(String(json.planned_values?.outputs?.environ?.value), 'base64').toString();
+    expect(environ).toContain('\0TF_IN_AUTOMATION=1\0');
+    expect(environ).not.toContain('TF_DISABLE_PLUGIN_TLS');
   });
 
   it('file() and fileset() of another checkout, the data directory, the home and the tool cache find nothing', async () => {
