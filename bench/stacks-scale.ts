@@ -1,8 +1,8 @@
-// Scale of scheduled detection on one machine, as a ceiling: 200 stacks of the drift test bed's
+// Scale of scheduled detection on one machine, as a ceiling: 400 stacks of the drift test bed's
 // root on one worker (a process of its own, engine slots = cores) — one repository and one state
 // for all (a detection reads the state without its lock). First every stack's first run,
 // all offered at once (each workspace cold: clone and init); then a 1-minute interval with jitter
-// (200 detections a minute offered, more than this machine takes) with the workspaces warm (fetch,
+// (400 detections a minute offered, more than this machine takes) with the workspaces warm (fetch,
 // plan without init) — both of the root without drift, whose plans change nothing (no show -json);
 // then, after a minute in which a second worker joins and takes the backlog
 // with the first, an interval with both and drift injected. Prints the runs finished within each
@@ -12,7 +12,7 @@
 // run recorded once, every stack whose run began after the drift holding exactly one open item for
 // it. A benchmark, not a test.
 //
-// `npm run bench:stacks`; BENCH_STACKS (200), BENCH_STACKS_INTERVAL_S (60), BENCH_STACKS_SLOTS
+// `npm run bench:stacks`; BENCH_STACKS (400), BENCH_STACKS_INTERVAL_S (60), BENCH_STACKS_SLOTS
 // (engine processes per worker, 0 = cores), BENCH_STACKS_PROFILE_DIR (each worker's CPU profile).
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -37,7 +37,7 @@ import { stopOnSignal } from './stop-on-signal';
 
 quietKnownWarnings();
 Runtime.install({ logger: new DefaultLogger('ERROR') });
-const STACKS = Number(process.env.BENCH_STACKS ?? 200);
+const STACKS = Number(process.env.BENCH_STACKS ?? 400);
 const INTERVAL_S = Number(process.env.BENCH_STACKS_INTERVAL_S ?? 60);
 const SLOTS = process.env.BENCH_STACKS_SLOTS ?? '0';
 /** Where each worker writes its V8 CPU profile when it stops (`.cpuprofile`); none when unset. */
