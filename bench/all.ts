@@ -19,7 +19,7 @@ const BENCHES = [
   'web', // (f) the web application
   'load-sessions', // 50 sessions at once
   'kill-resume', // a worker SIGKILLed mid-round under npm start
-  'stacks-scale', // 200 stacks: cold first runs, then 1-minute intervals warm, then two workers (≈ 10 min)
+  'stacks-scale', // 400 stacks: cold first runs, then 1-minute intervals warm, then two workers (≈ 12 min)
   'events', // audit events against the schedule on 20 stacks, and a burst of 1,000 (≈ 8 min)
   'first-start', // npm start on a fresh clone with empty caches, then again (≈ 12 min, ~15 GB of disk)
 ];
