@@ -1,7 +1,9 @@
 // What the engine sandbox (bubblewrap, activities/sandbox.ts) adds to an engine call, measured side
 // by side in one run: the same root, the same calls, alternately with and without the sandbox.
 // `version` shows the bare cost of entering the sandbox; `plan -out` of a small root with a provider
-// shows it on a call a round makes (a round makes 6–10 of them).
+// shows it on a call a round makes (a round makes 6–10 of them). Sandboxed, the engine speaks to its
+// providers without TLS; the plain calls are given the same setting, so the two differ only by
+// bubblewrap — and, beside them, a plain plan with TLS (the engine's default unsandboxed).
 // Prints `BENCH_ENGINE_SANDBOX {json}`. BENCH_SANDBOX_CALLS sets the calls per mode (default 15).
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -35,7 +37,8 @@ resource "time_static" "a" {}
 ${Array.from({ length: 20 }, (_, i) => `output "o${i}" { value = "${i}" }`).join('\n')}
 `,
 );
-const engine = (sandboxed: boolean) =>
+type Mode = 'sandbox' | 'plain' | 'plainTls';
+const engine = (mode: Mode) =>
   new EngineClient({
     kind: 'terraform',
     binary: toolPath('terraform'),
@@ -43,7 +46,8 @@ const engine = (sandboxed: boolean) =>
     workdir: root,
     runDir: base,
     scopeId: 'bench',
-    ...(sandboxed ? { sandbox } : {}),
+    ...(mode === 'sandbox' ? { sandbox } : {}),
+    ...(mode === 'plain' ? { env: { TF_DISABLE_PLUGIN_TLS: '1' } } : {}),
   });
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -51,13 +55,14 @@ const median = (xs: number[]) => {
 };
 
 try {
-  await engine(true).init();
+  await engine('sandbox').init();
   const times = {
     sandbox: { version: [] as number[], plan: [] as number[] },
     plain: { version: [] as number[], plan: [] as number[] },
+    plainTls: { version: [] as number[], plan: [] as number[] },
   };
   for (let i = 0; i < CALLS; i++) {
-    for (const mode of ['sandbox', 'plain'] as const) {
+    for (const mode of ['sandbox', 'plain', 'plainTls'] as const) {
       const wrapped =
         mode === 'sandbox'
           ? sandbox.wrap(toolPath('terraform'), ['version'], {
@@ -69,7 +74,7 @@ try {
       let t = Date.now();
       await runProcess(wrapped.command, wrapped.args, { cwd: root });
       times[mode].version.push(Date.now() - t);
-      const e = engine(mode === 'sandbox');
+      const e = engine(mode);
       t = Date.now();
       await e.plan({ out: join(base, `${mode}-${i}.tfplan`) });
       times[mode].plan.push(Date.now() - t);
@@ -82,10 +87,12 @@ try {
     plain_plan_ms: median(times.plain.plan),
     sandbox_plan_overhead_ms: median(times.sandbox.plan) - median(times.plain.plan),
     sandbox_plan_ratio: Number((median(times.sandbox.plan) / median(times.plain.plan)).toFixed(3)),
+    plain_tls_plan_ms: median(times.plainTls.plan),
   };
   console.log(
     `engine sandbox, ${CALLS} calls each, medians: terraform version ${figures.sandbox_version_ms} ms sandboxed vs ${figures.plain_version_ms} ms plain; ` +
-      `plan -out ${figures.sandbox_plan_ms} ms vs ${figures.plain_plan_ms} ms (+${figures.sandbox_plan_overhead_ms} ms, ×${figures.sandbox_plan_ratio})`,
+      `plan -out ${figures.sandbox_plan_ms} ms vs ${figures.plain_plan_ms} ms (+${figures.sandbox_plan_overhead_ms} ms, ×${figures.sandbox_plan_ratio}); ` +
+      `plain with TLS to its providers (the engine's default unsandboxed) ${figures.plain_tls_plan_ms} ms`,
   );
   console.log(`BENCH_ENGINE_SANDBOX ${JSON.stringify(figures)}`);
 } finally {
