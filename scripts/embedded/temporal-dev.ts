@@ -123,7 +123,15 @@ export async function startDevServer(
   for (;;) {
     const early = await Promise.race([exited, new Promise((r) => setTimeout(() => r('wait'), 250))]);
     if (early !== 'wait') {
-      throw new Error(`temporal server start-dev exited with code ${String(early)}:\n${output.slice(-4000)}`);
+      // Why it stopped is at the head of a panic (its goroutines follow) or in its fatal log lines.
+      const why = output
+        .split('\n')
+        .filter((l) => /^panic:|"level":"(fatal|error|dpanic|panic)"/i.test(l))
+        .slice(0, 3)
+        .join('\n');
+      throw new Error(
+        `temporal server start-dev exited with code ${String(early)}${why ? `:\n${why}` : ''}\n…\n${output.slice(-2000)}`,
+      );
     }
     try {
       const conn = await Connection.connect({ address, connectTimeout: 1000 });
