@@ -13,6 +13,17 @@ import { engineDeps } from '../support/stack';
 /** A secret the test process (standing for the worker) holds in its environment. */
 const WORKER_SECRET = `worker-secret-${Math.random().toString(36).slice(2)}`;
 
+/** The pinned hashicorp/local, which the roots below use. */
+const LOCAL_PROVIDER = `terraform {
+  required_providers {
+    local = {
+      source  = "hashicorp/local"
+      version = "1.4.0"
+    }
+  }
+}
+`;
+
 interface PlanJson {
   planned_values?: { outputs?: Record<string, { value?: unknown }> };
 }
@@ -95,15 +106,7 @@ describe('the engine sandbox (bubblewrap): a root reaches its own run directory 
     // probe), the probe finds the socket in its /tmp, records it in the checkout and waits until
     // the test has looked for the same path on the machine.
     const { engine, root } = run({
-      'main.tf': `terraform {
-  required_providers {
-    local = {
-      source  = "hashicorp/local"
-      version = "1.4.0"
-    }
-  }
-}
-resource "terraform_data" "probe" {
+      'main.tf': `${LOCAL_PROVIDER}resource "terraform_data" "probe" {
   provisioner "local-exec" {
     command = "for i in $(seq 1 400); do s=$(find /tmp -maxdepth 2 -type s | head -n 1); case $s in /*) break;; esac; sleep 0.05; done; echo $s > sockets.tmp; mv sockets.tmp sockets.txt; for i in $(seq 1 400); do [ -e looked ] && break; sleep 0.05; done"
   }
@@ -188,15 +191,7 @@ resource "local_file" "after" {
     const outside = join(dataDir, 'pwned-by-local-exec');
     const viaProvider = join(dataDir, 'pwned-by-local-file');
     const writes = (target: string, fileTarget: string) => ({
-      'main.tf': `terraform {
-  required_providers {
-    local = {
-      source  = "hashicorp/local"
-      version = "1.4.0"
-    }
-  }
-}
-resource "terraform_data" "probe" {
+      'main.tf': `${LOCAL_PROVIDER}resource "terraform_data" "probe" {
   provisioner "local-exec" {
     command = "echo written > ${target}"
   }
