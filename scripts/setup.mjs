@@ -18,11 +18,11 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { setPriority } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import {
   backgroundBuildFiles,
   GO_TOOLS,
+  lowerPriority,
   npmDependenciesMatch,
   PROVIDER_HOSTS,
   PY_TOOLS,
@@ -622,13 +622,8 @@ function startBackgroundBuilds(names) {
     });
     writeFileSync(files.pid, String(child.pid));
     // Under `npm start` only the forge is waited for: the rest builds in the time it leaves idle.
-    if ((tool.lowPriority || (forStart && tool.name !== 'gitea')) && child.pid) {
-      try {
-        setPriority(child.pid, 19); // the go toolchain it runs inherits it
-      } catch {
-        /* not permitted: it builds at normal priority */
-      }
-    }
+    // (the go toolchain it runs inherits the priority and the session's scheduler group)
+    if ((tool.lowPriority || (forStart && tool.name !== 'gitea')) && child.pid) lowerPriority(child.pid);
     child.unref();
     log(
       `building ${tool.name} ${tool.version} in the background (first time only; minutes; log: ${files.log}) — what needs it waits for it`,

@@ -2,8 +2,8 @@
 // Plain ESM JavaScript on purpose: `npm start` / `npm test` run setup before node_modules exist.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { homedir } from 'node:os';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { homedir, setPriority } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -393,6 +393,47 @@ export async function waitForTool(name, timeoutMs = 30 * 60 * 1000) {
       throw new Error(`${name} was not built within ${timeoutMs / 60000} min (log: ${files.log})`);
     await new Promise((r) => setTimeout(r, 2000));
   }
+}
+
+/** The scheduler group a process is in and that group's nice, from /proc. @param {number | 'self'} pid */
+export function autogroupOf(pid) {
+  try {
+    const m = /^(\/autogroup-\d+) nice (-?\d+)/.exec(readFileSync(`/proc/${pid}/autogroup`, 'utf8'));
+    return m ? { group: m[1], nice: Number(m[2]) } : undefined;
+  } catch {
+    return undefined; // no such process, or a kernel without autogroup
+  }
+}
+
+/**
+ * Gives a process the least CPU priority (nice 19) — also where Linux schedules by session
+ * (autogroup, on by default on desktop and many server kernels): there a process that leads a
+ * session of its own (a detached child) is in a group of its own, its nice weighs only against the
+ * group's other processes, and the group takes its full share of the CPU against every other
+ * session unless the group's own nice is raised too. The group's nice is raised only when the
+ * process is in another group than this one (else it would lower this process's group too).
+ * Returns what it set. @param {number} pid
+ */
+export function lowerPriority(pid) {
+  let nice = false;
+  let group = false;
+  try {
+    setPriority(pid, 19);
+    nice = true;
+  } catch {
+    /* not permitted: it runs at normal priority */
+  }
+  const theirs = autogroupOf(pid);
+  const ours = autogroupOf('self');
+  if (theirs && ours && theirs.group !== ours.group) {
+    try {
+      writeFileSync(`/proc/${pid}/autogroup`, '19');
+      group = true;
+    } catch {
+      /* not permitted */
+    }
+  }
+  return { nice, group };
 }
 
 /**
