@@ -13,6 +13,7 @@ import { gitDirOf, type ManagedRoot, type ManagedState } from './managed-state';
 import { ProcessError, runProcess, type RunResult } from './process';
 import { SANDBOX_HOME, SandboxUnavailable, type EngineSandbox } from './sandbox';
 import { stateVersionOf } from './plan-reader';
+import { providersStillBuilding, waitForTool } from '../shared/infra/tools.mjs';
 
 export type EngineBinary = 'terraform' | 'tofu';
 
@@ -121,6 +122,9 @@ export class EngineError extends Error {
     super(message);
   }
 }
+
+/** How long init waits for a provider still building in the background (its build's own bound). */
+const PROVIDER_BUILD_WAIT_MS = 30 * 60 * 1000;
 
 /** Output that means "run init (again)": missing providers/modules, a changed lock file. */
 const NEEDS_INIT = [
@@ -410,7 +414,19 @@ export class EngineClient {
   }
 
   async init(hooks: CallHooks = {}): Promise<string> {
-    const r = await this.run(['init', '-input=false', '-no-color'], hooks);
+    const args = ['init', '-input=false', '-no-color'];
+    let r = await this.run(args, hooks);
+    // A provider the root needs may still be building in the background (the first `npm start`
+    // builds the providers after the system is up): wait for it, then init again.
+    const building = r.exitCode === 0 ? [] : providersStillBuilding(`${r.stderr}\n${r.stdout}`);
+    if (building.length > 0) {
+      for (const name of building)
+        await waitForTool(name, PROVIDER_BUILD_WAIT_MS, {
+          ...(hooks.heartbeat ? { onWait: hooks.heartbeat } : {}),
+          ...(hooks.signal ? { signal: hooks.signal } : {}),
+        });
+      r = await this.run(args, hooks);
+    }
     this.initCount += 1;
     if (r.exitCode !== 0) this.fail('init', r);
     this.initialized = true;

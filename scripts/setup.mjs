@@ -21,6 +21,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
   backgroundBuildFiles,
+  buildingInBackground,
   GO_TOOLS,
   lowerPriority,
   npmDependenciesMatch,
@@ -33,10 +34,12 @@ import {
   cliConfigText,
   probeTool,
   providerMirrorBinary,
+  providerMirrorDir,
   toolReady,
   toolInstallDir,
   toolPath,
   toolsDir,
+  waitForTool,
 } from '../shared/infra/tools.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -56,7 +59,9 @@ const backgroundTool = background ? (process.argv[process.argv.indexOf('--backgr
  */
 const forStart = process.argv.includes('--for=start');
 /** @param {string} msg */
-const log = (msg) => console.log(`[setup] ${msg}`);
+const log = (msg) =>
+  // A background build's log says when each step ended (seconds since that build began).
+  console.log(`[setup]${background ? ` +${((Date.now() - started) / 1000).toFixed(0)}s` : ''} ${msg}`);
 /** @param {number} t0 */
 const seconds = (t0) => `${((Date.now() - t0) / 1000).toFixed(1)}s`;
 
@@ -189,6 +194,12 @@ async function ensureGoTool(tool) {
     return;
   }
   if (existsSync(bin) && probeTool(tool, bin).ok) return;
+  if (!background && buildingInBackground(tool.name)) {
+    // An earlier `npm start` is building it in the background: wait for that build.
+    log(`waiting for the background build of ${tool.name} (log: ${backgroundBuildFiles(tool.name).log})`);
+    await waitForTool(tool.name);
+    return;
+  }
   // A fitting binary already on PATH is reused rather than rebuilt.
   const onPath = spawnSync('sh', ['-c', `command -v ${tool.bin}`], { encoding: 'utf8' }).stdout.trim();
   if (onPath && probeTool(tool, onPath).ok) {
@@ -219,19 +230,24 @@ async function ensureGoTool(tool) {
       : run('go', ['install', GC_FLAGS, `-ldflags=${flags}`, `${tool.module}@${tool.ref}`], {
           env: { ...goEnv(), GOBIN: staging },
         });
+  /** @type {{ status: number | null, stderr: string, leftovers?: string[] }} */
   let r = tool.wrapper ? await buildThroughWrapper(tool, staging, ldflags) : await attempt(ldflags);
+  const leftovers = r.leftovers ?? [];
   if (r.status !== 0 && /linkname/.test(r.stderr ?? '')) {
     log(`${tool.name}: the linker rejected an old //go:linkname; retrying with -checklinkname=0`);
     r = await attempt(`${ldflags} -checklinkname=0`);
   }
   if (r.status !== 0) {
     process.stderr.write(r.stderr ?? '');
-    rmSync(staging, { recursive: true, force: true });
+    for (const d of [staging, ...leftovers]) rmSync(d, { recursive: true, force: true });
     fail(`${what} failed`);
   }
   rmSync(dir, { recursive: true, force: true });
   renameSync(staging, dir);
   log(`${tool.name} ${tool.version} built in ${seconds(t0)} -> ${bin}`);
+  // What the build no longer needs (a web build's sources and node_modules: tens of thousands of
+  // files) goes once the tool is in place: what waits for the tool does not wait for that.
+  for (const d of leftovers) rmSync(d, { recursive: true, force: true });
 }
 
 /**
@@ -244,7 +260,7 @@ async function ensureGoTool(tool) {
 async function buildThroughWrapper(tool, staging, ldflags) {
   const w = /** @type {NonNullable<typeof tool.wrapper>} */ (tool.wrapper);
   // The checksum database does not know the declared path; the proxy's module is still verified.
-  const env = { ...goEnv(), CGO_ENABLED: '1', GOFLAGS: '-mod=mod -buildvcs=false', GONOSUMDB: w.path };
+  const env = { ...goEnv(), GOFLAGS: '-mod=mod -buildvcs=false', GONOSUMDB: w.path };
   const dl = spawnSync('go', ['mod', 'download', '-json', `${tool.module}@${tool.ref}`], {
     env,
     encoding: 'utf8',
@@ -277,14 +293,22 @@ async function buildThroughWrapper(tool, staging, ldflags) {
   const frontend = w.frontend ? prepareFrontend(tool, dir, staging, w.frontend) : undefined;
   const r = await run(
     'go',
-    ['build', '-tags', w.tags, GC_FLAGS, `-ldflags=${ldflags}`, '-o', join(staging, tool.bin), w.path],
+    [
+      'build',
+      ...(w.tags ? ['-tags', w.tags] : []),
+      GC_FLAGS,
+      `-ldflags=${ldflags}`,
+      '-o',
+      join(staging, tool.bin),
+      w.path,
+    ],
     {
       cwd: mod,
       env,
     },
   );
   const prepared = await frontend;
-  if (r.status !== 0) return r;
+  if (r.status !== 0) return { ...r, leftovers: prepared ? [prepared.src] : [] };
   rmSync(mod, { recursive: true, force: true });
   for (const d of w.static) cpSync(join(dir, d), join(staging, 'static', d), { recursive: true });
   // The module cache is read-only; the copies need not be.
@@ -306,7 +330,8 @@ async function prepareFrontend(tool, moduleDir, staging, fe) {
     toolsDir(),
     `${tool.name}-frontend-tools-${createHash('sha256').update(fe.packages.join(' ')).digest('hex').slice(0, 8)}`,
   );
-  const src = join(staging, 'frontend-src');
+  // Beside the staging directory, not in it: it is removed after the tool is in place (below).
+  const src = `${staging}.frontend-src`;
   const env = {
     ...process.env,
     CI: 'true',
@@ -346,17 +371,15 @@ async function buildFrontend(tool, staging, fe, prepared) {
     cpSync(join(src, fe.output), join(staging, 'static', fe.output), { recursive: true });
     log(`${tool.name}: web assets built in ${seconds(t0)}`);
   }
-  rmSync(src, { recursive: true, force: true });
-  return r;
+  return { ...r, leftovers: [src] };
 }
 
-/** @param {string} [only] the one background tool this process built */
-function ensureProviderMirror(only) {
+/** @param {string[]} names the tools this process built */
+function ensureProviderMirror(names) {
   // Each half of setup mirrors its own providers; a background build only the one it built (another
   // background build may still be writing its provider).
-  const mine = (/** @type {{ name: string, background?: boolean }} */ t) =>
-    only === undefined ? !t.background : t.name === only;
-  for (const tool of GO_TOOLS.filter((t) => t.provider && mine(t))) {
+  mkdirSync(providerMirrorDir(), { recursive: true });
+  for (const tool of GO_TOOLS.filter((t) => t.provider && names.includes(t.name))) {
     const src = toolPath(tool.name);
     for (const host of PROVIDER_HOSTS) {
       const dest = providerMirrorBinary(tool, host);
@@ -547,12 +570,10 @@ if (background) {
   });
   await withLock(async () => {
     await pool(
-      GO_TOOLS.filter((t) => t.background && t.name === backgroundTool).map(
-        (tool) => () => ensureGoTool(tool),
-      ),
+      GO_TOOLS.filter((t) => t.name === backgroundTool).map((tool) => () => ensureGoTool(tool)),
       1,
     );
-    ensureProviderMirror(backgroundTool);
+    ensureProviderMirror([backgroundTool]);
   });
   log(`background build done in ${seconds(started)}`);
 } else {
@@ -564,19 +585,22 @@ if (background) {
     const firstBuild = GO_TOOLS.some(
       (t) => !t.background && !t.provider && !notForStart(t, '') && !toolReady(t.name),
     );
+    // The forge is the longest build and the started system runs it: it begins before the rest
+    // (its downloads overlap npm ci).
+    if (forStart) startBackgroundBuilds(['gitea']);
     const warmed = firstBuild ? warmGoCache() : Promise.resolve();
     ensureNodeModules();
     const engine = forStart ? await configuredEngine() : '';
     /** @param {{ name: string }} t */
     const wanted = (t) => !(forStart && notForStart(t, engine));
-    // The forge is the longest build and the started system runs it: it begins before the rest.
-    if (forStart) startBackgroundBuilds(['gitea']);
+    /** Built here, before setup returns; under `npm start` the providers build once it is up. */
+    const now = GO_TOOLS.filter((t) => !t.background && wanted(t) && !(forStart && t.provider));
     // Go builds two at a time (a build spends part of its time downloading and linking), the PyPI
     // installs beside them (network-bound).
     await Promise.all([
       warmed.then(() =>
         pool(
-          GO_TOOLS.filter((t) => !t.background && wanted(t)).map((tool) => () => ensureGoTool(tool)),
+          now.map((tool) => () => ensureGoTool(tool)),
           2,
         ),
       ),
@@ -590,8 +614,12 @@ if (background) {
         1,
       ),
     ]);
-    ensureProviderMirror();
-    startBackgroundBuilds(GO_TOOLS.filter((t) => t.background && wanted(t)).map((t) => t.name));
+    ensureProviderMirror(now.map((t) => t.name));
+    startBackgroundBuilds(
+      GO_TOOLS.filter((t) => (t.background || t.provider) && wanted(t) && !now.includes(t)).map(
+        (t) => t.name,
+      ),
+    );
   });
   if (!quiet) log(`ready in ${seconds(started)} (tool cache: ${toolsDir()})`);
 }
@@ -603,7 +631,7 @@ if (background) {
  * @param {string[]} names
  */
 function startBackgroundBuilds(names) {
-  for (const tool of GO_TOOLS.filter((t) => t.background && names.includes(t.name))) {
+  for (const tool of GO_TOOLS.filter((t) => names.includes(t.name))) {
     if (process.env[tool.envOverride] || toolReady(tool.name)) continue;
     const files = backgroundBuildFiles(tool.name);
     try {

