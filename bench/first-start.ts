@@ -57,7 +57,7 @@ async function start(label: string): Promise<{ up: number; t0: number }> {
       const text = d.toString();
       out += text;
       for (const line of text.split('\n'))
-        if (/^\[setup\]|still building in the background/.test(line))
+        if (/^\[setup\]|^\[kumoss\] (?! {2})/.test(line))
           console.log(`  ${label}: ${((performance.now() - t0) / 1000).toFixed(0)} s ${line}`);
       if (/press Ctrl-C to stop/.test(out)) resolve(true);
     };

@@ -580,15 +580,19 @@ if (background) {
   await withLock(async () => {
     ensureSystemTools();
     mkdirSync(toolsDir(), { recursive: true });
-    // Whichever engine is configured, a first setup builds the Temporal CLI and OPA: the standard
-    // library compiles beside npm ci (the config naming the engine is read with a package it installs).
-    const firstBuild = GO_TOOLS.some(
-      (t) => !t.background && !t.provider && !notForStart(t, '') && !toolReady(t.name),
-    );
     // The forge is the longest build and the started system runs it: it begins before the rest
     // (its downloads overlap npm ci).
     if (forStart) startBackgroundBuilds(['gitea']);
-    const warmed = firstBuild ? warmGoCache() : Promise.resolve();
+    // Whichever engine is configured, setup builds the Temporal CLI, the longest of its own builds:
+    // it begins beside npm ci (the config naming the engine is read with a package npm ci installs)
+    // and compiles the standard library the builds after it reuse; when it is built already and
+    // another tool is not, the standard library alone compiles beside npm ci.
+    const temporal = GO_TOOLS.find((t) => t.name === 'temporal');
+    const early = temporal && !toolReady('temporal') ? ensureGoTool(temporal) : undefined;
+    const firstBuild = GO_TOOLS.some(
+      (t) => !t.background && !t.provider && !notForStart(t, '') && !toolReady(t.name),
+    );
+    const warmed = firstBuild && !early ? warmGoCache() : Promise.resolve();
     ensureNodeModules();
     const engine = forStart ? await configuredEngine() : '';
     /** @param {{ name: string }} t */
@@ -600,7 +604,10 @@ if (background) {
     await Promise.all([
       warmed.then(() =>
         pool(
-          now.map((tool) => () => ensureGoTool(tool)),
+          [
+            ...(early ? [() => early] : []),
+            ...now.filter((t) => !(early && t === temporal)).map((tool) => () => ensureGoTool(tool)),
+          ],
           2,
         ),
       ),
