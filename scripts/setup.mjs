@@ -52,10 +52,11 @@ const quiet = process.argv.includes('--quiet');
 const background = process.argv.includes('--background');
 const backgroundTool = background ? (process.argv[process.argv.indexOf('--background') + 1] ?? '') : '';
 /**
- * `--for=start`: only what `npm start` runs — the configured engine (not the other), OPA, the
- * providers, moto, PostgreSQL, bubblewrap, and the forge (its build starts first, so it overlaps
- * the rest). Test-only tools (Chromium, the other engine, the cluster tier's server) wait for the
- * first `npm test`.
+ * `--for=start`: only what `npm start` runs — the configured engine (not the other), OPA, moto,
+ * PostgreSQL, bubblewrap, and the forge (its build starts first, so it overlaps the rest); the
+ * providers build in the background once setup returns (an engine init that needs one waits for
+ * it). Test-only tools (Chromium, the other engine, the cluster tier's server) wait for the first
+ * `npm test`.
  */
 const forStart = process.argv.includes('--for=start');
 /** @param {string} msg */
@@ -541,6 +542,24 @@ async function configuredEngine() {
 }
 
 /**
+ * The engine the config file names, read without a YAML parser (setup runs before npm ci):
+ * KUMOSS_ENGINE, else an `engine:` block's `binary:` line, else terraform.
+ * @returns {string}
+ */
+function engineNamedInConfig() {
+  if (process.env.KUMOSS_ENGINE) return process.env.KUMOSS_ENGINE;
+  try {
+    const text = readFileSync(process.env.KUMOSS_CONFIG ?? join(root, 'kumoss.yaml'), 'utf8');
+    return (
+      /^engine:[^\n]*\n(?:[ \t]+[^\n]*\n)*?[ \t]+binary:\s*['"]?(terraform|tofu)\b/m.exec(text)?.[1] ??
+      'terraform'
+    );
+  } catch {
+    return 'terraform';
+  }
+}
+
+/**
  * Tools `npm start` does not run: the engine it is not configured for and the cluster tier's
  * server; built by the first `npm test` (or setup without --for=start).
  * @param {{ name: string }} tool @param {string} engine the configured engine
@@ -583,16 +602,21 @@ if (background) {
     // The forge is the longest build and the started system runs it: it begins before the rest
     // (its downloads overlap npm ci).
     if (forStart) startBackgroundBuilds(['gitea']);
-    // Whichever engine is configured, setup builds the Temporal CLI, the longest of its own builds:
-    // it begins beside npm ci (the config naming the engine is read with a package npm ci installs)
-    // and compiles the standard library the builds after it reuse; when it is built already and
-    // another tool is not, the standard library alone compiles beside npm ci.
-    const temporal = GO_TOOLS.find((t) => t.name === 'temporal');
-    const early = temporal && !toolReady('temporal') ? ensureGoTool(temporal) : undefined;
+    // The two longest builds, the Temporal CLI and the engine, begin beside npm ci. The config is
+    // read properly with a package npm ci installs: until then its engine is read by a line match
+    // (a wrong guess costs a build, never a missing engine: the configured one builds below).
+    const earlyTools = GO_TOOLS.filter(
+      (t) =>
+        (t.name === 'temporal' || t.name === (forStart ? engineNamedInConfig() : 'terraform')) &&
+        !toolReady(t.name),
+    );
+    const early = earlyTools.map(ensureGoTool);
+    // When neither needs building but another tool does, the standard library compiles beside npm
+    // ci (builds started side by side would each compile it again).
     const firstBuild = GO_TOOLS.some(
       (t) => !t.background && !t.provider && !notForStart(t, '') && !toolReady(t.name),
     );
-    const warmed = firstBuild && !early ? warmGoCache() : Promise.resolve();
+    const warmed = firstBuild && early.length === 0 ? warmGoCache() : Promise.resolve();
     ensureNodeModules();
     const engine = forStart ? await configuredEngine() : '';
     /** @param {{ name: string }} t */
@@ -605,8 +629,8 @@ if (background) {
       warmed.then(() =>
         pool(
           [
-            ...(early ? [() => early] : []),
-            ...now.filter((t) => !(early && t === temporal)).map((tool) => () => ensureGoTool(tool)),
+            ...early.map((build) => () => build),
+            ...now.filter((t) => !earlyTools.includes(t)).map((tool) => () => ensureGoTool(tool)),
           ],
           2,
         ),
@@ -632,9 +656,9 @@ if (background) {
 }
 
 /**
- * Heavy tools only some runs need (the kumoss/aws provider, the forge, the cluster tier's server)
- * build in a detached process, so `npm start` and the test run begin at once; what needs them
- * waits (waitForTool).
+ * Heavy tools only some runs need (the kumoss/aws provider, the forge, the cluster tier's server),
+ * and under `npm start` the providers, build in a detached process each, so `npm start` and the
+ * test run begin at once; what needs them waits (waitForTool; an engine init, for a provider).
  * @param {string[]} names
  */
 function startBackgroundBuilds(names) {
