@@ -542,24 +542,6 @@ async function configuredEngine() {
 }
 
 /**
- * The engine the config file names, read without a YAML parser (setup runs before npm ci):
- * KUMOSS_ENGINE, else an `engine:` block's `binary:` line, else terraform.
- * @returns {string}
- */
-function engineNamedInConfig() {
-  if (process.env.KUMOSS_ENGINE) return process.env.KUMOSS_ENGINE;
-  try {
-    const text = readFileSync(process.env.KUMOSS_CONFIG ?? join(root, 'kumoss.yaml'), 'utf8');
-    return (
-      /^engine:[^\n]*\n(?:[ \t]+[^\n]*\n)*?[ \t]+binary:\s*['"]?(terraform|tofu)\b/m.exec(text)?.[1] ??
-      'terraform'
-    );
-  } catch {
-    return 'terraform';
-  }
-}
-
-/**
  * Tools `npm start` does not run: the engine it is not configured for and the cluster tier's
  * server; built by the first `npm test` (or setup without --for=start).
  * @param {{ name: string }} tool @param {string} engine the configured engine
@@ -602,21 +584,16 @@ if (background) {
     // The forge is the longest build and the started system runs it: it begins before the rest
     // (its downloads overlap npm ci).
     if (forStart) startBackgroundBuilds(['gitea']);
-    // The two longest builds, the Temporal CLI and the engine, begin beside npm ci. The config is
-    // read properly with a package npm ci installs: until then its engine is read by a line match
-    // (a wrong guess costs a build, never a missing engine: the configured one builds below).
-    const earlyTools = GO_TOOLS.filter(
-      (t) =>
-        (t.name === 'temporal' || t.name === (forStart ? engineNamedInConfig() : 'terraform')) &&
-        !toolReady(t.name),
-    );
-    const early = earlyTools.map(ensureGoTool);
-    // When neither needs building but another tool does, the standard library compiles beside npm
-    // ci (builds started side by side would each compile it again).
+    // Whichever engine is configured, setup builds the Temporal CLI, the longest of its own builds:
+    // it begins beside npm ci (the config naming the engine is read with a package npm ci installs)
+    // and compiles the standard library the builds after it reuse; when it is built already and
+    // another tool is not, the standard library alone compiles beside npm ci.
+    const temporal = GO_TOOLS.find((t) => t.name === 'temporal');
+    const early = temporal && !toolReady('temporal') ? ensureGoTool(temporal) : undefined;
     const firstBuild = GO_TOOLS.some(
       (t) => !t.background && !t.provider && !notForStart(t, '') && !toolReady(t.name),
     );
-    const warmed = firstBuild && early.length === 0 ? warmGoCache() : Promise.resolve();
+    const warmed = firstBuild && !early ? warmGoCache() : Promise.resolve();
     ensureNodeModules();
     const engine = forStart ? await configuredEngine() : '';
     /** @param {{ name: string }} t */
@@ -629,8 +606,8 @@ if (background) {
       warmed.then(() =>
         pool(
           [
-            ...early.map((build) => () => build),
-            ...now.filter((t) => !earlyTools.includes(t)).map((tool) => () => ensureGoTool(tool)),
+            ...(early ? [() => early] : []),
+            ...now.filter((t) => !(early && t === temporal)).map((tool) => () => ensureGoTool(tool)),
           ],
           2,
         ),
