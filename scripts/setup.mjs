@@ -641,14 +641,8 @@ if (background) {
 function startBackgroundBuilds(names) {
   for (const tool of GO_TOOLS.filter((t) => names.includes(t.name))) {
     if (process.env[tool.envOverride] || toolReady(tool.name)) continue;
+    if (buildingInBackground(tool.name)) continue;
     const files = backgroundBuildFiles(tool.name);
-    try {
-      const pid = Number(readFileSync(files.pid, 'utf8'));
-      process.kill(pid, 0);
-      continue; // already building
-    } catch {
-      /* not building */
-    }
     rmSync(files.failed, { force: true });
     const out = openSync(files.log, 'w');
     const child = spawn(process.execPath, [join(root, 'scripts', 'setup.mjs'), '--background', tool.name], {
