@@ -408,13 +408,7 @@ export async function waitForTool(name, timeoutMs = 30 * 60 * 1000, opts = {}) {
       throw new Error(
         `the background build of ${name} failed: ${readFileSync(files.failed, 'utf8')} (log: ${files.log})`,
       );
-    let pid = NaN;
-    try {
-      pid = Number(readFileSync(files.pid, 'utf8'));
-    } catch {
-      /* no build recorded */
-    }
-    if (!Number.isInteger(pid) || !alive(pid))
+    if (!buildingInBackground(name))
       throw new Error(`${name} is not built and nothing is building it: run \`npm run setup\``);
     if (!said) console.log(`[kumoss] waiting for the background build of ${name} (log: ${files.log})`);
     said = true;
