@@ -143,9 +143,20 @@ const opaAnswerSchema = z.looseObject({
     .optional(),
 });
 
-/** OPA's answer for `data.kumoss.compliance`: its deny and warn sets. */
-async function evaluatePolicies(policyDir: string, planJson: string, signal?: AbortSignal) {
-  await waitForTool('opa');
+/**
+ * OPA's answer for `data.kumoss.compliance`: its deny and warn sets. The first `npm start` builds
+ * OPA in the background once the system is up: an audit in those minutes waits for it, saying so.
+ */
+export async function evaluatePolicies(
+  policyDir: string,
+  planJson: string,
+  wait: { signal?: AbortSignal; heartbeat?: (detail: string) => void } = {},
+) {
+  const { signal } = wait;
+  await waitForTool('opa', 30 * 60 * 1000, {
+    ...(wait.heartbeat ? { onWait: wait.heartbeat } : {}),
+    ...(signal ? { signal } : {}),
+  });
   const r = await runProcess(
     toolPath('opa'),
     ['eval', '--format', 'json', '--data', policyDir, '--input', planJson, 'data.kumoss.compliance'],
@@ -372,7 +383,7 @@ export function createGenerateRoundActivities(deps: GenerateRoundDeps) {
       const ws = await workspaces.get(ref);
       const planJson = join(ws.scratch, `${ref.roundId}-audit.json`);
       await artifacts.download(pinned.key.replace(/plan\.tfplan$/, 'plan.json'), planJson);
-      const { deny, warn } = await evaluatePolicies(dir, planJson, hooks().signal);
+      const { deny, warn } = await evaluatePolicies(dir, planJson, hooks());
       const result: ComplianceResult = {
         passed: deny.length === 0,
         deny,

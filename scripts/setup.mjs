@@ -54,9 +54,9 @@ const backgroundTool = background ? (process.argv[process.argv.indexOf('--backgr
 /**
  * `--for=start`: only what `npm start` runs — the configured engine (not the other), OPA, moto,
  * PostgreSQL, bubblewrap, and the forge (its build starts first, so it overlaps the rest); the
- * providers build in the background once setup returns (an engine init that needs one waits for
- * it). Test-only tools (Chromium, the other engine, the cluster tier's server) wait for the first
- * `npm test`.
+ * providers and OPA build in the background once setup returns (an engine init that needs a
+ * provider waits for it, a generate round's compliance audit for OPA). Test-only tools (Chromium,
+ * the other engine, the cluster tier's server) wait for the first `npm test`.
  */
 const forStart = process.argv.includes('--for=start');
 /** @param {string} msg */
@@ -552,6 +552,16 @@ function notForStart(tool, engine) {
 }
 
 /**
+ * Tools the started system runs that `npm start` need not wait for: the providers (an engine init
+ * that needs one waits for it) and OPA (only a generate round's compliance audit runs it, and
+ * waits for it). They build in the background at the lowest priority once setup returns.
+ * @param {{ name: string, provider?: unknown }} tool
+ */
+function afterStart(tool) {
+  return Boolean(tool.provider) || tool.name === 'opa';
+}
+
+/**
  * Runs `jobs` with at most `limit` at a time.
  * @param {(() => Promise<void>)[]} jobs @param {number} limit
  */
@@ -598,8 +608,8 @@ if (background) {
     const engine = forStart ? await configuredEngine() : '';
     /** @param {{ name: string }} t */
     const wanted = (t) => !(forStart && notForStart(t, engine));
-    /** Built here, before setup returns; under `npm start` the providers build once it is up. */
-    const now = GO_TOOLS.filter((t) => !t.background && wanted(t) && !(forStart && t.provider));
+    /** Built here, before setup returns; under `npm start` the providers and OPA once it is up. */
+    const now = GO_TOOLS.filter((t) => !t.background && wanted(t) && !(forStart && afterStart(t)));
     // Go builds two at a time (a build spends part of its time downloading and linking), the PyPI
     // installs beside them (network-bound).
     await Promise.all([
@@ -624,7 +634,7 @@ if (background) {
     ]);
     ensureProviderMirror(now.map((t) => t.name));
     startBackgroundBuilds(
-      GO_TOOLS.filter((t) => (t.background || t.provider) && wanted(t) && !now.includes(t)).map(
+      GO_TOOLS.filter((t) => (t.background || afterStart(t)) && wanted(t) && !now.includes(t)).map(
         (t) => t.name,
       ),
     );
