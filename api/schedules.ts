@@ -40,6 +40,9 @@ function spec(s: StackSchedule): ScheduleSpec {
   };
 }
 
+/** How long pause and resume wait for the schedule to describe itself as the call left it. */
+const SETTLE_MS = 30_000;
+
 /** Pause, resume, trigger, backfill, delete and describe the schedule of a key (a stack, a group). */
 class Schedules {
   constructor(
@@ -72,12 +75,14 @@ class Schedules {
   }
 
   /**
-   * Waits (a few seconds at most) until the schedule describes itself as `paused`: the server
-   * applies a pause or resume to the schedule after the call returns, and a describe in between —
-   * the answer, the page's refresh — would still show the state before it.
+   * Waits until the schedule describes itself as `paused`: the server applies a pause or resume to
+   * the schedule after the call returns (its scheduler workflow takes the patch on its next
+   * workflow task), and a describe in between — the answer, the page's refresh — would still show
+   * the state before it. On a loaded server that task can wait several seconds, so the bound is
+   * the request's, not a guess at the usual lag.
    */
   private async settled(key: string, paused: boolean): Promise<void> {
-    const deadline = Date.now() + 5_000;
+    const deadline = Date.now() + SETTLE_MS;
     for (;;) {
       const d = await this.handle(key).describe();
       if (d.state.paused === paused || Date.now() > deadline) return;
