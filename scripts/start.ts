@@ -203,7 +203,14 @@ async function main(config: KumossConfig): Promise<void> {
     );
 
   let uiUrl = config.temporal.ui_url;
-  if (embeddedTemporal) {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  // Credentials an organization stores with its git connections are sealed with this key: the
+  // environment's, else one kept in the data directory (readable by this user only).
+  if (!env.KUMOSS_SECRETS_KEY) env.KUMOSS_SECRETS_KEY = embeddedSecretsKey(data);
+  let forgeUrl = '';
+
+  const temporalStarted = async (): Promise<void> => {
+    if (!embeddedTemporal) return;
     say(
       `starting Temporal dev server on ${spec.ip}:${spec.port} (history in ${join(data, spec.db_filename ?? '')})`,
     );
@@ -217,8 +224,9 @@ async function main(config: KumossConfig): Promise<void> {
     });
     stops.push({ name: 'temporal', stop: () => server.stop() });
     uiUrl = server.uiUrl;
-  }
-  if (embeddedStorage) {
+  };
+  const storageStarted = async (): Promise<void> => {
+    if (!embeddedStorage) return;
     const store = await startObjectStore({
       directory: join(data, 's3'),
       bucket: config.storage.bucket,
@@ -227,8 +235,9 @@ async function main(config: KumossConfig): Promise<void> {
     });
     stops.push({ name: 'object store', stop: () => store.close() });
     say(`object store (s3rver) on ${store.endpoint}, bucket ${config.storage.bucket}`);
-  }
-  if (embeddedDb) {
+  };
+  const databaseStarted = async (): Promise<void> => {
+    if (!embeddedDb) return;
     const dbLog = createWriteStream(join(logDir, 'postgres.log'), { flags: 'a' });
     const t0 = Date.now();
     const db = await startEmbeddedDatabase({
@@ -244,58 +253,68 @@ async function main(config: KumossConfig): Promise<void> {
     say(
       `metadata store (PostgreSQL, data in ${join(data, 'postgres')}) on 127.0.0.1:${db.port} in ${((Date.now() - t0) / 1000).toFixed(1)} s`,
     );
-  }
-  const gitHost = await startGitHost({
-    reposDir: gitReposDir(config),
-    certsDir: join(data, 'certs'),
-    host: config.git_host.host,
-    port: config.git_host.port,
-    log: (m) => say(`git host: ${m}`),
-  });
-  stops.push({ name: 'git host', stop: () => gitHost.close() });
-  say(`git host on ${gitHost.url}, serving bare repositories under ${gitHost.reposDir}`);
-
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    DATABASE_URL: databaseUrl(config),
   };
-  let forgeUrl = '';
-  if (!config.runners.aws.endpoint_url && config.runners.aws.embedded_emulator_port) {
+  const awsStarted = async (): Promise<void> => {
+    if (config.runners.aws.endpoint_url || !config.runners.aws.embedded_emulator_port) return;
     const aws = await startAwsEmulator({ port: config.runners.aws.embedded_emulator_port });
     stops.push({ name: 'AWS emulator', stop: () => aws.stop() });
     env.KUMOSS_AWS_ENDPOINT_URL = aws.endpoint;
     if (!config.engine.aws_endpoint_url) env.KUMOSS_ENGINE_AWS_ENDPOINT_URL = aws.endpoint;
     say(`AWS emulator (moto_server) on ${aws.endpoint} for the runner DAG and the engine's AWS provider`);
-  }
-  // Credentials an organization stores with its git connections are sealed with this key: the
-  // environment's, else one kept in the data directory (readable by this user only).
-  if (!env.KUMOSS_SECRETS_KEY) env.KUMOSS_SECRETS_KEY = embeddedSecretsKey(data);
-  await ensureWebBuild({ log: say });
-  if (!config.services.gitea.url && config.services.gitea.embedded_port) {
-    // The first start builds the forge in the background (setup starts it before the rest); the
-    // stack above is up meanwhile, and the worker and the API start once the forge has.
-    if (!toolReady('gitea'))
-      say('waiting for the embedded forge (Gitea) to finish building: the first start builds it once');
-    await waitForTool('gitea');
-    const giteaLog = createWriteStream(join(logDir, 'gitea.log'), { flags: 'a' });
-    const forge = await startGitea({
-      dir: join(data, 'gitea'),
+  };
+  // The forge after the git host: the two serve HTTPS with the certificates the first one makes.
+  const hostsStarted = async () => {
+    const gitHost = await startGitHost({
+      reposDir: gitReposDir(config),
       certsDir: join(data, 'certs'),
       host: config.git_host.host,
-      port: config.services.gitea.embedded_port,
-      onLog: (l) => giteaLog.write(`${l}\n`),
+      port: config.git_host.port,
+      log: (m) => say(`git host: ${m}`),
     });
-    forge.process.once('exit', (code) => {
-      if (!stopping) say(`Gitea exited unexpectedly (code ${code}); see ${join(logDir, 'gitea.log')}`);
-    });
-    stops.push({ name: 'forge', stop: () => forge.stop() });
-    env.KUMOSS_GITEA_URL = forge.url;
-    env.GITEA_TOKEN = forge.token;
-    forgeUrl = forge.url;
-    say(
-      `forge (Gitea 1.27.3) on ${forge.url}: push to ${forge.url}/${forge.owner}/<repo>.git (token in ${join(data, 'gitea', 'token')})`,
-    );
-  }
+    stops.push({ name: 'git host', stop: () => gitHost.close() });
+    say(`git host on ${gitHost.url}, serving bare repositories under ${gitHost.reposDir}`);
+    if (!config.services.gitea.url && config.services.gitea.embedded_port) {
+      // The first start builds the forge in the background (setup starts it before the rest); the
+      // stack is up meanwhile, and the worker and the API start once the forge has.
+      if (!toolReady('gitea'))
+        say('waiting for the embedded forge (Gitea) to finish building: the first start builds it once');
+      await waitForTool('gitea');
+      const giteaLog = createWriteStream(join(logDir, 'gitea.log'), { flags: 'a' });
+      const forge = await startGitea({
+        dir: join(data, 'gitea'),
+        certsDir: join(data, 'certs'),
+        host: config.git_host.host,
+        port: config.services.gitea.embedded_port,
+        onLog: (l) => giteaLog.write(`${l}\n`),
+      });
+      forge.process.once('exit', (code) => {
+        if (!stopping) say(`Gitea exited unexpectedly (code ${code}); see ${join(logDir, 'gitea.log')}`);
+      });
+      stops.push({ name: 'forge', stop: () => forge.stop() });
+      env.KUMOSS_GITEA_URL = forge.url;
+      env.GITEA_TOKEN = forge.token;
+      forgeUrl = forge.url;
+      say(
+        `forge (Gitea 1.27.3) on ${forge.url}: push to ${forge.url}/${forge.owner}/<repo>.git (token in ${join(data, 'gitea', 'token')})`,
+      );
+    }
+    return gitHost;
+  };
+  // The components start side by side, each registering its stop once it is up; the worker and
+  // the API start when all are. A failure stops what did start (allSettled: none is left behind).
+  const [hosts, ...others] = await Promise.allSettled([
+    hostsStarted(),
+    temporalStarted(),
+    storageStarted(),
+    databaseStarted(),
+    awsStarted(),
+    ensureWebBuild({ log: say }),
+  ]);
+  const failure = [hosts, ...others].find((r) => r.status === 'rejected');
+  if (failure || hosts.status === 'rejected') throw failure?.reason;
+  const gitHost = hosts.value;
+  // The embedded store's address is known once it has started.
+  env.DATABASE_URL = databaseUrl(config);
   spawnService('worker', 'worker/main.ts', env, { logs: logDir, run: runDir });
   spawnService('api', 'api/main.ts', env, { logs: logDir, run: runDir });
   const apiUrl = `http://${config.api.host}:${config.api.port}`;

@@ -3,9 +3,7 @@
 // browser tests call it; `npm run web:build` forces it.
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { build } from 'vite';
 import { projectRoot } from '../shared/infra/config';
-import { renderWebTypes } from './web-types';
 
 export const webDir = join(projectRoot, 'web');
 export const webDist = join(webDir, 'dist');
@@ -39,6 +37,9 @@ export async function ensureWebBuild(
 ): Promise<string> {
   if (!opts.force && !webBuildStale()) return webDist;
   const t0 = Date.now();
+  // Loaded only to build (vite and the API's document take seconds to import): a start whose
+  // build is current does not pay for them.
+  const [{ build }, { renderWebTypes }] = await Promise.all([import('vite'), import('./web-types')]);
   // Written only when the document changed: a test compares the committed file while builds run.
   const types = join(webDir, 'src', 'api', 'schema.d.ts');
   const rendered = await renderWebTypes();

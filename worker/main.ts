@@ -9,7 +9,8 @@ import { startTracing } from '../shared/infra/tracing';
 import { startSpawner } from '../activities/process';
 import { buildActivities } from './deps';
 import { installRuntime } from './runtime';
-import { createWorker, detectionsFor, workerIdentity } from './worker';
+import { createWorker, detectionsFor, workerIdentity, workflowsPath } from './worker';
+import { cachedWorkflowBundle } from './workflow-bundle';
 
 // The engine's and git's processes are started by a small spawner forked now, while this process
 // is small: a fork from the grown worker would stop its event loop for tens of milliseconds.
@@ -19,6 +20,10 @@ const config = loadConfig();
 const log = logger.child({ component: 'worker' });
 installRuntime({ log, metricsAddress: config.observability.worker_metrics_address });
 const tracing = startTracing({ service: 'kumoss-worker', endpoint: config.observability.otlp_endpoint });
+// The workflow bundle, read or built while the worker connects: the cached one when this code was
+// bundled before (a traced worker bundles its own, with the tracing interceptors in it).
+const t0 = performance.now();
+const bundling = tracing ? undefined : cachedWorkflowBundle(workflowsPath);
 const temporal = temporalTarget(config.temporal);
 const connection = await connectNative(temporal);
 const added = await ensureSearchAttributes(connection, temporal.namespace);
@@ -41,6 +46,12 @@ else if (sandboxState === 'off')
     { sandbox: sandboxState },
     "engine.sandbox is off: repositories' code runs with this worker's files, environment and credentials in reach",
   );
+const bundle = await bundling;
+if (bundle)
+  log.info(
+    { path: bundle.path, seconds: Number(((performance.now() - t0) / 1000).toFixed(2)) },
+    bundle.built ? 'workflow bundle built and cached' : 'workflow bundle read from the cache',
+  );
 const worker = await createWorker({
   identity: workerIdentity(sandboxState),
   connection,
@@ -49,6 +60,7 @@ const worker = await createWorker({
   activities,
   dataConverter: dataConverter(payloadCodecFromEnv()),
   ...(tracing ? { tracing } : {}),
+  ...(bundle ? { workflowBundlePath: bundle.path } : {}),
   detections: detectionsFor(config.engine.max_concurrent),
 });
 log.info(

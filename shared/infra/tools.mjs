@@ -85,7 +85,8 @@ export const GO_TOOLS = [
   {
     // The policy engine of the compliance audit (generate rounds): Rego policies in policies/<cloud>/
     // evaluated against the pinned plan's show -json. ≈ 3.5 min on 2 cores the first time, built
-    // with the other foreground tools (two at a time), since every generate round needs it.
+    // with the other foreground tools (two at a time); under `npm start` in the background once the
+    // system is up, since only a generate round's audit runs it (and waits for its build).
     name: 'opa',
     version: '1.22.3',
     module: 'github.com/open-policy-agent/opa',
