@@ -143,6 +143,9 @@ const opaAnswerSchema = z.looseObject({
     .optional(),
 });
 
+/** How long an audit waits for OPA still building in the background (its build's own bound). */
+const OPA_BUILD_WAIT_MS = 30 * 60 * 1000;
+
 /**
  * OPA's answer for `data.kumoss.compliance`: its deny and warn sets. The first `npm start` builds
  * OPA in the background once the system is up: an audit in those minutes waits for it, saying so.
@@ -152,9 +155,9 @@ export async function evaluatePolicies(
   planJson: string,
   wait: { signal?: AbortSignal; heartbeat?: (detail: string) => void } = {},
 ) {
-  const { signal } = wait;
-  await waitForTool('opa', 30 * 60 * 1000, {
-    ...(wait.heartbeat ? { onWait: wait.heartbeat } : {}),
+  const { signal, heartbeat } = wait;
+  await waitForTool('opa', OPA_BUILD_WAIT_MS, {
+    ...(heartbeat ? { onWait: heartbeat } : {}),
     ...(signal ? { signal } : {}),
   });
   const r = await runProcess(
