@@ -6,20 +6,11 @@
 // code to those and @temporalio/workflow), and the packages package-lock.json pins. The key hashes
 // every file of those two directories and the lockfile, so any change to them bundles again.
 import { createHash } from 'node:crypto';
-import {
-  existsSync,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { projectRoot } from '../shared/infra/config';
-import { cacheDir } from '../shared/infra/tools.mjs';
+import { cacheDir, hashFiles } from '../shared/infra/tools.mjs';
 
 /** Bundles kept in the cache, this one included. */
 const KEEP = 4;
@@ -42,17 +33,9 @@ function filesOf(root: string, path: string): string[] {
 
 /** The bundle's key: a hash of the entry point and of every file it can be built from. */
 export function workflowBundleKey(workflowsPath: string, root = projectRoot): string {
-  const h = createHash('sha256');
-  h.update(`${relative(root, workflowsPath)}\0`);
-  for (const input of INPUTS) {
-    const files = input.endsWith('.json') ? [input] : filesOf(root, input);
-    for (const f of files) {
-      h.update(`${f}\0`);
-      h.update(readFileSync(join(root, f)));
-      h.update('\0');
-    }
-  }
-  return h.digest('hex').slice(0, 32);
+  const files = INPUTS.flatMap((input) => (input.endsWith('.json') ? [input] : filesOf(root, input)));
+  const hash = createHash('sha256').update(`${relative(root, workflowsPath)}\0`);
+  return hashFiles(hash, root, files).digest('hex').slice(0, 32);
 }
 
 export function workflowBundleDir(): string {

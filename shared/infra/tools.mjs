@@ -229,20 +229,30 @@ export function pyToolPath(name) {
 /** Registry hosts the filesystem mirror answers for: one per engine. */
 export const PROVIDER_HOSTS = ['registry.terraform.io', 'registry.opentofu.org'];
 
+/**
+ * Adds files to a content hash — each one's path (as given, relative to `root`) and content — and
+ * returns the hash: a cache key of what is built from them (a tool from this repository's source,
+ * the worker's workflow bundle).
+ * @param {import('node:crypto').Hash} hash @param {string} root @param {string[]} relPaths
+ */
+export function hashFiles(hash, root, relPaths) {
+  for (const rel of relPaths)
+    hash
+      .update(rel)
+      .update('\0')
+      .update(readFileSync(join(root, rel)))
+      .update('\0');
+  return hash;
+}
+
 /** Content hash of a tool built from this repository's source (its cache key with the version). */
 /** @param {string} relDir */
 export function sourceHash(relDir) {
   const dir = join(projectRoot, relDir);
-  const hash = createHash('sha256');
-  for (const name of readdirSync(dir).sort()) {
-    if (!/\.go$|^go\.(mod|sum)$/.test(name)) continue;
-    hash
-      .update(name)
-      .update('\0')
-      .update(readFileSync(join(dir, name)))
-      .update('\0');
-  }
-  return hash.digest('hex').slice(0, 12);
+  const names = readdirSync(dir)
+    .sort()
+    .filter((name) => /\.go$|^go\.(mod|sum)$/.test(name));
+  return hashFiles(createHash('sha256'), dir, names).digest('hex').slice(0, 12);
 }
 
 /** @param {GoTool} tool */
