@@ -431,13 +431,17 @@ export async function waitForTool(name, timeoutMs = 30 * 60 * 1000, opts = {}) {
   }
 }
 
-/** The scheduler group a process is in and that group's nice, from /proc. @param {number | 'self'} pid */
+/**
+ * The scheduler group a process is in and that group's nice, from /proc; undefined for a process in
+ * no group (init's session, whose file is empty), a kernel without autogroup, or no such process.
+ * @param {number | 'self'} pid
+ */
 export function autogroupOf(pid) {
   try {
     const m = /^(\/autogroup-\d+) nice (-?\d+)/.exec(readFileSync(`/proc/${pid}/autogroup`, 'utf8'));
     return m ? { group: m[1], nice: Number(m[2]) } : undefined;
   } catch {
-    return undefined; // no such process, or a kernel without autogroup
+    return undefined;
   }
 }
 
@@ -447,7 +451,8 @@ export function autogroupOf(pid) {
  * session of its own (a detached child) is in a group of its own, its nice weighs only against the
  * group's other processes, and the group takes its full share of the CPU against every other
  * session unless the group's own nice is raised too. The group's nice is raised only when the
- * process is in another group than this one (else it would lower this process's group too).
+ * process is in another group than this one (else it would lower this process's group too) — this
+ * one may be in none (init's session).
  * Returns what it set. @param {number} pid
  */
 export function lowerPriority(pid) {
@@ -459,9 +464,11 @@ export function lowerPriority(pid) {
   } catch {
     /* not permitted: it runs at normal priority */
   }
+  // A process of init's own session (as a CI job's may be) is in no autogroup: its file is empty, so
+  // `ours` is undefined while a detached child still leads a group of its own.
   const theirs = autogroupOf(pid);
   const ours = autogroupOf('self');
-  if (theirs && ours && theirs.group !== ours.group) {
+  if (theirs && theirs.group !== ours?.group) {
     try {
       writeFileSync(`/proc/${pid}/autogroup`, '19');
       group = true;
