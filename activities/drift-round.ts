@@ -21,7 +21,7 @@ import type { ArtifactStore } from '../shared/infra/object-store';
 import { toActivityFailure } from './drift-detection';
 import { diffHistory } from './diff-history';
 import { EngineError } from './engine';
-import type { GitClient } from './git';
+import { GitError, type GitClient } from './git';
 import { blockAddress } from './hcl-edit';
 import { confinedEditTarget, ModelEditRefused } from './model-edits';
 import { modulePrefixes, TerraformConfig } from './terraform-config';
@@ -59,8 +59,18 @@ import type {
   CycleInput,
   IterationInput,
   IterationOutput,
+  TakeBackInput,
+  TakeBackOutput,
 } from '../shared/round-contracts';
-export type { ConfirmInput, ConfirmOutput, CycleInput, IterationInput, IterationOutput };
+export type {
+  ConfirmInput,
+  ConfirmOutput,
+  CycleInput,
+  IterationInput,
+  IterationOutput,
+  TakeBackInput,
+  TakeBackOutput,
+};
 
 export interface GenerateOutput {
   changed: boolean;
@@ -279,6 +289,44 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
     }));
     result.validation_failure = failure;
     await artifacts.putJson(resultKey, result);
+  };
+
+  /** Why a cycle's change that does not validate stays unreconciled. */
+  const notValid = (message: string) => `The proposed change did not validate (${message}); it was reverted.`;
+
+  /**
+   * A group's targeted plan of its cycle's commit, in the round's snapshot checkout, while the next
+   * cycle works on the branch: the branch is left alone. A change that does not plan has its
+   * reason recorded in its cycle's result; takeBackGroups takes it back after the iteration's cycles.
+   */
+  const validateAt = async (input: CycleInput, commit: string): Promise<ValidateOutput> => {
+    const { ref, iteration, group } = input;
+    const h = hooks();
+    const snap = await workspaces.snapshot(ref, commit);
+    try {
+      const planFile = join(snap.scratch, `${ref.roundId}-${iteration}-${group}.tfplan`);
+      const targets = (await groupOperations(input.operationsKey, input.groupSize, group)).map(
+        (o) => o.address,
+      );
+      // Without the state lock, as a detection's: the plan only reads (it is never applied; the
+      // whole root's plan after the cycles takes the lock), and a retry's plan may still overlap
+      // the attempt it replaces.
+      const plan = await snap.engine.planValidated({ out: planFile, targets, lock: false }, h);
+      const planKey = key(ref, `iteration-${iteration}/group-${group}/plan.tfplan`);
+      await Promise.all([
+        artifacts.putFile(planKey, planFile),
+        artifacts.putText(key(ref, `iteration-${iteration}/group-${group}/plan.txt`), plan.output),
+      ]);
+      return { valid: true, planKey, reinitialized: plan.reinitialized };
+    } catch (err) {
+      if (err instanceof EngineError && err.permanent) {
+        await recordTakenBack(input, group, err.message, notValid(err.message));
+        return { valid: false, reinitialized: false, reason: err.message };
+      }
+      throw toActivityFailure(err);
+    } finally {
+      snap.release();
+    }
   };
 
   return {
@@ -523,6 +571,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
      * whole configuration first (`validate -json` runs when it fails, for its diagnostic).
      */
     async validateRemediation(input: CycleInput): Promise<ValidateOutput> {
+      if (input.commit) return validateAt(input, input.commit);
       const { ref, iteration, group } = input;
       const ws = await workspaces.get(ref);
       const h = hooks();
@@ -572,12 +621,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
           // The proposed code does not validate: say why its drift stays unreconciled (recorded
           // first, so a retry after the revert finds it), then take the cycle's commit back so the
           // branch stays valid.
-          await recordTakenBack(
-            input,
-            group,
-            err.message,
-            `The proposed change did not validate (${err.message}); it was reverted.`,
-          );
+          await recordTakenBack(input, group, err.message, notValid(err.message));
           await git.run(['revert', '--no-edit', cycleCommit || 'HEAD'], ws.dir);
           await ws.git.push(ws.dir, ref.branch);
           const head = (await git.run(['rev-parse', 'HEAD'], ws.dir)).trim();
@@ -585,6 +629,63 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
         }
         throw toActivityFailure(err);
       }
+    },
+
+    /**
+     * After an iteration whose groups were validated while later ones generated on top of them:
+     * takes back the changes whose targeted plans failed, in one commit, and pushes. A change that
+     * does not revert apart from a later group's (that group edited the same lines since) is taken
+     * back with every group after it, those groups' drift left with the reason. A retry after the
+     * step committed finds its commit and pushes it again.
+     */
+    async takeBackGroups(input: TakeBackInput): Promise<TakeBackOutput> {
+      const { ref, iteration } = input;
+      const ws = await workspaces.get(ref);
+      const marker = `Kumoss-TakeBack: ${ref.sessionId}/${ref.roundId}/${iteration}`;
+      const recordKey = key(ref, `iteration-${iteration}/take-back.json`);
+      const head = async () => (await git.run(['rev-parse', 'HEAD'], ws.dir)).trim();
+      const stepped = (await git.run(['log', '-F', `--grep=${marker}`, '--format=%H'], ws.dir)).trim();
+      if (stepped) {
+        const found = await getJson<{ takenBack: number[] }>(artifacts, recordKey);
+        await ws.git.push(ws.dir, ref.branch);
+        return { head: await head(), takenBack: found.takenBack };
+      }
+      // An attempt that failed halfway left its revert in the checkout: start from the branch.
+      const fromBranch = async () => {
+        await git.run(['revert', '--quit'], ws.dir).catch(() => undefined);
+        await git.discardChanges(ws.dir, ['.terraform/', '.terraform.lock.hcl']);
+      };
+      await fromBranch();
+      const invalid = new Set(input.invalid);
+      const revert = (groups: { commit: string }[]) =>
+        git.run(['revert', '--no-commit', ...groups.map((g) => g.commit).reverse()], ws.dir);
+      let takenBack = input.groups.filter((g) => invalid.has(g.group));
+      try {
+        await revert(takenBack);
+      } catch (err) {
+        if (!(err instanceof GitError)) throw err;
+        await fromBranch();
+        // Every group from the first invalid one on: the newest first, each reverts cleanly.
+        takenBack = input.groups.slice(input.groups.findIndex((g) => invalid.has(g.group)));
+        const reason = 'it did not revert apart from an earlier change that did not validate';
+        for (const g of takenBack.filter((t) => !invalid.has(t.group)))
+          await recordTakenBack(input, g.group, reason, `The proposed change was taken back: ${reason}.`);
+        await revert(takenBack);
+      }
+      const record = { takenBack: takenBack.map((g) => g.group) };
+      await artifacts.putJson(recordKey, record);
+      const names = record.takenBack.map((g) => g + 1).join(', ');
+      await git.run(
+        [
+          'commit',
+          '--quiet',
+          '-m',
+          `Take back iteration ${iteration}'s changes that did not validate (group ${names})\n\n${marker}`,
+        ],
+        ws.dir,
+      );
+      await ws.git.push(ws.dir, ref.branch);
+      return { head: await head(), ...record };
     },
 
     /**

@@ -560,7 +560,10 @@ export class EngineClient {
    * plan. `validate -json` runs only when the plan fails, and its diagnostic is the answer, as a
    * serial validate-then-plan would give it.
    */
-  async planValidated(opts: { out: string; targets?: string[] }, hooks: CallHooks = {}): Promise<PlanResult> {
+  async planValidated(
+    opts: { out: string; targets?: string[]; lock?: false },
+    hooks: CallHooks = {},
+  ): Promise<PlanResult> {
     return this.plan(opts, hooks, async (r) => {
       const v = await this.run(EngineClient.VALIDATE, hooks);
       if (v.exitCode !== 0) await this.failClassified('validate', v, hooks);

@@ -45,6 +45,18 @@ export interface Workspace {
 }
 
 /**
+ * A checkout of one commit beside a round's own (a git worktree of it), with an engine client of
+ * its own: where a cycle's change is validated while the next cycle works on the branch.
+ */
+export interface Snapshot {
+  dir: string;
+  iacDir: string;
+  /** The round's directory for its own files (the same as its workspace's). */
+  scratch: string;
+  engine: EngineClient;
+}
+
+/**
  * The directories under `root`, but those in `held`, whose last use (`lastUse`, epoch ms) is more
  * than `maxAgeMs` before `now`: what a workspace sweep removes.
  */
@@ -72,6 +84,10 @@ const safe = (s: string) => s.replace(/[^A-Za-z0-9_-]/g, '_');
 export class RoundWorkspaces {
   /** Checkouts a round of this worker holds, by session: which round, and its workspace. */
   private readonly open = new Map<string, { roundId: string; ws: Workspace }>();
+  /** The snapshot checkouts a round of this worker validates in, by session: those free, how many. */
+  private readonly snapshots = new Map<string, { roundId: string; free: Snapshot[]; count: number }>();
+  /** A session's `get` under way: the next waits for it (two steps of a round may run at once). */
+  private readonly getting = new Map<string, Promise<unknown>>();
   private lastSweep = 0;
 
   constructor(
@@ -105,6 +121,20 @@ export class RoundWorkspaces {
    * session, fetched and reset to the pushed branch; else a fresh clone.
    */
   async get(ref: RoundRef): Promise<Workspace> {
+    // One at a time per session: a cycle validated in its snapshot runs beside the next cycle, and
+    // two first calls must not both clone into the same directory.
+    const key = ref.sessionId;
+    const before = this.getting.get(key) ?? Promise.resolve();
+    const next = before.catch(() => undefined).then(() => this.getNow(ref));
+    this.getting.set(key, next);
+    try {
+      return await next;
+    } finally {
+      if (this.getting.get(key) === next) this.getting.delete(key);
+    }
+  }
+
+  private async getNow(ref: RoundRef): Promise<Workspace> {
     if (Date.now() - this.lastSweep > 60 * 60 * 1000) {
       this.lastSweep = Date.now();
       this.sweep();
@@ -136,40 +166,92 @@ export class RoundWorkspaces {
     const iacDir = resolveIacDir(dir, ref.iacPath);
     if (!existsSync(iacDir))
       throw new Error(`IaC path ${ref.iacPath} does not exist in ${ref.repositoryUrl}`);
-    const deps = this.engines[ref.engine ?? this.defaultEngine];
-    const credentials = deps.cloudCredentials;
     const ws: Workspace = {
       dir,
       iacDir,
       scratch,
       reused,
       git,
-      engine: new EngineClient({
-        ...deps,
-        workdir: iacDir,
-        runDir: scratch,
-        // The session's organization's own cloud credentials, when it has a role for this cloud.
-        ...(credentials
-          ? {
-              runCredentials: async () => {
-                const org = await credentials.sessionOrganization(ref.sessionId);
-                return org
-                  ? credentials.forRun({
-                      organization_uuid: org,
-                      cloud: ref.cloud,
-                      run: `${ref.sessionId}-${ref.roundId}`,
-                    })
-                  : undefined;
-              },
-            }
-          : {}),
-        scopeId: ref.scopeId,
-        stateProjectId:
-          ref.stateProjectId ?? legacyStateProjectId(ref.repositoryUrl, ref.iacPath, ref.scopeId),
-      }),
+      engine: this.engineFor(ref, iacDir, scratch),
     };
     this.open.set(key, { roundId: ref.roundId, ws });
     return ws;
+  }
+
+  /** An engine client for the round working in `workdir` (the checkout's root, or a snapshot's). */
+  private engineFor(ref: RoundRef, workdir: string, scratch: string): EngineClient {
+    const deps = this.engines[ref.engine ?? this.defaultEngine];
+    const credentials = deps.cloudCredentials;
+    return new EngineClient({
+      ...deps,
+      workdir,
+      runDir: scratch,
+      // The session's organization's own cloud credentials, when it has a role for this cloud.
+      ...(credentials
+        ? {
+            runCredentials: async () => {
+              const org = await credentials.sessionOrganization(ref.sessionId);
+              return org
+                ? credentials.forRun({
+                    organization_uuid: org,
+                    cloud: ref.cloud,
+                    run: `${ref.sessionId}-${ref.roundId}`,
+                  })
+                : undefined;
+            },
+          }
+        : {}),
+      scopeId: ref.scopeId,
+      stateProjectId: ref.stateProjectId ?? legacyStateProjectId(ref.repositoryUrl, ref.iacPath, ref.scopeId),
+    });
+  }
+
+  /**
+   * A snapshot checkout of the round at `commit`, not in use by another step: a worktree of the
+   * round's checkout in the round's directory (the engine sandbox's root, as the checkout's),
+   * brought to the commit and cleaned but for the engine's working directory; each keeps its engine
+   * client, which runs init once a round. The branch and the round's checkout are left alone — a
+   * step on them may be under way. `release` hands the snapshot back.
+   */
+  async snapshot(ref: RoundRef, commit: string): Promise<Snapshot & { release(): void }> {
+    const { head: _head, ...anyHead } = ref;
+    const ws = await this.get(anyHead);
+    let pool = this.snapshots.get(ref.sessionId);
+    if (pool?.roundId !== ref.roundId) {
+      pool = { roundId: ref.roundId, free: [], count: 0 };
+      this.snapshots.set(ref.sessionId, pool);
+    }
+    const snap =
+      pool.free.pop() ??
+      ((): Snapshot => {
+        const dir = join(ws.scratch, `validate-${pool.count++}`);
+        const iacDir = resolveIacDir(dir, ref.iacPath);
+        return { dir, iacDir, scratch: ws.scratch, engine: this.engineFor(ref, iacDir, ws.scratch) };
+      })();
+    const release = () => {
+      if (this.snapshots.get(ref.sessionId) === pool) pool.free.push(snap);
+    };
+    try {
+      const known = await this.git.run(['cat-file', '-t', commit], ws.dir).then(
+        (t) => t.trim() === 'commit',
+        () => false,
+      );
+      // A step of the round that ran on another worker committed it: the pushed branch has it.
+      if (!known) await ws.git.run(['fetch', '--quiet', '--no-tags', 'origin', ref.branch], ws.dir);
+      if (existsSync(join(snap.dir, '.git'))) {
+        await this.git.run(['checkout', '--quiet', '--force', '--detach', commit], snap.dir);
+        // The engine's lock file stays too when the repository does not track it (else init again).
+        await this.git.run(['clean', '-ffdq', '-e', '.terraform/', '-e', '.terraform.lock.hcl'], snap.dir);
+      } else {
+        rmSync(snap.dir, { recursive: true, force: true });
+        await this.git.run(['worktree', 'prune'], ws.dir);
+        await this.git.run(['worktree', 'add', '--quiet', '--force', '--detach', snap.dir, commit], ws.dir);
+      }
+    } catch (err) {
+      release();
+      throw err;
+    }
+    return { ...snap, release };
   }
 
   /**
@@ -179,6 +261,7 @@ export class RoundWorkspaces {
   release(ref: RoundRef): void {
     const known = this.open.get(ref.sessionId);
     if (known?.roundId === ref.roundId) this.open.delete(ref.sessionId);
+    if (this.snapshots.get(ref.sessionId)?.roundId === ref.roundId) this.snapshots.delete(ref.sessionId);
     const scratch = join(this.root, safe(ref.sessionId));
     if (!existsSync(scratch)) return;
     for (const f of readdirSync(scratch)) {

@@ -69,6 +69,37 @@ export interface CycleInput {
    * iteration's whole-root plan (confirmIteration) coming after.
    */
   scope?: 'root' | 'group';
+  /**
+   * With `scope: 'group'`: validate this commit (the cycle's) in a checkout of its own while the
+   * next cycle generates on the branch. The step leaves the branch alone: a change that does not
+   * plan is taken back afterwards (takeBackGroups), not reverted here.
+   */
+  commit?: string;
+}
+
+/**
+ * Takes back, after an iteration's cycles, the changes whose targeted plans failed (validated
+ * while later groups generated on top of them).
+ */
+export interface TakeBackInput {
+  ref: RoundRef;
+  iteration: string;
+  operationsKey: string;
+  groupSize: number;
+  /** Every group of the iteration that committed, in order. */
+  groups: { group: number; commit: string }[];
+  /** Those whose targeted plan failed (their reasons are already in their cycles' results). */
+  invalid: number[];
+}
+
+export interface TakeBackOutput {
+  /** The branch's commit after the step. */
+  head: string;
+  /**
+   * Groups no longer on the branch: the invalid ones, and any later one whose change did not
+   * revert apart from theirs (taken back with them, the reason in its cycle's result).
+   */
+  takenBack: number[];
 }
 
 /**

@@ -6,7 +6,9 @@
 // iteration's last is validated by a plan targeted at its addresses; the iteration's changes are
 // then validated together by one plan of the whole root — the plan the next iteration reads
 // (confirmIteration, which falls back to validating each group against the whole root when they
-// disagree). An iteration with one change validates it with the whole root directly.
+// disagree). An iteration with one change validates it with the whole root directly. A group's
+// targeted plan runs in a checkout of its own commit while the next group generates on the branch;
+// changes whose plans failed are taken back together after the iteration's cycles (takeBackGroups).
 import { patched, setCurrentDetails } from '@temporalio/workflow';
 import type { DriftRoundActivities } from '../activities/drift-round';
 import type { IterationOutput, RoundRef } from '../shared/round-contracts';
@@ -37,10 +39,24 @@ export interface LoopResult {
  */
 export const TARGETED_GROUP_PLANS = 'targeted-group-plans';
 
+/**
+ * Rounds recorded before a group's targeted plan ran beside the next group's generation validated
+ * each group before generating the next, and reverted an invalid change at once: they replay so.
+ */
+export const PIPELINED_GROUP_PLANS = 'pipelined-group-plans';
+
+/** The groups whose targeted plans run, numbered from 1: `group 2 (a plan of its addresses)`. */
+function groupNames(groups: Set<number>): string {
+  const n = [...groups].sort((a, b) => a - b).map((g) => g + 1);
+  return n.length === 1
+    ? `group ${n[0]} (a plan of its addresses)`
+    : `groups ${n.join(' and ')} (plans of their addresses)`;
+}
+
 export async function detectAndRemediate(
   acts: Pick<
     DriftRoundActivities,
-    'planIteration' | 'generateRemediation' | 'validateRemediation' | 'confirmIteration'
+    'planIteration' | 'generateRemediation' | 'validateRemediation' | 'confirmIteration' | 'takeBackGroups'
   >,
   start: RoundRef,
   targets: string[],
@@ -54,6 +70,7 @@ export async function detectAndRemediate(
     ...(ref.head ? { head: ref.head } : {}),
   });
   const targeted = patched(TARGETED_GROUP_PLANS);
+  const pipelined = targeted && patched(PIPELINED_GROUP_PLANS);
   const cycleResultKeys: string[] = [];
   let reinits = 0;
   let planKey: string | undefined;
@@ -105,9 +122,18 @@ export async function detectAndRemediate(
       groupSize: opts.groupSize,
       targets,
     });
+    /**
+     * Pipelined: the groups' targeted plans beside the generation, one after another (two at once
+     * took as long on two cores: the phase is CPU-bound, and the generation slowed as much).
+     */
+    let validations: Promise<void> = Promise.resolve();
+    let validationError: { error: unknown } | undefined;
+    const validating = new Set<number>();
+    const committed: { group: number; commit: string }[] = [];
+    const invalid: number[] = [];
     for (let g = 0; g < det.groupCount; g++) {
       setCurrentDetails(
-        `Iteration ${i} of ${opts.maxIterations}: ${det.operationCount} operation(s) in ${det.groupCount} group(s), generating group ${g + 1}`,
+        `Iteration ${i} of ${opts.maxIterations}: ${det.operationCount} operation(s) in ${det.groupCount} group(s), generating group ${g + 1}${validating.size === 0 ? '' : ` while validating ${groupNames(validating)}`}`,
       );
       hooks.setStatus('generating');
       const gen = await acts.generateRemediation(cycleFor(g));
@@ -115,6 +141,26 @@ export async function detectAndRemediate(
       lastValidated = undefined;
       if (gen.commit) ref = { ...ref, head: gen.commit };
       if (!gen.changed) continue;
+      if (pipelined && gen.commit) {
+        committed.push({ group: g, commit: gen.commit });
+        if (g === det.groupCount - 1) continue; // validated with the whole root's plan, below
+        const cycle = { ...cycleFor(g), scope: 'group' as const, commit: gen.commit };
+        validations = validations.then(async () => {
+          if (validationError) return;
+          validating.add(g);
+          try {
+            const val = await acts.validateRemediation(cycle);
+            if (val.reinitialized) reinits += 1;
+            if (val.valid && val.planKey) hooks.addArtifact(val.planKey);
+            else invalid.push(g);
+          } catch (error) {
+            validationError = { error };
+          } finally {
+            validating.delete(g);
+          }
+        });
+        continue;
+      }
       // The iteration's last group is validated with the whole root's plan, below.
       if (targeted && gen.commit && g === det.groupCount - 1) {
         pending.push({ group: g, commit: gen.commit });
@@ -138,6 +184,32 @@ export async function detectAndRemediate(
           progressed = true;
         }
       }
+    }
+    if (pipelined) {
+      if (validating.size > 0) {
+        hooks.setStatus('validating');
+        setCurrentDetails(`Iteration ${i} of ${opts.maxIterations}: validating ${groupNames(validating)}`);
+      }
+      await validations;
+      if (validationError) throw validationError.error;
+      let takenBack: number[] = [];
+      if (invalid.length > 0) {
+        hooks.setStatus('validating');
+        setCurrentDetails(
+          `Iteration ${i} of ${opts.maxIterations}: taking back ${invalid.length} change(s) that did not validate`,
+        );
+        const back = await acts.takeBackGroups({
+          ref,
+          iteration: String(i),
+          operationsKey: det.operationsKey,
+          groupSize: opts.groupSize,
+          groups: committed,
+          invalid: [...invalid].sort((a, b) => a - b),
+        });
+        ref = { ...ref, head: back.head };
+        takenBack = back.takenBack;
+      }
+      pending.push(...committed.filter((c) => !takenBack.includes(c.group)));
     }
     const only = pending.length === 1 ? pending[0] : undefined;
     if (only) {

@@ -14,6 +14,8 @@ import type {
   ConfirmOutput,
   GenerateOutput,
   IterationOutput,
+  TakeBackInput,
+  TakeBackOutput,
   ValidateOutput,
 } from '../../activities/drift-round';
 import type { RoundRef } from '../../activities/workspace';
@@ -85,6 +87,9 @@ function stubs(
         ...confirm(input),
       }),
     ),
+    takeBackGroups: vi.fn((input: TakeBackInput): Promise<TakeBackOutput> =>
+      Promise.resolve({ head: `tb${input.iteration}`, takenBack: input.invalid }),
+    ),
   };
   return { acts, planned };
 }
@@ -113,7 +118,9 @@ describe('the detect-and-remediate loop', () => {
     const r = await loop(acts);
     expect(r).toMatchObject({ iterations: 1, stoppedBecause: 'no-progress', finalOperationsKey: 'ops-1' });
     expect(acts.generateRemediation).toHaveBeenCalledTimes(2);
-    expect(r.head).toBe('c2');
+    // The first group's change taken back after the cycles, the second's by its own validation.
+    expect(acts.takeBackGroups.mock.calls[0]?.[0].invalid).toEqual([0]);
+    expect(r.head).toBe('tb1');
   });
 
   it('reads the plan the last valid cycle left, and ends at the iteration bound with what is left', async () => {
@@ -142,10 +149,12 @@ describe('the detect-and-remediate loop', () => {
   it('validates the groups before the last by targeted plans, then all changes by one plan of the whole root', async () => {
     const { acts, planned } = stubs([{ groupCount: 3 }, { inSync: true, operationCount: 0, groupCount: 0 }]);
     const r = await loop(acts);
+    // Each in a checkout of its own cycle's commit.
     expect(acts.validateRemediation.mock.calls.map(([c]) => c)).toEqual([
-      expect.objectContaining({ group: 0, scope: 'group' }),
-      expect.objectContaining({ group: 1, scope: 'group' }),
+      expect.objectContaining({ group: 0, scope: 'group', commit: 'c1' }),
+      expect.objectContaining({ group: 1, scope: 'group', commit: 'c2' }),
     ]);
+    expect(acts.takeBackGroups).not.toHaveBeenCalled();
     expect(acts.confirmIteration).toHaveBeenCalledTimes(1);
     expect(acts.confirmIteration.mock.calls[0]?.[0]).toMatchObject({
       iteration: '1',
@@ -170,21 +179,102 @@ describe('the detect-and-remediate loop', () => {
     expect(acts.confirmIteration).not.toHaveBeenCalled();
   });
 
-  it('leaves a group whose targeted plan failed out of the whole root’s plan', async () => {
+  it("validates a group's commit while the next group generates: its plan does not wait for it", async () => {
+    const { acts } = stubs([{ groupCount: 3 }, { inSync: true, operationCount: 0, groupCount: 0 }]);
+    const generate = acts.generateRemediation.getMockImplementation();
+    let secondStarted: () => void = () => undefined;
+    const second = new Promise<void>((resolve) => (secondStarted = resolve));
+    const seen = { generate1Ended: false, validate0Ended: false, overlapped: [] as string[] };
+    acts.generateRemediation.mockImplementation(async () => {
+      const n = acts.generateRemediation.mock.calls.length;
+      if (n === 2) {
+        if (!seen.validate0Ended) seen.overlapped.push('group 2 generated before group 1 validated');
+        secondStarted();
+      }
+      const out = (await generate?.()) as GenerateOutput;
+      if (n === 2) seen.generate1Ended = true;
+      return out;
+    });
+    acts.validateRemediation.mockImplementation(async (input: { group: number; iteration: string }) => {
+      if (input.group === 0) {
+        if (!seen.generate1Ended) seen.overlapped.push('group 1 validated before group 2 generated');
+        // Answered only once the next group's generation has begun: a loop that waited for this
+        // plan before generating the next group would never end.
+        await second;
+        seen.validate0Ended = true;
+      }
+      return { valid: true, planKey: `validated-${input.iteration}-${input.group}`, reinitialized: false };
+    });
+    await loop(acts);
+    expect(seen.overlapped).toEqual([
+      'group 2 generated before group 1 validated',
+      'group 1 validated before group 2 generated',
+    ]);
+    expect(acts.confirmIteration.mock.calls[0]?.[0].groups).toHaveLength(3);
+  });
+
+  it('runs the groups’ targeted plans one after another', async () => {
+    const { acts } = stubs([{ groupCount: 6 }, { inSync: true, operationCount: 0, groupCount: 0 }]);
+    let running = 0;
+    let most = 0;
+    acts.validateRemediation.mockImplementation(async (input: { group: number; iteration: string }) => {
+      running += 1;
+      most = Math.max(most, running);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      running -= 1;
+      return { valid: true, planKey: `validated-${input.iteration}-${input.group}`, reinitialized: false };
+    });
+    await loop(acts);
+    expect(acts.validateRemediation.mock.calls.map(([c]) => c.group)).toEqual([0, 1, 2, 3, 4]);
+    expect(most).toBe(1);
+  });
+
+  it('takes back the changes whose targeted plans failed, then plans the whole root with the rest', async () => {
     const { acts } = stubs([{ groupCount: 3 }, { inSync: true, operationCount: 0, groupCount: 0 }]);
     acts.validateRemediation.mockImplementationOnce(() =>
-      Promise.resolve({
-        valid: false,
-        reinitialized: false,
-        reason: 'Error: Unsupported argument',
-        head: 'rv1',
-      }),
+      Promise.resolve({ valid: false, reinitialized: false, reason: 'Error: Unsupported argument' }),
     );
     await loop(acts);
+    expect(acts.takeBackGroups).toHaveBeenCalledTimes(1);
+    expect(acts.takeBackGroups.mock.calls[0]?.[0]).toMatchObject({
+      iteration: '1',
+      operationsKey: 'ops-1',
+      groups: [
+        { group: 0, commit: 'c1' },
+        { group: 1, commit: 'c2' },
+        { group: 2, commit: 'c3' },
+      ],
+      invalid: [0],
+    });
+    expect(acts.takeBackGroups.mock.calls[0]?.[0].ref.head).toBe('c3');
     expect(acts.confirmIteration.mock.calls[0]?.[0].groups).toEqual([
       { group: 1, commit: 'c2' },
       { group: 2, commit: 'c3' },
     ]);
+    // The whole root's plan starts from the commit the take-back left.
+    expect(acts.confirmIteration.mock.calls[0]?.[0].ref.head).toBe('tb1');
+  });
+
+  it('validates the one change left after a take-back with the whole root', async () => {
+    const { acts } = stubs([{ groupCount: 3 }, { inSync: true, operationCount: 0, groupCount: 0 }]);
+    acts.validateRemediation.mockImplementation(
+      (input: { group: number; iteration: string; scope?: string }) =>
+        Promise.resolve(
+          input.scope === 'group'
+            ? { valid: false, reinitialized: false, reason: 'Error: Unsupported argument' }
+            : { valid: true, planKey: `validated-${input.iteration}-${input.group}`, reinitialized: false },
+        ),
+    );
+    // The second group's change did not revert apart from the first's: both are taken back.
+    acts.takeBackGroups.mockImplementationOnce((input: TakeBackInput) =>
+      Promise.resolve({ head: 'tb1', takenBack: input.invalid }),
+    );
+    const r = await loop(acts);
+    expect(acts.takeBackGroups.mock.calls[0]?.[0].invalid).toEqual([0, 1]);
+    expect(acts.confirmIteration).not.toHaveBeenCalled();
+    expect(acts.validateRemediation.mock.calls.at(-1)?.[0]).toMatchObject({ group: 2, ref: { head: 'tb1' } });
+    expect(acts.validateRemediation.mock.calls.at(-1)?.[0]).not.toHaveProperty('scope');
+    expect(r).toMatchObject({ iterations: 2, stoppedBecause: 'in-sync' });
   });
 
   it('stops without progress when the whole root took every change back', async () => {

@@ -329,7 +329,7 @@ describe('driftRound when a group’s change does not validate', () => {
   });
 
   it("takes the change back with the engine's diagnostic and keeps the one that plans", async () => {
-    const { result } = await twoGroupRound(h, b);
+    const { args, result } = await twoGroupRound(h, b);
     expect(result.outcome).toBe('Partial');
     expect(result.remediated).toEqual([DRIFT_ADDRESSES.ingress]);
     const report = driftReportSchema.parse(
@@ -343,6 +343,71 @@ describe('driftRound when a group’s change does not validate', () => {
         ) as string,
       }),
     ]);
+    // Its targeted plan ran while the next group generated on top of it: the change was taken back
+    // after the cycles, the next group's kept.
+    const prefix = `sessions/${args.session_id}/rounds/${args.round_id}/iteration-1`;
+    expect(JSON.parse(await artifactStore().getText(`${prefix}/take-back.json`))).toEqual({ takenBack: [0] });
+    const clone = await cloneOf(b.repoUrl);
+    await gitClient().run(['checkout', '--quiet', result.branch], clone);
+    const log = (await gitClient().run(['log', '--format=%s', '-3'], clone)).trim().split('\n');
+    expect(log[0]).toBe("Take back iteration 1's changes that did not validate (group 1)");
+    expect(log[1]).toMatch(/^Reconcile drift: /);
+  });
+});
+
+describe('driftRound when a later group edited the lines an invalid change added', () => {
+  let h: TemporalHarness;
+  let b: DriftTestBed;
+
+  // The first group's fix adds a broken output at the end of main.tf; the second group, generated
+  // on top of it while the first group's plan ran, adds a valid output right after it: the first
+  // change no longer reverts apart from the second's.
+  const model = besideFix(
+    DRIFT_ADDRESSES.attribute,
+    'output "broken" {\n  value = var.undeclared\n}\n',
+    besideFix(DRIFT_ADDRESSES.ingress, 'output "fine" {\n  value = "ok"\n}\n'),
+  );
+
+  beforeAll(async () => {
+    h = await temporalHarness('drift-round-take-back', testActivities({ model }));
+    b = await newTestBed();
+  });
+  afterAll(async () => {
+    await b?.destroy();
+    await h?.close();
+  });
+
+  it('takes both changes back, each with its reason, and leaves the branch as it began', async () => {
+    const { args, result } = await twoGroupRound(h, b);
+    expect(result.remediated).toEqual([]);
+    expect(result.stopped_because).toBe('no-progress');
+    const prefix = `sessions/${args.session_id}/rounds/${args.round_id}/iteration-1`;
+    expect(JSON.parse(await artifactStore().getText(`${prefix}/take-back.json`))).toEqual({
+      takenBack: [0, 1],
+    });
+    const report = driftReportSchema.parse(
+      JSON.parse(await artifactStore().getText(result.report_key ?? '')),
+    );
+    expect(report.unreconciled_drift).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({
+          address: DRIFT_ADDRESSES.attribute,
+          reason: expect.stringMatching(/^The proposed change did not validate \(/) as string,
+        }),
+        expect.objectContaining({
+          address: DRIFT_ADDRESSES.ingress,
+          reason:
+            'The proposed change was taken back: it did not revert apart from an earlier change that did not validate.',
+        }),
+      ]),
+    );
+    // The branch's tree is the base's again: both changes taken back in one commit.
+    const clone = await cloneOf(b.repoUrl);
+    await gitClient().run(['checkout', '--quiet', result.branch], clone);
+    const diff = await gitClient().run(['diff', '--stat', 'origin/main', 'HEAD'], clone);
+    expect(diff.trim()).toBe('');
+    const log = await gitClient().run(['log', '--format=%s', '-1'], clone);
+    expect(log.trim()).toBe("Take back iteration 1's changes that did not validate (group 1, 2)");
   });
 });
 
@@ -362,11 +427,11 @@ async function twoGroupRound(
   return { args, result };
 }
 
-/** The offline model, whose fix of `address` adds `hcl` to main.tf beside it. */
-function besideFix(address: string, hcl: string): OfflineModel {
+/** The offline model (or `inner`), whose fix of `address` adds `hcl` to main.tf beside it. */
+function besideFix(address: string, hcl: string, inner: OfflineModel = new OfflineModel()): OfflineModel {
   return new (class extends OfflineModel {
     override async remediate(input: Parameters<OfflineModel['remediate']>[0]) {
-      const r = await super.remediate(input);
+      const r = await inner.remediate(input);
       if (!input.operations.some((o) => o.address === address)) return r;
       return {
         ...r,
