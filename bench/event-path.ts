@@ -115,7 +115,13 @@ export async function activityTimeline(
   client: Client,
   workflowId: string,
   beside: string[] = ['recordRoundEvents'],
-): Promise<{ byType: Map<string, { n: number; ms: number }>; idleMs: number; wallMs: number }> {
+): Promise<{
+  byType: Map<string, { n: number; ms: number }>;
+  idleMs: number;
+  wallMs: number;
+  /** Main-path activity time spent beside another main-path activity (their sum less their union). */
+  besideMs: number;
+}> {
   const history = await client.workflow.getHandle(workflowId).fetchHistory();
   const events = history.events ?? [];
   const scheduled = new Map<number, { type: string; at: number }>();
@@ -147,5 +153,6 @@ export async function activityTimeline(
     covered += e - Math.max(s, reach);
     reach = e;
   }
-  return { byType, idleMs: last - first - covered, wallMs: last - first };
+  const total = spans.reduce((sum, [s, e]) => sum + e - s, 0);
+  return { byType, idleMs: last - first - covered, wallMs: last - first, besideMs: total - covered };
 }

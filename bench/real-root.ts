@@ -300,7 +300,7 @@ async function main(): Promise<void> {
         .map(([t, x]) => `${t} ×${x.n} ${(x.ms / 1000).toFixed(1)} s`)
         .join(
           ', ',
-        )}; no main-path activity under way for ${(timeline.idleMs / 1000).toFixed(1)} s of ${(timeline.wallMs / 1000).toFixed(1)} s`,
+        )}; no main-path activity under way for ${(timeline.idleMs / 1000).toFixed(1)} s of ${(timeline.wallMs / 1000).toFixed(1)} s; ${(timeline.besideMs / 1000).toFixed(1)} s of activity time beside another (a group's targeted plan beside the next group's generation)`,
     );
     console.log(
       `drift derivation on the round's plan (${drifted} drifted of 1000): median ${times[2]?.toFixed(0)} ms of 5`,
