@@ -301,6 +301,9 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
    */
   const validateAt = async (input: CycleInput, commit: string): Promise<ValidateOutput> => {
     const { ref, iteration, group } = input;
+    // A commit id, never an option or a ref name git would read otherwise.
+    if (!/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(commit))
+      throw ApplicationFailure.nonRetryable(`Not a commit id: ${commit}`, ErrorTypes.InvalidInput);
     const h = hooks();
     const snap = await workspaces.snapshot(ref, commit);
     try {
@@ -674,13 +677,13 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       }
       const record = { takenBack: takenBack.map((g) => g.group) };
       await artifacts.putJson(recordKey, record);
-      const names = record.takenBack.map((g) => g + 1).join(', ');
+      const names = `group${record.takenBack.length > 1 ? 's' : ''} ${record.takenBack.map((g) => g + 1).join(', ')}`;
       await git.run(
         [
           'commit',
           '--quiet',
           '-m',
-          `Take back iteration ${iteration}'s changes that did not validate (group ${names})\n\n${marker}`,
+          `Take back iteration ${iteration}'s changes that did not validate (${names})\n\n${marker}`,
         ],
         ws.dir,
       );

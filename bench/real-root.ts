@@ -14,6 +14,7 @@ import {
 import { UpdateAssumeRolePolicyCommand } from '@aws-sdk/client-iam';
 import { PutBucketTaggingCommand } from '@aws-sdk/client-s3';
 import { EngineClient, type EngineCall } from '../activities/engine';
+import { OfflineModel } from '../activities/model/offline';
 import { readPlanForDrift } from '../activities/plan-reader';
 import { GitClient } from '../activities/git';
 import type { DriftRoundInput, DriftRoundResult } from '../shared/contracts';
@@ -33,6 +34,12 @@ const MODULES = 4;
 const PER_MODULE = 50;
 /** The wider `-parallelism` the yardstick plan is timed with beside the engine's default (10). */
 const PLAN_PARALLELISM = 30;
+/**
+ * How much later than the offline model each remediation is answered (`BENCH_REAL_ROOT_MODEL_MS`,
+ * default 0): a hosted model answers in seconds, and a group's targeted plan runs beside the next
+ * group's answer. The table's figure is the offline model's.
+ */
+const MODEL_MS = Number(process.env.BENCH_REAL_ROOT_MODEL_MS ?? 0);
 // Each root file: 40 security groups, 20 buckets, 10 roles, 10 instances (80; with the modules, 1,000).
 const AMI = 'ami-03cf127a';
 const s = randomUUID().slice(0, 6);
@@ -232,6 +239,16 @@ async function main(): Promise<void> {
     const engineTimes = new EngineTimes();
     const taskQueue = `bench-real-root-${s}`;
     const worker = await startStackWorker(stack, taskQueue, {
+      ...(MODEL_MS > 0
+        ? {
+            model: new (class extends OfflineModel {
+              override async remediate(i: Parameters<OfflineModel['remediate']>[0]) {
+                await new Promise((resolve) => setTimeout(resolve, MODEL_MS));
+                return super.remediate(i);
+              }
+            })(),
+          }
+        : {}),
       onEngineCall: (c) => {
         calls.push(c);
         engineTimes.record(c);
@@ -288,6 +305,7 @@ async function main(): Promise<void> {
       times.push(performance.now() - d0);
     }
     times.sort((a, b) => a - b);
+    if (MODEL_MS > 0) console.log(`each remediation answered ${MODEL_MS} ms later than the offline model's`);
     console.log(
       `full round: ${result.status}, outcome ${result.outcome}, ${result.remediated.length} remediated, ${result.unreconciled_count} unreconciled, ${result.iterations} iteration(s)`,
     );

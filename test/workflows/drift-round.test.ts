@@ -407,7 +407,7 @@ describe('driftRound when a later group edited the lines an invalid change added
     const diff = await gitClient().run(['diff', '--stat', 'origin/main', 'HEAD'], clone);
     expect(diff.trim()).toBe('');
     const log = await gitClient().run(['log', '--format=%s', '-1'], clone);
-    expect(log.trim()).toBe("Take back iteration 1's changes that did not validate (group 1, 2)");
+    expect(log.trim()).toBe("Take back iteration 1's changes that did not validate (groups 1, 2)");
   });
 });
 
