@@ -20,7 +20,7 @@ import { roundArtifactKey } from '../shared/ids';
 import type { ArtifactStore } from '../shared/infra/object-store';
 import { toActivityFailure } from './drift-detection';
 import { diffHistory } from './diff-history';
-import { EngineError } from './engine';
+import { EngineError, type EngineClient } from './engine';
 import { GitError, type GitClient } from './git';
 import { blockAddress } from './hcl-edit';
 import { confinedEditTarget, ModelEditRefused } from './model-edits';
@@ -295,32 +295,48 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
   const notValid = (message: string) => `The proposed change did not validate (${message}); it was reverted.`;
 
   /**
+   * A cycle's plan in `at` (the round's checkout or a snapshot of the cycle's commit): of its
+   * group's addresses with `scope: 'group'`, else of the round's targets; stored with its output.
+   */
+  const planCycle = async (
+    at: { scratch: string; engine: EngineClient },
+    input: CycleInput,
+    lock?: false,
+  ): Promise<ValidateOutput> => {
+    const { ref, iteration, group } = input;
+    const planFile = join(at.scratch, `${ref.roundId}-${iteration}-${group}.tfplan`);
+    const targets =
+      input.scope === 'group'
+        ? (await groupOperations(input.operationsKey, input.groupSize, group)).map((o) => o.address)
+        : input.targets;
+    const plan = await at.engine.planValidated(
+      { out: planFile, targets, ...(lock === false ? { lock } : {}) },
+      hooks(),
+    );
+    const planKey = key(ref, `iteration-${iteration}/group-${group}/plan.tfplan`);
+    await Promise.all([
+      artifacts.putFile(planKey, planFile),
+      artifacts.putText(key(ref, `iteration-${iteration}/group-${group}/plan.txt`), plan.output),
+    ]);
+    return { valid: true, planKey, reinitialized: plan.reinitialized };
+  };
+
+  /**
    * A group's targeted plan of its cycle's commit, in the round's snapshot checkout, while the next
    * cycle works on the branch: the branch is left alone. A change that does not plan has its
    * reason recorded in its cycle's result; takeBackGroups takes it back after the iteration's cycles.
    */
   const validateAt = async (input: CycleInput, commit: string): Promise<ValidateOutput> => {
-    const { ref, iteration, group } = input;
+    const { ref, group } = input;
     // A commit id, never an option or a ref name git would read otherwise.
     if (!/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(commit))
       throw ApplicationFailure.nonRetryable(`Not a commit id: ${commit}`, ErrorTypes.InvalidInput);
-    const h = hooks();
     const snap = await workspaces.snapshot(ref, commit);
     try {
-      const planFile = join(snap.scratch, `${ref.roundId}-${iteration}-${group}.tfplan`);
-      const targets = (await groupOperations(input.operationsKey, input.groupSize, group)).map(
-        (o) => o.address,
-      );
       // Without the state lock, as a detection's: the plan only reads (it is never applied; the
       // whole root's plan after the cycles takes the lock), and a retry's plan may still overlap
       // the attempt it replaces.
-      const plan = await snap.engine.planValidated({ out: planFile, targets, lock: false }, h);
-      const planKey = key(ref, `iteration-${iteration}/group-${group}/plan.tfplan`);
-      await Promise.all([
-        artifacts.putFile(planKey, planFile),
-        artifacts.putText(key(ref, `iteration-${iteration}/group-${group}/plan.txt`), plan.output),
-      ]);
-      return { valid: true, planKey, reinitialized: plan.reinitialized };
+      return await planCycle(snap, input, false);
     } catch (err) {
       if (err instanceof EngineError && err.permanent) {
         await recordTakenBack(input, group, err.message, notValid(err.message));
@@ -577,7 +593,6 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       if (input.commit) return validateAt(input, input.commit);
       const { ref, iteration, group } = input;
       const ws = await workspaces.get(ref);
-      const h = hooks();
       const resultKey = key(ref, `iteration-${iteration}/group-${group}/remediation.json`);
       // The cycle's commit and a revert of it, from one `git log`: commits whose message names
       // the cycle or reverts something, newest first, as `sha NUL message NUL`.
@@ -607,18 +622,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
         };
       }
       try {
-        const planFile = join(ws.scratch, `${ref.roundId}-${iteration}-${group}.tfplan`);
-        const targets =
-          input.scope === 'group'
-            ? (await groupOperations(input.operationsKey, input.groupSize, group)).map((o) => o.address)
-            : input.targets;
-        const plan = await ws.engine.planValidated({ out: planFile, targets }, h);
-        const planKey = key(ref, `iteration-${iteration}/group-${group}/plan.tfplan`);
-        await Promise.all([
-          artifacts.putFile(planKey, planFile),
-          artifacts.putText(key(ref, `iteration-${iteration}/group-${group}/plan.txt`), plan.output),
-        ]);
-        return { valid: true, planKey, reinitialized: plan.reinitialized };
+        return await planCycle(ws, input);
       } catch (err) {
         if (err instanceof EngineError && err.permanent) {
           // The proposed code does not validate: say why its drift stays unreconciled (recorded
