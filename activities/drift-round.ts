@@ -62,15 +62,6 @@ import type {
   TakeBackInput,
   TakeBackOutput,
 } from '../shared/round-contracts';
-export type {
-  ConfirmInput,
-  ConfirmOutput,
-  CycleInput,
-  IterationInput,
-  IterationOutput,
-  TakeBackInput,
-  TakeBackOutput,
-};
 
 export interface GenerateOutput {
   changed: boolean;

@@ -3,7 +3,8 @@
 import { randomUUID } from 'node:crypto';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { GenerateOutput, IterationOutput, ValidateOutput } from '../../activities/drift-round';
+import type { GenerateOutput, ValidateOutput } from '../../activities/drift-round';
+import type { IterationOutput } from '../../shared/round-contracts';
 import { OfflineModel } from '../../activities/model/offline';
 import type { ModelProvider } from '../../activities/model/port';
 import type { RoundRef } from '../../activities/workspace';

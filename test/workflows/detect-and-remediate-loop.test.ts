@@ -9,15 +9,14 @@ import { describe, expect, it, vi } from 'vitest';
 vi.mock('@temporalio/workflow', () => ({ setCurrentDetails: () => undefined, patched: () => true }));
 
 const { detectAndRemediate } = await import('../../workflows/detect-and-remediate');
+import type { GenerateOutput, ValidateOutput } from '../../activities/drift-round';
 import type {
   ConfirmInput,
   ConfirmOutput,
-  GenerateOutput,
   IterationOutput,
   TakeBackInput,
   TakeBackOutput,
-  ValidateOutput,
-} from '../../activities/drift-round';
+} from '../../shared/round-contracts';
 import type { RoundRef } from '../../activities/workspace';
 
 const ref: RoundRef = {
