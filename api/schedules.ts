@@ -24,6 +24,7 @@ import { runnerDetectWorkflowId, stackDetectionWorkflowId } from '../shared/ids'
 
 /** The 503 of a route whose schedule change Temporal did not take (nothing was changed). */
 export function scheduleUnavailable(err: unknown): never {
+  if (err instanceof HttpError) throw err;
   throw new HttpError(
     503,
     'temporal_unavailable',
@@ -40,8 +41,11 @@ function spec(s: StackSchedule): ScheduleSpec {
   };
 }
 
-/** How long pause and resume wait for the schedule to describe itself as the call left it. */
+/** How long pause, resume and a run now wait for the schedule to describe itself as the call left it. */
 const SETTLE_MS = 30_000;
+
+/** Names a key's kind in the answers of its schedule ("this stack", "this runner group"). */
+type Subject = string;
 
 /** Pause, resume, trigger, backfill, delete and describe the schedule of a key (a stack, a group). */
 class Schedules {
@@ -49,6 +53,7 @@ class Schedules {
     protected readonly client: Client,
     protected readonly taskQueue: string,
     private readonly idOf: (key: string) => string,
+    private readonly subject: Subject,
   ) {}
 
   protected handle(key: string) {
@@ -90,9 +95,46 @@ class Schedules {
     }
   }
 
-  /** A run now (skipped, as any run, while one is still going). */
-  trigger(key: string): Promise<void> {
-    return this.handle(key).trigger(ScheduleOverlapPolicy.SKIP);
+  /**
+   * A run now, answered with the run's workflow id once the schedule has started it. While a run of
+   * the schedule is going the overlap policy would skip it: that is a 409 naming the run, not an
+   * answer that something started. The schedule names a run's workflow after the second it starts
+   * in, and a run named like an earlier one starts nothing: a run now in the second of the last
+   * run waits for the next second.
+   */
+  async trigger(key: string): Promise<string> {
+    const handle = this.handle(key);
+    const before = (await handle.describe()).info;
+    const busy = (workflowId: string) =>
+      new HttpError(
+        409,
+        'run_in_progress',
+        `A detection of ${this.subject} is running (${workflowId}); a run now is skipped while one runs. Try again when it has ended.`,
+      );
+    const running = before.runningActions[0];
+    if (running) throw busy(running.workflow.workflowId);
+    const seen = new Set(before.recentActions.map((a) => a.action.workflow.firstExecutionRunId));
+    const lastSecond = Math.max(
+      0,
+      ...before.recentActions.map((a) => Math.floor(Math.max(+a.scheduledAt, +a.takenAt) / 1000)),
+    );
+    while (Math.floor(Date.now() / 1000) <= lastSecond)
+      await new Promise((r) => setTimeout(r, 1000 - (Date.now() % 1000) + 5));
+    await handle.trigger(ScheduleOverlapPolicy.SKIP);
+    const deadline = Date.now() + SETTLE_MS;
+    for (;;) {
+      const now = (await handle.describe()).info;
+      const fresh = [...now.recentActions.map((a) => a.action), ...now.runningActions].find(
+        (a) => !seen.has(a.workflow.firstExecutionRunId),
+      );
+      // A run the schedule started itself between the look above and the trigger is the run now.
+      if (fresh) return fresh.workflow.workflowId;
+      if (now.numActionsSkippedOverlap > before.numActionsSkippedOverlap)
+        throw busy(now.runningActions[0]?.workflow.workflowId ?? 'a run started just before');
+      if (Date.now() > deadline)
+        throw new Error(`the schedule took the run now but started no run within ${SETTLE_MS / 1000} s`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
   }
 
   /** The runs a missed window would have had, one after the other. */
@@ -122,7 +164,7 @@ class Schedules {
 
 export class StackSchedules extends Schedules {
   constructor(client: Client, taskQueue: string) {
-    super(client, taskQueue, stackScheduleId);
+    super(client, taskQueue, stackScheduleId, 'this stack');
   }
 
   async create(stack: Stack): Promise<void> {
@@ -165,7 +207,7 @@ export interface RunnerSchedule {
 
 export class RunnerSchedules extends Schedules {
   constructor(client: Client, taskQueue: string) {
-    super(client, taskQueue, runnerScheduleId);
+    super(client, taskQueue, runnerScheduleId, 'this runner group');
   }
 
   /**

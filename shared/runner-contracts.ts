@@ -454,6 +454,13 @@ export const runnerScheduleAnswerSchema = z.object({
 });
 export type RunnerScheduleAnswer = z.infer<typeof runnerScheduleAnswerSchema>;
 
+/** A run now's answer: the schedule, and the detection it started (its workflow id). */
+export const runnerScheduleTriggerAnswerSchema = runnerScheduleAnswerSchema.extend({
+  workflow_uuid: z
+    .string()
+    .describe('The started detection: its workflow id, as the executions list names it'),
+});
+
 /** `POST /api/workflows/start` (and `…/retry`): the started run's ids. */
 export const workflowStartRequestSchema = z
   .object({

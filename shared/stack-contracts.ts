@@ -256,6 +256,11 @@ export type ScheduleState = z.infer<typeof scheduleStateSchema>;
 /** A stack as the API answers it: the registered fields and its schedule's state. */
 export const stackAnswerSchema = stackSchema.extend({ schedule_state: scheduleStateSchema.nullable() });
 
+/** A run now's answer: the stack, and the run the schedule started (its workflow id, the run's id). */
+export const stackTriggerAnswerSchema = stackAnswerSchema.extend({
+  run_id: z.string().describe('The started run: its workflow id, as the runs list names it'),
+});
+
 export const stackListSchema = z.object({ stacks: z.array(stackAnswerSchema) });
 export const detectionRunListSchema = z.object({ runs: z.array(detectionRunSchema) });
 

@@ -9,6 +9,7 @@ import type { Db } from '../../shared/infra/db';
 import { getRunnerGroup, getRunnerSchedule, setRunnerSchedule } from '../../shared/infra/db/runners';
 import {
   runnerScheduleAnswerSchema,
+  runnerScheduleTriggerAnswerSchema,
   runnerScheduleSchema,
   type RunnerScheduleAnswer,
   type RunnerGroup,
@@ -66,10 +67,16 @@ export const runnerScheduleOperations = {
   trigger: operation({
     method: 'post',
     path: '/api/v1/runner-groups/:id/schedule/trigger',
-    summary: 'Run the group’s scheduled detection now (devops)',
+    summary:
+      'Run the group’s scheduled detection now (devops); answers once the schedule has started it, with its id — 409 while a detection of the group is going',
     params: groupId,
-    responses: { 202: scheduleAnswer('Triggered; the schedule') },
-    errors: [401, 403, 404, 503],
+    responses: {
+      202: {
+        description: 'Started: the schedule and the detection',
+        schema: runnerScheduleTriggerAnswerSchema,
+      },
+    },
+    errors: [401, 403, 404, 409, 503],
   }),
 };
 
@@ -132,8 +139,8 @@ export function createRunnerSchedulesRouter(deps: { db: Db; client: Client; task
   route(router, ops.trigger, auth, requireRole('devops'), async (req, res) => {
     const g = await group(req);
     await answer(g);
-    await schedules.trigger(g.runner_group_uuid).catch(unavailable);
-    res.status(202).json(await answer(g));
+    const workflow_uuid = await schedules.trigger(g.runner_group_uuid).catch(unavailable);
+    res.status(202).json({ ...(await answer(g)), workflow_uuid });
   });
 
   return router;

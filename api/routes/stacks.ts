@@ -28,6 +28,7 @@ import {
   scheduleNoteSchema,
   stackSpecSchema,
   stackAnswerSchema,
+  stackTriggerAnswerSchema,
   stackListSchema,
   stackUpdateSchema,
   type Stack,
@@ -121,10 +122,11 @@ export const stackOperations = {
   trigger: operation({
     method: 'post',
     path: '/api/v1/stacks/:id/trigger',
-    summary: 'Run a detection now (skipped while one runs) (devops)',
+    summary:
+      'Run a detection now (devops); answers once the schedule has started the run, with its id — 409 while a run of the stack is going',
     params: stackId,
-    responses: { 202: stackAnswer('Triggered') },
-    errors: [401, 403, 404, 503],
+    responses: { 202: { description: 'Started: the stack and the run', schema: stackTriggerAnswerSchema } },
+    errors: [401, 403, 404, 409, 503],
   }),
   backfill: operation({
     method: 'post',
@@ -262,8 +264,8 @@ export function createStacksRouter(deps: StacksDeps): Router {
   route(router, stackOperations.trigger, auth, requireRole('devops'), async (req, res) => {
     const stack = await own(req);
     await requireAuthorized(deps.authz, stack);
-    await schedules.trigger(stack.stack_uuid).catch(unavailable);
-    res.status(202).json(await withSchedule(stack));
+    const run_id = await schedules.trigger(stack.stack_uuid).catch(unavailable);
+    res.status(202).json({ ...(await withSchedule(stack)), run_id });
   });
 
   route(router, stackOperations.backfill, auth, requireRole('devops'), async (req, res) => {

@@ -3,7 +3,8 @@
 // records itself; drift injected between runs opens exactly its items; a whitelisted attribute
 // is recorded but never alerts; drift fixed out of band is resolved by the next run; a failing
 // run is recorded failed and leaves the inbox as it was; pause and resume change the schedule;
-// bad input is a 4xx that creates nothing. Every finding reaches a loopback receiver as a signed
+// bad input is a 4xx that creates nothing; a run now answers the run it started, or 409 while one
+// runs. Every finding reaches a loopback receiver as a signed
 // webhook it checks; a delivery it refuses is retried and logged.
 import { randomUUID } from 'node:crypto';
 import { rmSync, writeFileSync } from 'node:fs';
@@ -394,6 +395,51 @@ describe('stacks: scheduled detection and the drift inbox', () => {
     expect((await api.call('DELETE', `/api/v1/stacks/${id}`, tokens.devops)).status).toBe(204);
     expect((await api.call('GET', `/api/v1/stacks/${id}`, tokens.developer)).status).toBe(404);
     await expect(h.client.schedule.getHandle(stackScheduleId(id)).describe()).rejects.toThrow();
+  });
+
+  it('a run now answers the run it started, a new one each time; while one runs it is a 409 naming it', async () => {
+    const created = await api.call('POST', '/api/v1/stacks', tokens.devops, spec(`now-${Date.now()}`));
+    expect(created.status).toBe(201);
+    const id = created.body.stack_uuid as string;
+    const trigger = `/api/v1/stacks/${id}/trigger`;
+    const schedule = h.client.schedule.getHandle(stackScheduleId(id));
+    // The schedule's runs go to a task queue no worker polls: each runs until the test ends it, at
+    // once — so the next run now comes in the second the last run started, when the schedule
+    // notices the end that fast (it would name the run like the last one and start nothing).
+    const idle = `run-now-${randomUUID()}`;
+    await schedule.update((prev) => ({ ...prev, action: { ...prev.action, taskQueue: idle } }));
+    expect((await api.call('POST', trigger, tokens.developer, {})).status).toBe(403);
+    const started: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      let answer: Awaited<ReturnType<typeof api.call>> | undefined;
+      // Until the schedule has seen the last run end, it is still running: 409.
+      await expect
+        .poll(
+          async () => {
+            answer = await api.call('POST', trigger, tokens.devops, {});
+            return answer.status;
+          },
+          { timeout: 30_000, interval: 20 },
+        )
+        .toBe(202);
+      const runId = answer!.body.run_id as string;
+      expect(runId.startsWith(`drift-detection:${id}-`), runId).toBe(true);
+      expect(started).not.toContain(runId);
+      expect(answer!.body.stack_uuid).toBe(id);
+      const run = h.client.workflow.getHandle(runId);
+      expect((await run.describe()).status.name).toBe('RUNNING');
+      const busy = await api.call('POST', trigger, tokens.devops, {});
+      expect(busy.status).toBe(409);
+      expect(busy.body.error).toMatchObject({ code: 'run_in_progress' });
+      expect((busy.body.error as { message: string }).message).toContain(runId);
+      started.push(runId);
+      await run.terminate('the test ends it');
+    }
+    // Each 202 was a run of its own, and the refusals asked the schedule for nothing.
+    const { info } = await schedule.describe();
+    expect(info.recentActions.map((a) => a.action.workflow.workflowId)).toEqual(started);
+    expect(info.numActionsSkippedOverlap).toBe(0);
+    expect((await api.call('DELETE', `/api/v1/stacks/${id}`, tokens.devops)).status).toBe(204);
   });
 });
 

@@ -353,15 +353,19 @@ describe('runner workflows API', () => {
       auto_apply: false,
     });
 
-    // Run now: the scheduled run is the detection DAG on the group, recorded as its execution.
-    expect((await call('POST', `${path}/trigger`, tokens.devops, {})).status).toBe(202);
+    // Run now: the scheduled run is the detection DAG on the group, recorded as its execution; the
+    // answer names it.
+    const now = await call('POST', `${path}/trigger`, tokens.devops, {});
+    expect(now.status).toBe(202);
+    const started = String(now.body.workflow_uuid);
+    expect(started.startsWith(`runner-detect:${id}-`), started).toBe(true);
     let run: Json | undefined;
     await expect
       .poll(
         async () => {
           const execs = (await call('GET', `/api/v1/runner-groups/${id}/executions`, tokens.developer)).body
             .executions as Json[];
-          run = execs.find((e) => String(e.workflow_uuid).startsWith(`runner-detect:${id}-`));
+          run = execs.find((e) => e.workflow_uuid === started);
           return run !== undefined;
         },
         { timeout: 60_000, interval: 200 },

@@ -2340,7 +2340,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Run a detection now (skipped while one runs) (devops) */
+        /** Run a detection now (devops); answers once the schedule has started the run, with its id — 409 while a run of the stack is going */
         post: {
             parameters: {
                 query?: never;
@@ -2352,7 +2352,7 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description Triggered */
+                /** @description Started: the stack and the run */
                 202: {
                     headers: {
                         [name: string]: unknown;
@@ -2391,6 +2391,8 @@ export interface paths {
                                     workflow_id: string;
                                 }[];
                             } | null;
+                            /** @description The started run: its workflow id, as the runs list names it */
+                            run_id: string;
                         };
                     };
                 };
@@ -2414,6 +2416,15 @@ export interface paths {
                 };
                 /** @description Error */
                 404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Error */
+                409: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -5233,7 +5244,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Run the group’s scheduled detection now (devops) */
+        /** Run the group’s scheduled detection now (devops); answers once the schedule has started it, with its id — 409 while a detection of the group is going */
         post: {
             parameters: {
                 query?: never;
@@ -5245,7 +5256,7 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description Triggered; the schedule */
+                /** @description Started: the schedule and the detection */
                 202: {
                     headers: {
                         [name: string]: unknown;
@@ -5270,6 +5281,8 @@ export interface paths {
                                     workflow_id: string;
                                 }[];
                             };
+                            /** @description The started detection: its workflow id, as the executions list names it */
+                            workflow_uuid: string;
                         };
                     };
                 };
@@ -5293,6 +5306,15 @@ export interface paths {
                 };
                 /** @description Error */
                 404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Error */
+                409: {
                     headers: {
                         [name: string]: unknown;
                     };

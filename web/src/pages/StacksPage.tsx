@@ -194,8 +194,8 @@ function StackView({ stackId, me }: { stackId: string; me: Me }) {
       (await ok(api.GET('/api/v1/audit-changes', { params: { query: { stack: stackId, limit: 20 } } })))
         .changes,
   });
-  // After "Run now", the runs refresh each second until the new run has shown up and finished.
-  const [awaiting, setAwaiting] = useState<number | null>(null);
+  // After "Run now", the runs refresh each second until the started run has shown up and finished.
+  const [awaiting, setAwaiting] = useState<string | null>(null);
   const runs = useQuery({
     queryKey: ['stacks', stackId, 'runs'],
     queryFn: async () =>
@@ -204,21 +204,22 @@ function StackView({ stackId, me }: { stackId: string; me: Me }) {
     refetchInterval: (q) => {
       const data = q.state.data ?? [];
       if (data.some((r) => r.status === 'running')) return 1000;
-      return awaiting !== null && data.length <= awaiting ? 1000 : false;
+      return awaiting !== null && !data.some((r) => r.run_id === awaiting) ? 1000 : false;
     },
   });
   const [note, setNote] = useState('');
   const act = useMutation({
     mutationFn: async (verb: 'pause' | 'resume' | 'trigger') => {
       const params = { params: { path: { id: stackId } } };
-      if (verb === 'trigger') return ok(api.POST('/api/v1/stacks/{id}/trigger', params));
+      if (verb === 'trigger') {
+        const started = await ok(api.POST('/api/v1/stacks/{id}/trigger', params));
+        setAwaiting(started.run_id);
+        return started;
+      }
       const body = note.trim() ? { note: note.trim() } : {};
       return verb === 'pause'
         ? ok(api.POST('/api/v1/stacks/{id}/pause', { ...params, body }))
         : ok(api.POST('/api/v1/stacks/{id}/resume', { ...params, body }));
-    },
-    onMutate: (verb) => {
-      if (verb === 'trigger') setAwaiting(runs.data?.length ?? 0);
     },
     onSuccess: (answer, verb) => {
       setNote('');
