@@ -25,6 +25,7 @@ export default defineConfig({
       'test/activities/offline-generate.test.ts',
       'test/activities/plan-reader.test.ts',
       'test/activities/process.test.ts',
+      'test/worker/detections.test.ts',
     ],
   },
 });

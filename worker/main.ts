@@ -61,7 +61,7 @@ const worker = await createWorker({
   dataConverter: dataConverter(payloadCodecFromEnv()),
   ...(tracing ? { tracing } : {}),
   ...(bundle ? { workflowBundlePath: bundle.path } : {}),
-  detections: detectionsFor(config.engine.max_concurrent),
+  detections: detectionsFor(config.engine.max_concurrent, config.engine.max_concurrent_detections),
 });
 log.info(
   {

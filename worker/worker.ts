@@ -36,11 +36,12 @@ export interface CreateWorkerOptions {
 }
 
 /**
- * Stack detections a worker runs at once for its engine slots (`engine.max_concurrent`, 0 = its
- * cores): twice as many — the slots bound the engine processes among them, and the others
- * meanwhile fetch, read plans and upload.
+ * Stack detections a worker runs at once: `engine.max_concurrent_detections` when set, else twice
+ * its engine slots (`engine.max_concurrent`, 0 = its cores) — the slots bound the engine processes
+ * among them, and the others meanwhile fetch, read plans and upload.
  */
-export function detectionsFor(engineSlots: number): number {
+export function detectionsFor(engineSlots: number, configured = 0): number {
+  if (configured > 0) return configured;
   return 2 * (engineSlots > 0 ? engineSlots : availableParallelism());
 }
 

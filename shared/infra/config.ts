@@ -37,6 +37,12 @@ export const configSchema = z.object({
      */
     max_concurrent: z.number().int().min(0).max(256).default(0),
     /**
+     * Stack detections one worker runs at once (its detection queue's activity slots; their
+     * engine calls share the slots above). 0 = twice `max_concurrent`: while some plan, the others
+     * fetch, read plans and upload.
+     */
+    max_concurrent_detections: z.number().int().min(0).max(1024).default(0),
+    /**
      * Every terraform/tofu process runs under bubblewrap (activities/sandbox.ts): its run's
      * directory, the engine binaries and provider mirror read-only, a private /tmp and /proc, a
      * clean environment. Where bubblewrap cannot run, engine calls are refused. `off` runs
@@ -235,6 +241,7 @@ export const ENV_OVERRIDES: Record<string, string> = {
   KUMOSS_ENGINE: 'engine.binary',
   KUMOSS_ENGINE_AWS_ENDPOINT_URL: 'engine.aws_endpoint_url',
   KUMOSS_ENGINE_MAX_CONCURRENT: 'engine.max_concurrent',
+  KUMOSS_ENGINE_MAX_CONCURRENT_DETECTIONS: 'engine.max_concurrent_detections',
   KUMOSS_ENGINE_SANDBOX: 'engine.sandbox',
   KUMOSS_ENGINE_GO_MEMORY_LIMIT_MIB: 'engine.go_memory_limit_mib',
   KUMOSS_API_HOST: 'api.host',

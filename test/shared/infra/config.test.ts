@@ -17,6 +17,9 @@ describe('loadConfig', () => {
     expect(c.orchestration.drift_group_operations).toBe(8);
     expect(c.services.authz.enabled).toBe(false);
     expect(c.engine.binary).toBe('terraform');
+    // Engine slots: the machine's cores; stack detections at once: twice the slots.
+    expect(c.engine.max_concurrent).toBe(0);
+    expect(c.engine.max_concurrent_detections).toBe(0);
     expect(c.orchestration.max_repair_cycles).toBe(2);
     expect(c.state).toEqual({
       managed: true,
@@ -37,7 +40,9 @@ describe('loadConfig', () => {
       KUMOSS_ENGINE: 'tofu',
       KUMOSS_MAX_REPAIR_CYCLES: '0',
       KUMOSS_MANAGED_STATE: 'false',
+      KUMOSS_ENGINE_MAX_CONCURRENT_DETECTIONS: '12',
     });
+    expect(c.engine.max_concurrent_detections).toBe(12);
     expect(c.orchestration.max_repair_cycles).toBe(0);
     expect(c.state.managed).toBe(false);
     expect(c.orchestration.max_drift_reports).toBe(5);
