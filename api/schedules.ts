@@ -41,11 +41,11 @@ function spec(s: StackSchedule): ScheduleSpec {
   };
 }
 
-/** How long pause, resume and a run now wait for the schedule to describe itself as the call left it. */
+/** How long pause and resume wait for the schedule to describe itself as the call left it. */
 const SETTLE_MS = 30_000;
 
-/** Names a key's kind in the answers of its schedule ("this stack", "this runner group"). */
-type Subject = string;
+/** How long a run now waits for the schedule to start the run: within a request's Temporal deadline (api/app.ts). */
+const TRIGGER_SETTLE_MS = 8_000;
 
 /** Pause, resume, trigger, backfill, delete and describe the schedule of a key (a stack, a group). */
 class Schedules {
@@ -53,7 +53,8 @@ class Schedules {
     protected readonly client: Client,
     protected readonly taskQueue: string,
     private readonly idOf: (key: string) => string,
-    private readonly subject: Subject,
+    /** The key's kind in answers: "this stack", "this runner group". */
+    private readonly subject: string,
   ) {}
 
   protected handle(key: string) {
@@ -121,7 +122,7 @@ class Schedules {
     while (Math.floor(Date.now() / 1000) <= lastSecond)
       await new Promise((r) => setTimeout(r, 1000 - (Date.now() % 1000) + 5));
     await handle.trigger(ScheduleOverlapPolicy.SKIP);
-    const deadline = Date.now() + SETTLE_MS;
+    const deadline = Date.now() + TRIGGER_SETTLE_MS;
     for (;;) {
       const now = (await handle.describe()).info;
       const fresh = [...now.recentActions.map((a) => a.action), ...now.runningActions].find(
@@ -132,7 +133,11 @@ class Schedules {
       if (now.numActionsSkippedOverlap > before.numActionsSkippedOverlap)
         throw busy(now.runningActions[0]?.workflow.workflowId ?? 'a run started just before');
       if (Date.now() > deadline)
-        throw new Error(`the schedule took the run now but started no run within ${SETTLE_MS / 1000} s`);
+        throw new HttpError(
+          503,
+          'temporal_unavailable',
+          `The schedule took the run now but did not start it within ${TRIGGER_SETTLE_MS / 1000} s; the runs list shows it once it starts.`,
+        );
       await new Promise((r) => setTimeout(r, 50));
     }
   }
