@@ -298,7 +298,13 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
     const planFile = join(at.scratch, `${ref.roundId}-${iteration}-${group}.tfplan`);
     const targets =
       input.scope === 'group'
-        ? (await groupOperations(input.operationsKey, input.groupSize, group)).map((o) => o.address)
+        ? (
+            await Promise.all(
+              [...(input.with ?? []), group].map((g) =>
+                groupOperations(input.operationsKey, input.groupSize, g),
+              ),
+            )
+          ).flatMap((ops) => ops.map((o) => o.address))
         : input.targets;
     const plan = await at.engine.planValidated(
       { out: planFile, targets, ...(lock === false ? { lock } : {}) },
@@ -322,6 +328,11 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
     // A commit id, never an option or a ref name git would read otherwise.
     if (!/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(commit))
       throw ApplicationFailure.nonRetryable(`Not a commit id: ${commit}`, ErrorTypes.InvalidInput);
+    if (input.with?.some((g) => !Number.isInteger(g) || g < 0 || g >= group))
+      throw ApplicationFailure.nonRetryable(
+        `Groups planned with group ${group} come before it: ${input.with.join(', ')}`,
+        ErrorTypes.InvalidInput,
+      );
     const snap = await workspaces.snapshot(ref, commit);
     try {
       // Without the state lock, as a detection's: the plan only reads (it is never applied; the
@@ -330,7 +341,8 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       return await planCycle(snap, input, false);
     } catch (err) {
       if (err instanceof EngineError && err.permanent) {
-        await recordTakenBack(input, group, err.message, notValid(err.message));
+        // Groups planned together: whose change failed is not known yet — each is planned again.
+        if (!input.with?.length) await recordTakenBack(input, group, err.message, notValid(err.message));
         return { valid: false, reinitialized: false, reason: err.message };
       }
       throw toActivityFailure(err);

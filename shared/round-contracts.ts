@@ -75,6 +75,12 @@ export interface CycleInput {
    * plan is taken back afterwards (takeBackGroups), not reverted here.
    */
   commit?: string;
+  /**
+   * With `commit`: earlier groups of the iteration, committed before `commit`, planned together
+   * with this one — one plan of all their addresses, stored as this group's. A plan that fails
+   * takes nobody back: the workflow plans each group again at its own commit.
+   */
+  with?: number[];
 }
 
 /**

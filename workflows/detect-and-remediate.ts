@@ -11,7 +11,7 @@
 // changes whose plans failed are taken back together after the iteration's cycles (takeBackGroups).
 import { patched, setCurrentDetails } from '@temporalio/workflow';
 import type { DriftRoundActivities } from '../activities/drift-round';
-import type { IterationOutput, RoundRef } from '../shared/round-contracts';
+import type { CycleInput, IterationOutput, RoundRef } from '../shared/round-contracts';
 import type { RoundStatus } from '../shared/contracts';
 
 export interface LoopHooks {
@@ -45,12 +45,18 @@ export const TARGETED_GROUP_PLANS = 'targeted-group-plans';
  */
 export const PIPELINED_GROUP_PLANS = 'pipelined-group-plans';
 
+/**
+ * Rounds recorded before the groups committed while a targeted plan ran were validated together
+ * (one plan of their addresses at the newest of their commits) planned each group on its own.
+ */
+export const BATCHED_GROUP_PLANS = 'batched-group-plans';
+
 /** The groups whose targeted plans run, numbered from 1: `group 2 (a plan of its addresses)`. */
-function groupNames(groups: Set<number>): string {
+function groupNames(groups: Set<number>, together: boolean): string {
   const n = [...groups].sort((a, b) => a - b).map((g) => g + 1);
   return n.length === 1
     ? `group ${n[0]} (a plan of its addresses)`
-    : `groups ${n.join(' and ')} (plans of their addresses)`;
+    : `groups ${n.join(' and ')} (${together ? 'a plan' : 'plans'} of their addresses)`;
 }
 
 export async function detectAndRemediate(
@@ -71,6 +77,7 @@ export async function detectAndRemediate(
   });
   const targeted = patched(TARGETED_GROUP_PLANS);
   const pipelined = targeted && patched(PIPELINED_GROUP_PLANS);
+  const batched = pipelined && patched(BATCHED_GROUP_PLANS);
   const cycleResultKeys: string[] = [];
   let reinits = 0;
   let planKey: string | undefined;
@@ -131,9 +138,38 @@ export async function detectAndRemediate(
     const validating = new Set<number>();
     const committed: { group: number; commit: string }[] = [];
     const invalid: number[] = [];
+    /** One group's targeted plan at its own commit; false when it did not plan. */
+    const validateOne = async (cycle: CycleInput): Promise<boolean> => {
+      const val = await acts.validateRemediation(cycle);
+      if (val.reinitialized) reinits += 1;
+      if (val.valid && val.planKey) hooks.addArtifact(val.planKey);
+      return val.valid;
+    };
+    /**
+     * Batched: the groups committed since the last targeted plan began are validated together —
+     * one plan of their addresses at the newest of their commits (which holds them all). When it
+     * does not plan, the failure is nobody's in particular: each is planned again at its own commit.
+     */
+    const queued: CycleInput[] = [];
+    const validateQueued = async (): Promise<void> => {
+      const batch = queued.splice(0);
+      const newest = batch.at(-1);
+      if (validationError || !newest) return;
+      for (const c of batch) validating.add(c.group);
+      try {
+        const earlier = batch.slice(0, -1).map((c) => c.group);
+        if (await validateOne(earlier.length > 0 ? { ...newest, with: earlier } : newest)) return;
+        if (earlier.length === 0) invalid.push(newest.group);
+        else for (const c of batch) if (!(await validateOne(c))) invalid.push(c.group);
+      } catch (error) {
+        validationError = { error };
+      } finally {
+        for (const c of batch) validating.delete(c.group);
+      }
+    };
     for (let g = 0; g < det.groupCount; g++) {
       setCurrentDetails(
-        `Iteration ${i} of ${opts.maxIterations}: ${det.operationCount} operation(s) in ${det.groupCount} group(s), generating group ${g + 1}${validating.size === 0 ? '' : ` while validating ${groupNames(validating)}`}`,
+        `Iteration ${i} of ${opts.maxIterations}: ${det.operationCount} operation(s) in ${det.groupCount} group(s), generating group ${g + 1}${validating.size === 0 ? '' : ` while validating ${groupNames(validating, batched)}`}`,
       );
       hooks.setStatus('generating');
       const gen = await acts.generateRemediation(cycleFor(g));
@@ -145,6 +181,11 @@ export async function detectAndRemediate(
         committed.push({ group: g, commit: gen.commit });
         if (g === det.groupCount - 1) continue; // validated with the whole root's plan, below
         const cycle = { ...cycleFor(g), scope: 'group' as const, commit: gen.commit };
+        if (batched) {
+          queued.push(cycle);
+          validations = validations.then(validateQueued);
+          continue;
+        }
         validations = validations.then(async () => {
           if (validationError) return;
           validating.add(g);
@@ -188,7 +229,9 @@ export async function detectAndRemediate(
     if (pipelined) {
       if (validating.size > 0) {
         hooks.setStatus('validating');
-        setCurrentDetails(`Iteration ${i} of ${opts.maxIterations}: validating ${groupNames(validating)}`);
+        setCurrentDetails(
+          `Iteration ${i} of ${opts.maxIterations}: validating ${groupNames(validating, batched)}`,
+        );
       }
       await validations;
       if (validationError) throw validationError.error;

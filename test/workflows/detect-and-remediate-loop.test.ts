@@ -224,8 +224,43 @@ describe('the detect-and-remediate loop', () => {
       return { valid: true, planKey: `validated-${input.iteration}-${input.group}`, reinitialized: false };
     });
     await loop(acts);
-    expect(acts.validateRemediation.mock.calls.map(([c]) => c.group)).toEqual([0, 1, 2, 3, 4]);
+    // Groups 2 to 5 committed while group 1's plan ran: one plan of their addresses, at group 5's
+    // commit (which holds them all).
+    expect(acts.validateRemediation.mock.calls.map(([c]) => c)).toEqual([
+      expect.objectContaining({ group: 0, commit: 'c1' }),
+      expect.objectContaining({ group: 4, commit: 'c5', with: [1, 2, 3] }),
+    ]);
+    expect(acts.validateRemediation.mock.calls[0]?.[0]).not.toHaveProperty('with');
     expect(most).toBe(1);
+  });
+
+  it('plans each group again at its own commit when the groups planned together do not plan', async () => {
+    const { acts } = stubs([{ groupCount: 5 }, { inSync: true, operationCount: 0, groupCount: 0 }]);
+    acts.validateRemediation.mockImplementation(
+      async (input: { group: number; iteration: string; with?: number[] }) => {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        // Group 3's change does not plan: the plan of groups 2 to 4 fails, and so does group 4's
+        // own (its commit holds group 3's change).
+        const broken = [...(input.with ?? []), input.group].includes(2) || (input.group === 3 && !input.with);
+        return broken
+          ? { valid: false, reinitialized: false, reason: 'Error: Unsupported argument' }
+          : { valid: true, planKey: `validated-${input.iteration}-${input.group}`, reinitialized: false };
+      },
+    );
+    await loop(acts);
+    expect(acts.validateRemediation.mock.calls.map(([c]) => [c.group, c.commit, c.with])).toEqual([
+      [0, 'c1', undefined],
+      [3, 'c4', [1, 2]],
+      [1, 'c2', undefined],
+      [2, 'c3', undefined],
+      [3, 'c4', undefined],
+    ]);
+    expect(acts.takeBackGroups.mock.calls[0]?.[0].invalid).toEqual([2, 3]);
+    expect(acts.confirmIteration.mock.calls[0]?.[0].groups).toEqual([
+      { group: 0, commit: 'c1' },
+      { group: 1, commit: 'c2' },
+      { group: 4, commit: 'c5' },
+    ]);
   });
 
   it('takes back the changes whose targeted plans failed, then plans the whole root with the rest', async () => {
