@@ -70,12 +70,18 @@ function stubs(
         resultKey: `result-${commit}`,
       }),
     ),
-    validateRemediation: vi.fn((input: { iteration: string; group: number }): Promise<ValidateOutput> =>
-      Promise.resolve(
-        validates
-          ? { valid: true, planKey: `validated-${input.iteration}-${input.group}`, reinitialized: false }
-          : { valid: false, reinitialized: false, reason: 'Error: Unsupported argument' },
-      ),
+    validateRemediation: vi.fn(
+      (input: {
+        iteration: string;
+        group: number;
+        commit?: string;
+        with?: number[];
+      }): Promise<ValidateOutput> =>
+        Promise.resolve(
+          validates
+            ? { valid: true, planKey: `validated-${input.iteration}-${input.group}`, reinitialized: false }
+            : { valid: false, reinitialized: false, reason: 'Error: Unsupported argument' },
+        ),
     ),
     confirmIteration: vi.fn((input: ConfirmInput): Promise<ConfirmOutput> =>
       Promise.resolve({
