@@ -20,6 +20,7 @@ export default defineConfig({
       'test/api/contract.test.ts',
       'test/workflows/detect-and-remediate-loop.test.ts',
       'test/workflows/session-handlers.test.ts',
+      'test/activities/drift-round-input.test.ts',
       'test/activities/hcl.test.ts',
       'test/activities/hcl-edit.test.ts',
       'test/activities/offline-generate.test.ts',

@@ -151,8 +151,8 @@ export async function detectAndRemediate(
      * does not plan, the failure is nobody's in particular: each is planned again at its own commit.
      */
     const queued: CycleInput[] = [];
-    const validateQueued = async (): Promise<void> => {
-      const batch = queued.splice(0);
+    const validateQueued = async (count: number): Promise<void> => {
+      const batch = queued.splice(0, count);
       const newest = batch.at(-1);
       if (validationError || !newest) return;
       for (const c of batch) validating.add(c.group);
@@ -181,25 +181,9 @@ export async function detectAndRemediate(
         committed.push({ group: g, commit: gen.commit });
         if (g === det.groupCount - 1) continue; // validated with the whole root's plan, below
         const cycle = { ...cycleFor(g), scope: 'group' as const, commit: gen.commit };
-        if (batched) {
-          queued.push(cycle);
-          validations = validations.then(validateQueued);
-          continue;
-        }
-        validations = validations.then(async () => {
-          if (validationError) return;
-          validating.add(g);
-          try {
-            const val = await acts.validateRemediation(cycle);
-            if (val.reinitialized) reinits += 1;
-            if (val.valid && val.planKey) hooks.addArtifact(val.planKey);
-            else invalid.push(g);
-          } catch (error) {
-            validationError = { error };
-          } finally {
-            validating.delete(g);
-          }
-        });
+        // Unbatched (rounds recorded before batching), each group's plan on its own: the same steps.
+        queued.push(cycle);
+        validations = validations.then(() => validateQueued(batched ? queued.length : 1));
         continue;
       }
       // The iteration's last group is validated with the whole root's plan, below.

@@ -5,10 +5,14 @@
 import { describe, expect, it, vi } from 'vitest';
 
 // Outside a workflow there is no activation to describe: the loop's progress details go nowhere,
-// and the loop runs as a new round does (past the targeted-plans patch).
-vi.mock('@temporalio/workflow', () => ({ setCurrentDetails: () => undefined, patched: () => true }));
+// and the loop runs as a new round does (past every patch) unless a test replays an older one.
+const patches = vi.hoisted(() => ({ unpatched: new Set<string>() }));
+vi.mock('@temporalio/workflow', () => ({
+  setCurrentDetails: () => undefined,
+  patched: (id: string) => !patches.unpatched.has(id),
+}));
 
-const { detectAndRemediate } = await import('../../workflows/detect-and-remediate');
+const { detectAndRemediate, BATCHED_GROUP_PLANS } = await import('../../workflows/detect-and-remediate');
 import type { GenerateOutput, ValidateOutput } from '../../activities/drift-round';
 import type {
   ConfirmInput,
@@ -238,6 +242,35 @@ describe('the detect-and-remediate loop', () => {
     ]);
     expect(acts.validateRemediation.mock.calls[0]?.[0]).not.toHaveProperty('with');
     expect(most).toBe(1);
+  });
+
+  it('plans each group on its own, one after another, in a round recorded before batching', async () => {
+    patches.unpatched.add(BATCHED_GROUP_PLANS);
+    try {
+      const { acts } = stubs([{ groupCount: 5 }, { inSync: true, operationCount: 0, groupCount: 0 }]);
+      let running = 0;
+      let most = 0;
+      acts.validateRemediation.mockImplementation(async (input: { group: number; iteration: string }) => {
+        running += 1;
+        most = Math.max(most, running);
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        running -= 1;
+        return input.group === 2
+          ? { valid: false, reinitialized: false, reason: 'Error: Unsupported argument' }
+          : { valid: true, planKey: `validated-${input.iteration}-${input.group}`, reinitialized: false };
+      });
+      await loop(acts);
+      expect(acts.validateRemediation.mock.calls.map(([c]) => [c.group, c.commit, c.with])).toEqual([
+        [0, 'c1', undefined],
+        [1, 'c2', undefined],
+        [2, 'c3', undefined],
+        [3, 'c4', undefined],
+      ]);
+      expect(most).toBe(1);
+      expect(acts.takeBackGroups.mock.calls[0]?.[0].invalid).toEqual([2]);
+    } finally {
+      patches.unpatched.delete(BATCHED_GROUP_PLANS);
+    }
   });
 
   it('plans each group again at its own commit when the groups planned together do not plan', async () => {
