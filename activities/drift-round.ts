@@ -80,11 +80,14 @@ interface ConfirmRecord {
   reverted: number[];
   /** The whole-root plan of the last group kept (absent: none was). */
   planKey?: string;
+  planClean?: boolean;
 }
 
 export interface ValidateOutput {
   valid: boolean;
   planKey?: string;
+  /** The plan changes nothing (exit code 0): IterationInput.planClean. */
+  planClean?: boolean;
   reinitialized: boolean;
   reason?: string;
   /** The branch's commit after the step (the revert of an invalid change). */
@@ -251,6 +254,9 @@ export async function writeModelEdits(
   return { uploads, edited: targets.map((t) => relative(ws.dir, t)) };
 }
 
+/** The report of an iteration that reads the plan the last cycle validated and finds no drift. */
+const IN_SYNC = 'No drift: the plan validated by the last cycle is in sync.\n';
+
 export function createDriftRoundActivities(deps: DriftRoundDeps) {
   const { workspaces, git, artifacts, model, catalogue } = deps;
 
@@ -315,7 +321,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       artifacts.putFile(planKey, planFile),
       artifacts.putText(key(ref, `iteration-${iteration}/group-${group}/plan.txt`), plan.output),
     ]);
-    return { valid: true, planKey, reinitialized: plan.reinitialized };
+    return { valid: true, planKey, planClean: !plan.hasChanges, reinitialized: plan.reinitialized };
   };
 
   /**
@@ -433,6 +439,30 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
     async planIteration(input: IterationInput): Promise<IterationOutput> {
       const { ref, iteration } = input;
       try {
+        if (input.planKey && input.planClean) {
+          // The validated plan changes nothing: no drift (IterationInput.planClean), nothing to read.
+          const reportKey = key(ref, `iteration-${iteration}/plan.txt`);
+          const operationsKey = key(ref, `iteration-${iteration}/operations.json`);
+          const whitelistedKey = key(ref, `iteration-${iteration}/whitelisted.json`);
+          await Promise.all([
+            artifacts.putText(reportKey, IN_SYNC),
+            artifacts.putJson(operationsKey, []),
+            artifacts.putJson(whitelistedKey, []),
+          ]);
+          return {
+            inSync: true,
+            driftCount: 0,
+            operationCount: 0,
+            whitelistedCount: 0,
+            groupCount: 0,
+            planKey: input.planKey,
+            reportKey,
+            operationsKey,
+            whitelistedKey,
+            planned: false,
+            reinitialized: false,
+          };
+        }
         const ws = await workspaces.get(ref);
         const h = hooks();
         const planFile = join(ws.scratch, `${ref.roundId}-${iteration}.tfplan`);
@@ -472,7 +502,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
           inSync ? `iteration-${iteration}/plan.txt` : `iteration-${iteration}/drift-report.json`,
         );
         if (inSync && input.planKey) {
-          track(artifacts.putText(reportKey, 'No drift: the plan validated by the last cycle is in sync.\n'));
+          track(artifacts.putText(reportKey, IN_SYNC));
         }
         const { survivors, whitelisted } = applyExceptions(drift, ref.rules ?? []);
         if (!inSync) {
@@ -723,7 +753,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
           artifacts.putFile(planKey, planFile),
           artifacts.putText(key(ref, `${step}/${name}.txt`), plan.output),
         ]);
-        return { planKey, reinitialized: plan.reinitialized };
+        return { planKey, planClean: !plan.hasChanges, reinitialized: plan.reinitialized };
       };
       /** The engine's answer when the root does not plan; any other failure is thrown. */
       const refusal = (err: unknown): string => {
@@ -763,7 +793,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
         await git.run(['reset', '--hard', before], ws.dir);
         throw toActivityFailure(err);
       }
-      let last: { planKey: string; reinitialized: boolean } | undefined;
+      let last: { planKey: string; planClean: boolean; reinitialized: boolean } | undefined;
       const reverted: number[] = [];
       for (const { group, commit } of input.groups) {
         let reason: string;
@@ -794,7 +824,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       const record: ConfirmRecord = {
         disagreement,
         reverted,
-        ...(last ? { planKey: last.planKey } : {}),
+        ...(last ? { planKey: last.planKey, planClean: last.planClean } : {}),
       };
       await artifacts.putJson(recordKey, record);
       await ws.git.push(ws.dir, ref.branch);

@@ -121,11 +121,14 @@ export async function activityTimeline(
   wallMs: number;
   /** Main-path activity time spent beside another main-path activity (their sum less their union). */
   besideMs: number;
+  /** Each main-path activity, scheduled to completed, in ms from the workflow's first event. */
+  spans: { type: string; startMs: number; endMs: number }[];
 }> {
   const history = await client.workflow.getHandle(workflowId).fetchHistory();
   const events = history.events ?? [];
   const scheduled = new Map<number, { type: string; at: number }>();
   const spans: [number, number][] = [];
+  const named: { type: string; startMs: number; endMs: number }[] = [];
   const byType = new Map<string, { n: number; ms: number }>();
   for (const e of events) {
     const a = e.activityTaskScheduledEventAttributes;
@@ -140,7 +143,10 @@ export async function activityTimeline(
       const end = tsToMs(e.eventTime);
       const t = byType.get(s.type) ?? { n: 0, ms: 0 };
       byType.set(s.type, { n: t.n + 1, ms: t.ms + end - s.at });
-      if (!beside.includes(s.type)) spans.push([s.at, end]);
+      if (!beside.includes(s.type)) {
+        spans.push([s.at, end]);
+        named.push({ type: s.type, startMs: s.at, endMs: end });
+      }
     }
   }
   const first = tsToMs(events[0]?.eventTime);
@@ -154,5 +160,13 @@ export async function activityTimeline(
     reach = e;
   }
   const total = spans.reduce((sum, [s, e]) => sum + e - s, 0);
-  return { byType, idleMs: last - first - covered, wallMs: last - first, besideMs: total - covered };
+  return {
+    byType,
+    idleMs: last - first - covered,
+    wallMs: last - first,
+    besideMs: total - covered,
+    spans: named
+      .map((n) => ({ type: n.type, startMs: n.startMs - first, endMs: n.endMs - first }))
+      .sort((x, y) => x.startMs - y.startMs),
+  };
 }

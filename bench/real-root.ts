@@ -321,6 +321,11 @@ async function main(): Promise<void> {
         )}; no main-path activity under way for ${(timeline.idleMs / 1000).toFixed(1)} s of ${(timeline.wallMs / 1000).toFixed(1)} s; ${(timeline.besideMs / 1000).toFixed(1)} s of activity time beside another (a group's targeted plan beside the next group's generation)`,
     );
     console.log(
+      `the round's main path, in seconds from its start: ${timeline.spans
+        .map((x) => `${x.type} ${(x.startMs / 1000).toFixed(1)}–${(x.endMs / 1000).toFixed(1)}`)
+        .join(', ')}`,
+    );
+    console.log(
       `drift derivation on the round's plan (${drifted} drifted of 1000): median ${times[2]?.toFixed(0)} ms of 5`,
     );
     console.log(

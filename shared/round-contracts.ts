@@ -37,6 +37,12 @@ export interface IterationInput {
   targets: string[];
   /** The plan the predecessor's last cycle validated; absent: plan now. */
   planKey?: string;
+  /**
+   * With `planKey`: that plan changes nothing (exit code 0 of `-detailed-exitcode`: every planned
+   * action a no-op), so it holds no drift — drift counts only where the code still disagrees with
+   * the cloud — and the iteration is in sync without reading it (no `show -json`).
+   */
+  planClean?: boolean;
   groupSize: number;
 }
 
@@ -125,6 +131,8 @@ export interface ConfirmInput {
 export interface ConfirmOutput {
   /** The whole-root plan of the branch as the step leaves it (absent: no group survived). */
   planKey?: string;
+  /** That plan changes nothing (exit code 0): IterationInput.planClean. */
+  planClean?: boolean;
   reinitialized: boolean;
   /** The branch's commit after the step. */
   head: string;

@@ -1,7 +1,7 @@
 // The detect-and-remediate loop of a drift round (seed 000), as workflow code that only
 // orchestrates: at most max_drift_reports iterations; iteration 1 plans; a later one reads the plan
-// its predecessor's last cycle validated and plans for itself only when that cycle produced
-// nothing; drift split into operations, exceptions dropped (the loop stops when every operation is
+// its predecessor's last cycle validated (and is in sync without reading it when that plan changes
+// nothing) and plans for itself only when that cycle produced nothing; drift split into operations, exceptions dropped (the loop stops when every operation is
 // excluded), survivors in groups, one generate-and-validate cycle per group. A group before the
 // iteration's last is validated by a plan targeted at its addresses; the iteration's changes are
 // then validated together by one plan of the whole root — the plan the next iteration reads
@@ -81,6 +81,8 @@ export async function detectAndRemediate(
   const cycleResultKeys: string[] = [];
   let reinits = 0;
   let planKey: string | undefined;
+  /** That plan changes nothing: the next iteration is in sync without reading it. */
+  let planClean = false;
   let last: IterationOutput | undefined;
   for (let i = 1; i <= opts.maxIterations; i++) {
     hooks.setStatus('generating');
@@ -92,6 +94,7 @@ export async function detectAndRemediate(
       iteration: String(i),
       targets,
       planKey,
+      ...(planKey && planClean ? { planClean } : {}),
       groupSize: opts.groupSize,
     });
     last = det;
@@ -118,6 +121,7 @@ export async function detectAndRemediate(
       });
     }
     let lastValidated: string | undefined;
+    let lastClean = false;
     let progressed = false;
     /** This iteration's changes on the branch, awaiting the whole root's plan (targeted). */
     const pending: { group: number; commit: string }[] = [];
@@ -175,6 +179,7 @@ export async function detectAndRemediate(
       const gen = await acts.generateRemediation(cycleFor(g));
       cycleResultKeys.push(gen.resultKey);
       lastValidated = undefined;
+      lastClean = false;
       if (gen.commit) ref = { ...ref, head: gen.commit };
       if (!gen.changed) continue;
       if (pipelined && gen.commit) {
@@ -206,6 +211,7 @@ export async function detectAndRemediate(
         if (targeted && gen.commit) pending.push({ group: g, commit: gen.commit });
         else {
           lastValidated = val.planKey;
+          lastClean = val.planClean === true;
           progressed = true;
         }
       }
@@ -249,6 +255,7 @@ export async function detectAndRemediate(
       if (val.valid && val.planKey) {
         hooks.addArtifact(val.planKey);
         lastValidated = val.planKey;
+        lastClean = val.planClean === true;
         progressed = true;
       }
     } else if (pending.length > 1) {
@@ -275,10 +282,12 @@ export async function detectAndRemediate(
       if (conf.planKey) {
         hooks.addArtifact(conf.planKey);
         lastValidated = conf.planKey;
+        lastClean = conf.planClean === true;
         progressed = true;
       }
     }
     planKey = lastValidated;
+    planClean = lastClean;
     if (!progressed) {
       return result({
         iterations: i,
@@ -298,6 +307,7 @@ export async function detectAndRemediate(
     iteration: 'final',
     targets,
     planKey,
+    ...(planKey && planClean ? { planClean } : {}),
     groupSize: opts.groupSize,
   });
   hooks.addArtifact(final.reportKey);

@@ -57,12 +57,16 @@ function stubs(
   validates = true,
   confirm: (input: ConfirmInput) => Partial<ConfirmOutput> = () => ({}),
 ) {
-  const planned: { iteration: string; planKey?: string }[] = [];
+  const planned: { iteration: string; planKey?: string; planClean?: boolean }[] = [];
   let n = 0;
   let commit = 0;
   const acts = {
-    planIteration: vi.fn((input: { iteration: string; planKey?: string }) => {
-      planned.push({ iteration: input.iteration, ...(input.planKey ? { planKey: input.planKey } : {}) });
+    planIteration: vi.fn((input: { iteration: string; planKey?: string; planClean?: boolean }) => {
+      planned.push({
+        iteration: input.iteration,
+        ...(input.planKey ? { planKey: input.planKey } : {}),
+        ...(input.planClean ? { planClean: input.planClean } : {}),
+      });
       return Promise.resolve(iteration(input.iteration, iterations[n++] ?? {}));
     }),
     generateRemediation: vi.fn((): Promise<GenerateOutput> =>
@@ -178,6 +182,28 @@ describe('the detect-and-remediate loop', () => {
     // The next iteration reads the whole root's plan, at the commit the step left.
     expect(planned).toEqual([{ iteration: '1' }, { iteration: '2', planKey: 'confirmed-1' }]);
     expect(r).toMatchObject({ iterations: 2, stoppedBecause: 'in-sync', head: 'h1' });
+  });
+
+  it('tells the next iteration when the plan it reads changes nothing (no need to read it)', async () => {
+    // The whole root's plan after three groups changes nothing; a lone change's plan in the next
+    // round of the loop changes something; the final examination reads a plan that changes nothing.
+    const { acts, planned } = stubs(
+      [{ groupCount: 3 }, { groupCount: 1 }, { groupCount: 1 }, { inSync: true, operationCount: 0 }],
+      true,
+      () => ({ planClean: true }),
+    );
+    acts.validateRemediation
+      .mockResolvedValueOnce({ valid: true, planKey: 'targeted-0', planClean: true, reinitialized: false })
+      .mockResolvedValueOnce({ valid: true, planKey: 'targeted-1', planClean: true, reinitialized: false })
+      .mockResolvedValueOnce({ valid: true, planKey: 'whole-2', planClean: false, reinitialized: false })
+      .mockResolvedValueOnce({ valid: true, planKey: 'whole-3', planClean: true, reinitialized: false });
+    await loop(acts, 3);
+    expect(planned).toEqual([
+      { iteration: '1' },
+      { iteration: '2', planKey: 'confirmed-1', planClean: true },
+      { iteration: '3', planKey: 'whole-2' },
+      { iteration: 'final', planKey: 'whole-3', planClean: true },
+    ]);
   });
 
   it('validates a lone change with the whole root at once: no targeted plan, no second plan', async () => {

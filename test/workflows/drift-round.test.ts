@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DriftRoundInput, DriftRoundResult } from '../../shared/contracts';
 import { driftReportSchema } from '../../shared/drift-report';
-import { driftRoundWorkflowId } from '../../shared/ids';
+import { driftRoundWorkflowId, roundArtifactKey } from '../../shared/ids';
 import { detectDrift, driftRound } from '../../workflows';
 import { OfflineModel } from '../../activities/model/offline';
 import { DRIFT_ADDRESSES, TIME_PROVIDER, type DriftTestBed } from '../support/drift-test-bed';
@@ -70,7 +70,10 @@ describe('driftRound on the drift test bed', () => {
     const b = await bed();
     await b.inject('attribute');
     await b.inject('ingress');
-    const { result, report } = await round(b, { mode: 'full', text: 'Reconcile everything in the root.' });
+    const { session, result, report } = await round(b, {
+      mode: 'full',
+      text: 'Reconcile everything in the root.',
+    });
     expect(result.status).toBe('completed');
     expect(result.outcome).toBe('Succeeded');
     expect(report?.remediated_resources.map((r) => r.address)).toEqual([
@@ -82,6 +85,16 @@ describe('driftRound on the drift test bed', () => {
     const fresh = await detectOnBranch(b, result.branch);
     expect(fresh.drifted).toEqual([]);
     expect(fresh.hasChanges).toBe(false);
+    // Iteration 2 read the plan that validated the change: it changes nothing (exit code 0), so the
+    // iteration is in sync without `show -json` — the first iteration's plan JSON is the only one.
+    expect(result.iterations).toBe(2);
+    const listed = await artifactStore().list(roundArtifactKey(session, result.round_id, ''));
+    expect(listed.filter((k) => k.endsWith('/plan.json')).map((k) => k.split('/').at(-2))).toEqual([
+      'iteration-1',
+    ]);
+    expect(
+      await artifactStore().getText(roundArtifactKey(session, result.round_id, 'iteration-2/plan.txt')),
+    ).toBe('No drift: the plan validated by the last cycle is in sync.\n');
   });
 
   it('partial round fixes only the named resource and leaves other drift alone', async () => {
