@@ -91,8 +91,12 @@ func roleCreate(ctx context.Context, d *schema.ResourceData, meta any) diag.Diag
 	if tags := wantTags(d, c); len(tags) > 0 {
 		in.Tags = iamTags(tags)
 	}
-	if _, err := c.iam.CreateRole(ctx, in); err != nil {
-		return diag.Errorf("creating IAM Role (%s): %s", name, err)
+	attemptCtx, attempts := withAttempts(ctx)
+	if _, err := c.iam.CreateRole(attemptCtx, in); err != nil {
+		// Sent more than once and the name taken: the first attempt created it (see attempts.go).
+		if !(awsErrorCode(err) == "EntityAlreadyExists" && attempts.Load() > 1) {
+			return diag.Errorf("creating IAM Role (%s): %s", name, err)
+		}
 	}
 	d.SetId(name)
 	return roleRead(ctx, d, meta)

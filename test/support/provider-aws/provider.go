@@ -113,6 +113,7 @@ func configure(ctx context.Context, d *schema.ResourceData) (any, diag.Diagnosti
 			if e := endpoints["iam"]; e != "" {
 				o.BaseEndpoint = aws.String(e)
 			}
+			o.APIOptions = append(o.APIOptions, addAttemptCounter)
 		}),
 		defaultTags: map[string]string{},
 	}
