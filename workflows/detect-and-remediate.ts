@@ -1,8 +1,8 @@
 // The detect-and-remediate loop of a drift round (seed 000), as workflow code that only
 // orchestrates: at most max_drift_reports iterations; iteration 1 plans; a later one reads the plan
 // its predecessor's last cycle validated (and is in sync without reading it when that plan changes
-// nothing) and plans for itself only when that cycle produced nothing; drift split into operations, exceptions dropped (the loop stops when every operation is
-// excluded), survivors in groups, one generate-and-validate cycle per group. A group before the
+// nothing) and plans for itself only when that cycle produced nothing; drift split into
+// operations, exceptions dropped (the loop stops when every operation is excluded), survivors in groups, one generate-and-validate cycle per group. A group before the
 // iteration's last is validated by a plan targeted at its addresses; the iteration's changes are
 // then validated together by one plan of the whole root — the plan the next iteration reads
 // (confirmIteration, which falls back to validating each group against the whole root when they
