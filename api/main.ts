@@ -81,7 +81,9 @@ const app = createApp({
     hub,
   },
 });
-const server = app.listen(config.api.port, config.api.host, () => {
+// Express 5 calls this on an error too (with it): the 'error' handler below answers that.
+const server = app.listen(config.api.port, config.api.host, (err?: Error) => {
+  if (err) return;
   log.info(
     { url: `http://${config.api.host}:${config.api.port}`, tracing: Boolean(tracing) },
     'api listening',

@@ -2,11 +2,12 @@
 // orchestrates: at most max_drift_reports iterations; iteration 1 plans; a later one reads the plan
 // its predecessor's last cycle validated (and is in sync without reading it when that plan changes
 // nothing) and plans for itself only when that cycle produced nothing; drift split into
-// operations, exceptions dropped (the loop stops when every operation is excluded), survivors in groups, one generate-and-validate cycle per group. A group before the
-// iteration's last is validated by a plan targeted at its addresses; the iteration's changes are
-// then validated together by one plan of the whole root — the plan the next iteration reads
-// (confirmIteration, which falls back to validating each group against the whole root when they
-// disagree). An iteration with one change validates it with the whole root directly. A group's
+// operations, exceptions dropped (the loop stops when every operation is excluded), survivors in
+// groups, one generate-and-validate cycle per group. A group before the iteration's last is
+// validated by a plan targeted at its addresses; the iteration's changes are then validated
+// together by one plan of the whole root — the plan the next iteration reads (confirmIteration,
+// which falls back to validating each group against the whole root when they disagree). An
+// iteration with one change validates it with the whole root directly. A group's
 // targeted plan runs in a checkout of its own commit while the next group generates on the branch;
 // changes whose plans failed are taken back together after the iteration's cycles (takeBackGroups).
 import { patched, setCurrentDetails } from '@temporalio/workflow';

@@ -127,9 +127,13 @@ describe('apply with orchestration.apply_requires_approval', () => {
     // As the session workflow's record does when it pins a plan: the store says the session changed.
     await notifySessionChanged(db, sessionId);
     expect((await apply(tokens.admin)).status).toBe(409);
-    expect((await api.call('GET', `/api/v1/sessions/${sessionId}`, tokens.admin)).body.plan_approval).toBe(
-      null,
-    );
+    // The detail is served from the API's cache, which the store's NOTIFY clears when it arrives:
+    // the read that follows the change may come first.
+    await expect
+      .poll(
+        async () => (await api.call('GET', `/api/v1/sessions/${sessionId}`, tokens.admin)).body.plan_approval,
+      )
+      .toBe(null);
     expect((await approve(tokens.admin)).status).toBe(200);
     const accepted = await apply(tokens.devops);
     expect(accepted.status).toBe(202);

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { embeddedDatabaseUrl, projectRoot } from '../../shared/infra/config';
 import { createDb, type Db } from '../../shared/infra/db';
-import { freePort } from '../../scripts/embedded/ports';
+import { freeLowPort } from '../../scripts/embedded/ports';
 import { testCloudDir } from './test-cloud';
 import { toolReady } from '../../shared/infra/tools.mjs';
 
@@ -59,8 +59,10 @@ export type LauncherPorts = Launcher['ports'];
 /** Free loopback ports for each of the launcher's components. */
 export async function launcherPorts(): Promise<LauncherPorts> {
   const ports = {} as LauncherPorts;
+  // Below the kernel's ephemeral range: a launcher may bind them minutes later (after a first
+  // setup), and any outgoing connection meanwhile can be given a port from that range.
   for (const name of ['temporal', 'ui', 'api', 'db', 'git', 's3', 'aws', 'forge'] as const)
-    ports[name] = await freePort();
+    ports[name] = await freeLowPort();
   return ports;
 }
 
