@@ -439,11 +439,11 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
     async planIteration(input: IterationInput): Promise<IterationOutput> {
       const { ref, iteration } = input;
       try {
+        const operationsKey = key(ref, `iteration-${iteration}/operations.json`);
+        const whitelistedKey = key(ref, `iteration-${iteration}/whitelisted.json`);
         if (input.planKey && input.planClean) {
           // The validated plan changes nothing: no drift (IterationInput.planClean), nothing to read.
           const reportKey = key(ref, `iteration-${iteration}/plan.txt`);
-          const operationsKey = key(ref, `iteration-${iteration}/operations.json`);
-          const whitelistedKey = key(ref, `iteration-${iteration}/whitelisted.json`);
           await Promise.all([
             artifacts.putText(reportKey, IN_SYNC),
             artifacts.putJson(operationsKey, []),
@@ -508,8 +508,6 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
         if (!inSync) {
           track(artifacts.putJson(reportKey, { iteration, drift, operations: survivors, whitelisted }));
         }
-        const operationsKey = key(ref, `iteration-${iteration}/operations.json`);
-        const whitelistedKey = key(ref, `iteration-${iteration}/whitelisted.json`);
         track(artifacts.putJson(operationsKey, survivors), artifacts.putJson(whitelistedKey, whitelisted));
         await Promise.all(uploads);
         return {

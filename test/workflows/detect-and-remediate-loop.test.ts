@@ -107,6 +107,25 @@ function stubs(
   return { acts, planned };
 }
 
+/**
+ * Validations that take a moment each and plan as `plans(group)` says; answers how many ran at
+ * once at most.
+ */
+function slowValidations(acts: ReturnType<typeof stubs>['acts'], plans: (group: number) => boolean) {
+  let running = 0;
+  let most = 0;
+  acts.validateRemediation.mockImplementation(async (input: { group: number; iteration: string }) => {
+    running += 1;
+    most = Math.max(most, running);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    running -= 1;
+    return plans(input.group)
+      ? { valid: true, planKey: `validated-${input.iteration}-${input.group}`, reinitialized: false }
+      : { valid: false, reinitialized: false, reason: 'Error: Unsupported argument' };
+  });
+  return () => most;
+}
+
 const hooks = () => ({ setStatus: vi.fn(), onIteration: vi.fn(), addArtifact: vi.fn() });
 const loop = (acts: ReturnType<typeof stubs>['acts'], maxIterations = 3) =>
   detectAndRemediate(acts, ref, [], { maxIterations, groupSize: 8 }, hooks());
@@ -250,15 +269,7 @@ describe('the detect-and-remediate loop', () => {
 
   it('runs the groups’ targeted plans one after another', async () => {
     const { acts } = stubs([{ groupCount: 6 }, { inSync: true, operationCount: 0, groupCount: 0 }]);
-    let running = 0;
-    let most = 0;
-    acts.validateRemediation.mockImplementation(async (input: { group: number; iteration: string }) => {
-      running += 1;
-      most = Math.max(most, running);
-      await new Promise((resolve) => setTimeout(resolve, 5));
-      running -= 1;
-      return { valid: true, planKey: `validated-${input.iteration}-${input.group}`, reinitialized: false };
-    });
+    const most = slowValidations(acts, () => true);
     await loop(acts);
     // Groups 2 to 5 committed while group 1's plan ran: one plan of their addresses, at group 5's
     // commit (which holds them all).
@@ -267,24 +278,14 @@ describe('the detect-and-remediate loop', () => {
       expect.objectContaining({ group: 4, commit: 'c5', with: [1, 2, 3] }),
     ]);
     expect(acts.validateRemediation.mock.calls[0]?.[0]).not.toHaveProperty('with');
-    expect(most).toBe(1);
+    expect(most()).toBe(1);
   });
 
   it('plans each group on its own, one after another, in a round recorded before batching', async () => {
     patches.unpatched.add(BATCHED_GROUP_PLANS);
     try {
       const { acts } = stubs([{ groupCount: 5 }, { inSync: true, operationCount: 0, groupCount: 0 }]);
-      let running = 0;
-      let most = 0;
-      acts.validateRemediation.mockImplementation(async (input: { group: number; iteration: string }) => {
-        running += 1;
-        most = Math.max(most, running);
-        await new Promise((resolve) => setTimeout(resolve, 5));
-        running -= 1;
-        return input.group === 2
-          ? { valid: false, reinitialized: false, reason: 'Error: Unsupported argument' }
-          : { valid: true, planKey: `validated-${input.iteration}-${input.group}`, reinitialized: false };
-      });
+      const most = slowValidations(acts, (group) => group !== 2);
       await loop(acts);
       expect(acts.validateRemediation.mock.calls.map(([c]) => [c.group, c.commit, c.with])).toEqual([
         [0, 'c1', undefined],
@@ -292,7 +293,7 @@ describe('the detect-and-remediate loop', () => {
         [2, 'c3', undefined],
         [3, 'c4', undefined],
       ]);
-      expect(most).toBe(1);
+      expect(most()).toBe(1);
       expect(acts.takeBackGroups.mock.calls[0]?.[0].invalid).toEqual([2]);
     } finally {
       patches.unpatched.delete(BATCHED_GROUP_PLANS);
