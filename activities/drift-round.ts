@@ -76,7 +76,7 @@ type CycleResult = GenerateOutput & { unremediable: Unremediable[]; validation_f
 
 /** What a whole-root validation that disagreed with the targeted plans found (confirm.json). */
 interface ConfirmRecord {
-  disagreement: string;
+  disagreement?: string;
   reverted: number[];
   /** The whole-root plan of the last group kept (absent: none was). */
   planKey?: string;
@@ -329,7 +329,11 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
    * cycle works on the branch: the branch is left alone. A change that does not plan has its
    * reason recorded in its cycle's result; takeBackGroups takes it back after the iteration's cycles.
    */
-  const validateAt = async (input: CycleInput, commit: string): Promise<ValidateOutput> => {
+  const validateAt = async (
+    input: CycleInput,
+    commit: string,
+    opts: { record: boolean } = { record: true },
+  ): Promise<ValidateOutput> => {
     const { ref, group } = input;
     // A commit id, never an option or a ref name git would read otherwise.
     if (!/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(commit))
@@ -348,7 +352,8 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
     } catch (err) {
       if (err instanceof EngineError && err.permanent) {
         // Groups planned together: whose change failed is not known yet — each is planned again.
-        if (!input.with?.length) await recordTakenBack(input, group, err.message, notValid(err.message));
+        if (opts.record && !input.with?.length)
+          await recordTakenBack(input, group, err.message, notValid(err.message));
         return { valid: false, reinitialized: false, reason: err.message };
       }
       throw toActivityFailure(err);
@@ -479,10 +484,12 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
           await artifacts.download(planKey, planFile);
           await ws.engine.ensureInit(h);
         } else {
-          // The seed's first iteration: init, validate, plan -out (init runs inside, once per round).
+          // The seed's first iteration: init, plan -out (init runs inside, once per round), which
+          // validates the configuration first; a seed that does not validate fails with validate's
+          // diagnostic (planValidated), and no validate process takes CPU from the plan.
           const plan =
             iteration === '1'
-              ? await ws.engine.validateAndPlan({ out: planFile, targets: input.targets }, h)
+              ? await ws.engine.planValidated({ out: planFile, targets: input.targets }, h)
               : await ws.engine.plan({ out: planFile, targets: input.targets }, h);
           reinitialized = plan.reinitialized;
           planKey = key(ref, `iteration-${iteration}/plan.tfplan`);
@@ -770,8 +777,84 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       } catch (err) {
         disagreement = refusal(err);
       }
+      let groups = input.groups;
+      /** Groups taken back because they did not plan on their own (below), before any fallback. */
+      const ownFailures: number[] = [];
+      const unplanned = groups.filter((g) => input.unplanned?.includes(g.group));
+      if (unplanned.length > 0) {
+        // Changes no plan has validated on their own (the iteration's last, and the groups left to
+        // the whole root once generation ended): each planned at its own commit, as a targeted plan
+        // would have, before anything is taken back on the whole root's word.
+        const failed: { group: number; commit: string; reason: string }[] = [];
+        for (const g of unplanned) {
+          const own = await validateAt(
+            {
+              ref,
+              iteration,
+              group: g.group,
+              operationsKey: input.operationsKey,
+              groupSize: input.groupSize,
+              targets: input.targets,
+              scope: 'group',
+              commit: g.commit,
+            },
+            g.commit,
+            { record: false },
+          );
+          if (!own.valid) failed.push({ ...g, reason: own.reason ?? 'it did not plan' });
+        }
+        if (failed.length > 0) {
+          const before = await head();
+          let takenBack = true;
+          try {
+            await git.run(['revert', '--no-commit', ...failed.map((f) => f.commit).reverse()], ws.dir);
+            await git.run(
+              [
+                'commit',
+                '--quiet',
+                '-m',
+                `Take back iteration ${iteration}'s changes that do not plan on their own\n\n${failed.map((f) => `Group ${f.group + 1}: ${f.reason}`).join('\n')}\n\n${marker}`,
+              ],
+              ws.dir,
+            );
+          } catch {
+            // A later group edited the same lines: they do not revert apart — the fallback below
+            // validates every group against the whole root instead.
+            await git.run(['revert', '--abort'], ws.dir).catch(() => undefined);
+            await git.run(['reset', '--hard', before], ws.dir);
+            takenBack = false;
+          }
+          if (takenBack) {
+            for (const f of failed) {
+              ownFailures.push(f.group);
+              await recordTakenBack(input, f.group, f.reason, notValid(f.reason));
+            }
+            groups = groups.filter((g) => !ownFailures.includes(g.group));
+            let planned: Awaited<ReturnType<typeof rootPlan>> | undefined;
+            try {
+              planned = groups.length > 0 ? await rootPlan('plan-after-take-back') : undefined;
+            } catch (err) {
+              disagreement = refusal(err);
+            }
+            if (planned || groups.length === 0) {
+              const record: ConfirmRecord = {
+                reverted: ownFailures,
+                ...(planned ? { planKey: planned.planKey, planClean: planned.planClean } : {}),
+              };
+              await artifacts.putJson(recordKey, record);
+              await ws.git.push(ws.dir, ref.branch);
+              return {
+                ...(planned ?? { reinitialized: false }),
+                head: await head(),
+                reverted: ownFailures,
+                recordKey,
+              };
+            }
+          }
+        }
+      }
       const before = await head();
-      const commits = input.groups.map((g) => g.commit);
+      const commits = groups.map((g) => g.commit);
       await git.run(['revert', '--no-commit', ...[...commits].reverse()], ws.dir);
       await git.run(
         [
@@ -792,8 +875,8 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
         throw toActivityFailure(err);
       }
       let last: { planKey: string; planClean: boolean; reinitialized: boolean } | undefined;
-      const reverted: number[] = [];
-      for (const { group, commit } of input.groups) {
+      const reverted: number[] = [...ownFailures];
+      for (const { group, commit } of groups) {
         let reason: string;
         try {
           await git.run(['cherry-pick', commit], ws.dir);

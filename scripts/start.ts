@@ -335,7 +335,10 @@ async function main(config: KumossConfig): Promise<void> {
   say(`API              ${apiUrl}  (health: ${apiUrl}/health)`);
   say(`git host         ${gitHost.url}  (CA: ${gitHost.caPath})`);
   if (forgeUrl) say(`forge (Gitea)    ${forgeUrl}  (pull requests with a page and a diff)`);
-  const building = GO_TOOLS.filter((t) => buildingInBackground(t.name)).map((t) => `${t.name} ${t.version}`);
+  // A build whose tool is ready may still be finishing (the forge's is up by now): not listed.
+  const building = GO_TOOLS.filter((t) => buildingInBackground(t.name) && !toolReady(t.name)).map(
+    (t) => `${t.name} ${t.version}`,
+  );
   if (building.length > 0)
     say(
       `still building in the background (the first start only; logs in ${toolsDir()}): ${building.join(', ')} — a run that needs one waits for it`,

@@ -52,6 +52,13 @@ export const PIPELINED_GROUP_PLANS = 'pipelined-group-plans';
  */
 export const BATCHED_GROUP_PLANS = 'batched-group-plans';
 
+/**
+ * Rounds recorded before the groups whose targeted plans had not begun when generation ended were
+ * left to the whole root's plan (and the whole root's refusal first planned the groups no targeted
+ * plan validated, each on its own) planned them after generation, before the whole root.
+ */
+export const LEFTOVER_GROUPS = 'leftover-groups-to-whole-root';
+
 /** The groups whose targeted plans run, numbered from 1: `group 2 (a plan of its addresses)`. */
 function groupNames(groups: Set<number>, together: boolean): string {
   const n = [...groups].sort((a, b) => a - b).map((g) => g + 1);
@@ -79,6 +86,7 @@ export async function detectAndRemediate(
   const targeted = patched(TARGETED_GROUP_PLANS);
   const pipelined = targeted && patched(PIPELINED_GROUP_PLANS);
   const batched = pipelined && patched(BATCHED_GROUP_PLANS);
+  const leftToRoot = batched && patched(LEFTOVER_GROUPS);
   const cycleResultKeys: string[] = [];
   let reinits = 0;
   let planKey: string | undefined;
@@ -141,6 +149,10 @@ export async function detectAndRemediate(
     let validations: Promise<void> = Promise.resolve();
     let validationError: { error: unknown } | undefined;
     const validating = new Set<number>();
+    /** Generation ended: a targeted plan not yet begun would only delay the whole root's. */
+    let generated = false;
+    /** Groups no targeted plan validated: the whole root's plan validates them (leftToRoot). */
+    const unplanned: number[] = [];
     const committed: { group: number; commit: string }[] = [];
     const invalid: number[] = [];
     /** One group's targeted plan at its own commit; false when it did not plan. */
@@ -160,6 +172,10 @@ export async function detectAndRemediate(
       const batch = queued.splice(0, count);
       const newest = batch.at(-1);
       if (validationError || !newest) return;
+      if (leftToRoot && generated) {
+        for (const c of batch) unplanned.push(c.group);
+        return;
+      }
       for (const c of batch) validating.add(c.group);
       try {
         const earlier = batch.slice(0, -1).map((c) => c.group);
@@ -185,7 +201,10 @@ export async function detectAndRemediate(
       if (!gen.changed) continue;
       if (pipelined && gen.commit) {
         committed.push({ group: g, commit: gen.commit });
-        if (g === det.groupCount - 1) continue; // validated with the whole root's plan, below
+        if (g === det.groupCount - 1) {
+          unplanned.push(g);
+          continue; // validated with the whole root's plan, below
+        }
         const cycle = { ...cycleFor(g), scope: 'group' as const, commit: gen.commit };
         // Unbatched (rounds recorded before batching), each group's plan on its own: the same steps.
         queued.push(cycle);
@@ -218,6 +237,7 @@ export async function detectAndRemediate(
       }
     }
     if (pipelined) {
+      generated = true;
       if (validating.size > 0) {
         hooks.setStatus('validating');
         setCurrentDetails(
@@ -271,6 +291,9 @@ export async function detectAndRemediate(
         operationsKey: det.operationsKey,
         groupSize: opts.groupSize,
         groups: pending,
+        ...(leftToRoot
+          ? { unplanned: pending.filter((p) => unplanned.includes(p.group)).map((p) => p.group) }
+          : {}),
       });
       if (conf.reinitialized) reinits += 1;
       ref = { ...ref, head: conf.head };

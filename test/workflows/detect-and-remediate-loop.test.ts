@@ -12,7 +12,8 @@ vi.mock('@temporalio/workflow', () => ({
   patched: (id: string) => !patches.unpatched.has(id),
 }));
 
-const { detectAndRemediate, BATCHED_GROUP_PLANS } = await import('../../workflows/detect-and-remediate');
+const { detectAndRemediate, BATCHED_GROUP_PLANS, LEFTOVER_GROUPS } =
+  await import('../../workflows/detect-and-remediate');
 import type { GenerateOutput, ValidateOutput } from '../../activities/drift-round';
 import type {
   ConfirmInput,
@@ -50,7 +51,9 @@ const iteration = (i: string, o: Partial<IterationOutput> = {}): IterationOutput
 
 /**
  * Stub activities: iterations answered in turn; every cycle changes code and validates as told;
- * the whole root's plan after several groups answers `confirm` (default: it plans).
+ * the whole root's plan after several groups answers `confirm` (default: it plans). A generation
+ * answers after the other work already under way has had its turn (a validation that answers at
+ * once has answered), as the worker's would.
  */
 function stubs(
   iterations: Partial<IterationOutput>[],
@@ -69,15 +72,17 @@ function stubs(
       });
       return Promise.resolve(iteration(input.iteration, iterations[n++] ?? {}));
     }),
-    generateRemediation: vi.fn((): Promise<GenerateOutput> =>
-      Promise.resolve({
+    generateRemediation: vi.fn(async (): Promise<GenerateOutput> => {
+      const c = ++commit;
+      await new Promise((resolve) => setImmediate(resolve));
+      return {
         changed: true,
-        commit: `c${++commit}`,
+        commit: `c${c}`,
         files: ['main.tf'],
         unremediableCount: 0,
-        resultKey: `result-${commit}`,
-      }),
-    ),
+        resultKey: `result-${c}`,
+      };
+    }),
     validateRemediation: vi.fn(
       (input: {
         iteration: string;
@@ -108,13 +113,18 @@ function stubs(
 }
 
 /**
- * Validations that take a moment each and plan as `plans(group)` says; answers how many ran at
- * once at most.
+ * Validations that take a moment each and plan as `plans(group)` says; `began` sees each as it
+ * begins. Answers how many ran at once at most.
  */
-function slowValidations(acts: ReturnType<typeof stubs>['acts'], plans: (group: number) => boolean) {
+function slowValidations(
+  acts: ReturnType<typeof stubs>['acts'],
+  plans: (group: number) => boolean,
+  began: (input: { group: number; with?: number[] }) => void = () => undefined,
+) {
   let running = 0;
   let most = 0;
   acts.validateRemediation.mockImplementation(async (input: { group: number; iteration: string }) => {
+    began(input);
     running += 1;
     most = Math.max(most, running);
     await new Promise((resolve) => setTimeout(resolve, 5));
@@ -124,6 +134,18 @@ function slowValidations(acts: ReturnType<typeof stubs>['acts'], plans: (group: 
       : { valid: false, reinitialized: false, reason: 'Error: Unsupported argument' };
   });
   return () => most;
+}
+
+/** Generation `n` (from 1) answers only once `release` is called. */
+function holdGeneration(acts: ReturnType<typeof stubs>['acts'], n: number): () => void {
+  let release: () => void = () => undefined;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  const generate = acts.generateRemediation.getMockImplementation();
+  acts.generateRemediation.mockImplementation(async () => {
+    if (acts.generateRemediation.mock.calls.length === n) await gate;
+    return (await generate?.()) as GenerateOutput;
+  });
+  return () => release();
 }
 
 const hooks = () => ({ setStatus: vi.fn(), onIteration: vi.fn(), addArtifact: vi.fn() });
@@ -198,6 +220,8 @@ describe('the detect-and-remediate loop', () => {
       ],
     });
     expect(acts.confirmIteration.mock.calls[0]?.[0].ref.head).toBe('c3');
+    // Only the last group's change has no plan of its own behind it.
+    expect(acts.confirmIteration.mock.calls[0]?.[0].unplanned).toEqual([2]);
     // The next iteration reads the whole root's plan, at the commit the step left.
     expect(planned).toEqual([{ iteration: '1' }, { iteration: '2', planKey: 'confirmed-1' }]);
     expect(r).toMatchObject({ iterations: 2, stoppedBecause: 'in-sync', head: 'h1' });
@@ -269,7 +293,13 @@ describe('the detect-and-remediate loop', () => {
 
   it('runs the groups’ targeted plans one after another', async () => {
     const { acts } = stubs([{ groupCount: 6 }, { inSync: true, operationCount: 0, groupCount: 0 }]);
-    const most = slowValidations(acts, () => true);
+    // The last group generates until the plan of groups 2 to 5 has begun.
+    const release = holdGeneration(acts, 6);
+    const most = slowValidations(
+      acts,
+      () => true,
+      (input) => input.with && release(),
+    );
     await loop(acts);
     // Groups 2 to 5 committed while group 1's plan ran: one plan of their addresses, at group 5's
     // commit (which holds them all).
@@ -279,6 +309,37 @@ describe('the detect-and-remediate loop', () => {
     ]);
     expect(acts.validateRemediation.mock.calls[0]?.[0]).not.toHaveProperty('with');
     expect(most()).toBe(1);
+  });
+
+  it('leaves to the whole root the changes whose targeted plans had not begun when generation ended', async () => {
+    const { acts } = stubs([{ groupCount: 5 }, { inSync: true, operationCount: 0, groupCount: 0 }]);
+    slowValidations(acts, () => true);
+    await loop(acts);
+    // Groups 2 to 5 committed while group 1's plan ran, and then nothing was left to generate: a
+    // plan of their addresses would only have delayed the whole root's, which validates them.
+    expect(acts.validateRemediation.mock.calls.map(([c]) => [c.group, c.commit, c.with])).toEqual([
+      [0, 'c1', undefined],
+    ]);
+    expect(acts.confirmIteration.mock.calls[0]?.[0]).toMatchObject({
+      groups: [0, 1, 2, 3, 4].map((g) => ({ group: g, commit: `c${g + 1}` })),
+      unplanned: [1, 2, 3, 4],
+    });
+  });
+
+  it('plans the changes left when generation ended before the whole root, in a round recorded so', async () => {
+    patches.unpatched.add(LEFTOVER_GROUPS);
+    try {
+      const { acts } = stubs([{ groupCount: 5 }, { inSync: true, operationCount: 0, groupCount: 0 }]);
+      slowValidations(acts, () => true);
+      await loop(acts);
+      expect(acts.validateRemediation.mock.calls.map(([c]) => [c.group, c.commit, c.with])).toEqual([
+        [0, 'c1', undefined],
+        [3, 'c4', [1, 2]],
+      ]);
+      expect(acts.confirmIteration.mock.calls[0]?.[0]).not.toHaveProperty('unplanned');
+    } finally {
+      patches.unpatched.delete(LEFTOVER_GROUPS);
+    }
   });
 
   it('plans each group on its own, one after another, in a round recorded before batching', async () => {
@@ -302,8 +363,10 @@ describe('the detect-and-remediate loop', () => {
 
   it('plans each group again at its own commit when the groups planned together do not plan', async () => {
     const { acts } = stubs([{ groupCount: 5 }, { inSync: true, operationCount: 0, groupCount: 0 }]);
+    const release = holdGeneration(acts, 5);
     acts.validateRemediation.mockImplementation(
       async (input: { group: number; iteration: string; with?: number[] }) => {
+        if (input.with) release();
         await new Promise((resolve) => setTimeout(resolve, 5));
         // Group 3's change does not plan: the plan of groups 2 to 4 fails, and so does group 4's
         // own (its commit holds group 3's change).

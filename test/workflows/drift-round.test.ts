@@ -368,6 +368,69 @@ describe('driftRound when a group’s change does not validate', () => {
   });
 });
 
+describe('driftRound when the last group’s change does not plan', () => {
+  let h: TemporalHarness;
+  let b: DriftTestBed;
+
+  // The offline fix, plus — beside the last group's (ingress) fix — an output naming a variable
+  // nobody declared: no targeted plan ran for the last group, so the whole root's plan is the first
+  // to meet it.
+  const model = besideFix(DRIFT_ADDRESSES.ingress, 'output "broken" {\n  value = var.undeclared\n}\n');
+
+  beforeAll(async () => {
+    h = await temporalHarness('drift-round-last', testActivities({ model }));
+    b = await newTestBed();
+  });
+  afterAll(async () => {
+    await b?.destroy();
+    await h?.close();
+  });
+
+  it('plans that change on its own, takes it back alone, and plans the whole root once more', async () => {
+    const { args, result } = await twoGroupRound(h, b);
+    expect(result.outcome).toBe('Partial');
+    expect(result.remediated).toEqual([DRIFT_ADDRESSES.attribute]);
+    const prefix = `sessions/${args.session_id}/rounds/${args.round_id}/iteration-1`;
+    const record = JSON.parse(await artifactStore().getText(`${prefix}/confirm/confirm.json`)) as Record<
+      string,
+      unknown
+    >;
+    // Not a disagreement: the change failed its own plan too, and nothing else was planned again.
+    expect(record).toEqual({
+      reverted: [1],
+      planKey: `${prefix}/confirm/plan-after-take-back.tfplan`,
+      // The ingress drift the change would have fixed is still there.
+      planClean: false,
+    });
+    // The whole root planned once more and that was all: no plan of the root without the changes
+    // (`base`), none per group (`group-<n>`).
+    const confirmPlans = (await artifactStore().list(`${prefix}/confirm/`)).filter((k) => k.endsWith('.txt'));
+    expect(confirmPlans.map((k) => k.split('/').at(-1))).toEqual(['plan-after-take-back.txt']);
+    const report = driftReportSchema.parse(
+      JSON.parse(await artifactStore().getText(result.report_key ?? '')),
+    );
+    expect(report.unreconciled_drift).toEqual([
+      expect.objectContaining({
+        address: DRIFT_ADDRESSES.ingress,
+        reason: expect.stringMatching(
+          /^The proposed change did not validate \(.*Reference to undeclared input variable.*\); it was reverted\.$/,
+        ) as string,
+      }),
+    ]);
+    const clone = await cloneOf(b.repoUrl);
+    await gitClient().run(['checkout', '--quiet', result.branch], clone);
+    const log = (await gitClient().run(['log', '--format=%s', '-2'], clone)).trim().split('\n');
+    expect(log[0]).toBe("Take back iteration 1's changes that do not plan on their own");
+    expect(log[1]).toMatch(/^Reconcile drift: /);
+    const fresh = await h.client.workflow.execute(detectDrift, {
+      taskQueue: h.taskQueue,
+      workflowId: `verify-${randomUUID()}`,
+      args: [{ repositoryUrl: b.repoUrl, branch: result.branch, scopeId: 'scope-test' }],
+    });
+    expect(fresh.drifted).toEqual([DRIFT_ADDRESSES.ingress]);
+  });
+});
+
 describe('driftRound when a later group edited the lines an invalid change added', () => {
   let h: TemporalHarness;
   let b: DriftTestBed;
