@@ -186,6 +186,23 @@ export async function diffHistory(
       dir,
     ),
   ]);
+  try {
+    return await touchedResources(before, after, base, head, diff, iacPath);
+  } finally {
+    before.dispose();
+    after.dispose();
+  }
+}
+
+/** The resources the unified `diff` touches in `before` and `after`, by address. */
+async function touchedResources(
+  before: TerraformConfig,
+  after: TerraformConfig,
+  base: string,
+  head: string,
+  diff: string,
+  iacPath: string,
+): Promise<DiffHistory> {
   const root = iacPath && iacPath !== '.' ? posix.normalize(iacPath) : '.';
   const paths = new Set(
     [...before.files.keys(), ...after.files.keys()].map((p) => posix.normalize(posix.join(root, p))),

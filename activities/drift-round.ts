@@ -129,23 +129,27 @@ const cycleMarker = (ref: RoundRef, iteration: string, group: number) =>
 /** The resources of the root and of the local modules it calls, with their module path. */
 export async function configResources(iacDir: string, checkoutDir: string): Promise<ConfigResource[]> {
   const config = TerraformConfig.of(await readConfigFiles(iacDir, checkoutDir));
-  const prefixes = await modulePrefixes(config);
-  const out: ConfigResource[] = [];
-  for (const [dir, pres] of prefixes) {
-    for (const b of await config.blocks(dir, 'resource')) {
-      const [type, name] = b.labels as [string, string];
-      for (const p of pres) {
-        out.push({ address: `${p}${type}.${name}`, type, name, file: b.file, source: b.node.text });
+  try {
+    const prefixes = await modulePrefixes(config);
+    const out: ConfigResource[] = [];
+    for (const [dir, pres] of prefixes) {
+      for (const b of await config.blocks(dir, 'resource')) {
+        const [type, name] = b.labels as [string, string];
+        for (const p of pres) {
+          out.push({ address: `${p}${type}.${name}`, type, name, file: b.file, source: b.node.text });
+        }
       }
     }
-  }
-  for (const call of await config.allModuleCalls()) {
-    for (const p of prefixes.get(call.parentDir) ?? []) {
-      const address = `${p}module.${call.name}`;
-      out.push({ address, type: 'module', name: address, file: call.file, source: '' });
+    for (const call of await config.allModuleCalls()) {
+      for (const p of prefixes.get(call.parentDir) ?? []) {
+        const address = `${p}module.${call.name}`;
+        out.push({ address, type: 'module', name: address, file: call.file, source: '' });
+      }
     }
+    return out;
+  } finally {
+    config.dispose();
   }
-  return out;
 }
 
 /**

@@ -3,7 +3,7 @@
 // the rest of the file — comments and formatting — as it was.
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { Language, Parser, type Node } from 'web-tree-sitter';
+import { Language, Parser, type Node, type Tree } from 'web-tree-sitter';
 
 let parserPromise: Promise<Parser> | undefined;
 
@@ -20,11 +20,25 @@ async function parser(): Promise<Parser> {
   return parserPromise;
 }
 
-/** The syntax tree of one HCL file (tree-sitter's terraform grammar). */
-export async function parseHcl(text: string): Promise<Node> {
+/**
+ * The syntax tree of one HCL file (tree-sitter's terraform grammar). It lives in the parser's WASM
+ * memory, which the garbage collector never sees: its owner calls `delete()` once no node of it is
+ * in use (an undeleted tree of a 9 KiB file holds ~0.8 MiB for the life of the process).
+ */
+export async function parseHclTree(text: string): Promise<Tree> {
   const tree = (await parser()).parse(text);
   if (!tree) throw new Error('tree-sitter returned no tree');
-  return tree.rootNode;
+  return tree;
+}
+
+/** `use` of the syntax tree of one HCL file, deleted once `use` is done (nodes must not escape it). */
+export async function withHcl<T>(text: string, use: (root: Node) => T | Promise<T>): Promise<T> {
+  const tree = await parseHclTree(text);
+  try {
+    return await use(tree.rootNode);
+  } finally {
+    tree.delete();
+  }
 }
 
 export type { Node as HclNode };
@@ -48,14 +62,13 @@ export function topBlocks(root: Node): Node[] {
 
 /** Syntax errors tree-sitter found (empty when the file parses). */
 export async function syntaxErrors(text: string): Promise<string[]> {
-  const tree = (await parser()).parse(text);
   const errors: string[] = [];
   const walk = (n: Node): void => {
     if (n.type === 'ERROR' || n.isMissing)
       errors.push(`line ${n.startPosition.row + 1}: unexpected ${JSON.stringify(n.text.slice(0, 40))}`);
     for (const c of n.children) if (c) walk(c);
   };
-  if (tree) walk(tree.rootNode);
+  await withHcl(text, walk);
   return errors;
 }
 

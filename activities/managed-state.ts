@@ -25,7 +25,7 @@ import {
 } from '../shared/infra/db/state-locks';
 import { createS3Client } from '../shared/infra/object-store';
 import { StateServer } from './state-server';
-import { blockLabels, parseHcl, topBlocks } from './hcl';
+import { blockLabels, topBlocks, withHcl } from './hcl';
 import { blockNodes, bodyOf } from './terraform-config';
 
 /** The override file that gives a root without a backend Kumoss's S3 backend. */
@@ -79,11 +79,14 @@ export async function declaresBackend(iacDir: string): Promise<boolean> {
         if (b && typeof b === 'object' && ('backend' in b || 'cloud' in b)) return true;
       }
     } else if (f.endsWith('.tf')) {
-      for (const block of topBlocks(await parseHcl(text()))) {
-        if (blockLabels(block).kind !== 'terraform') continue;
-        if (blockNodes(bodyOf(block)).some((b) => ['backend', 'cloud'].includes(blockLabels(b).kind)))
-          return true;
-      }
+      const declares = await withHcl(text(), (root) =>
+        topBlocks(root).some(
+          (block) =>
+            blockLabels(block).kind === 'terraform' &&
+            blockNodes(bodyOf(block)).some((b) => ['backend', 'cloud'].includes(blockLabels(b).kind)),
+        ),
+      );
+      if (declares) return true;
     }
   }
   return false;

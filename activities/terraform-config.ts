@@ -3,7 +3,8 @@
 // tfvars entries or defaults, locals, module call arguments. Pure over a map of file texts (paths
 // relative to the root module, posix), so the offline model and diff_history share it.
 import { posix } from 'node:path';
-import { blockLabels, parseHcl, topBlocks, type HclNode } from './hcl';
+import { blockLabels, parseHclTree, topBlocks, type HclNode } from './hcl';
+import type { Tree } from 'web-tree-sitter';
 
 export interface ConfigFile {
   path: string;
@@ -43,7 +44,9 @@ export function moduleDirOfFile(file: string): string {
 
 /** Files of one module directory: its .tf files (and, for the root, its tfvars files). */
 export class TerraformConfig {
-  private readonly trees = new Map<string, { text: string; root: HclNode }>();
+  private readonly trees = new Map<string, { text: string; tree: Tree }>();
+  /** Trees of texts a file had before an edit: a caller may still hold their nodes until dispose. */
+  private readonly retired: Tree[] = [];
 
   constructor(readonly files: Map<string, string>) {}
 
@@ -62,16 +65,21 @@ export class TerraformConfig {
     const add = async (dir: string) => {
       for (const [path, content] of await read(dir)) config.files.set(path, content);
     };
-    await add('');
-    const seen = new Set<string>(['']);
-    for (let grew = true; grew;) {
-      grew = false;
-      for (const call of await config.allModuleCalls()) {
-        if (call.dir === undefined || seen.has(call.dir)) continue;
-        seen.add(call.dir);
-        await add(call.dir);
-        grew = true;
+    try {
+      await add('');
+      const seen = new Set<string>(['']);
+      for (let grew = true; grew;) {
+        grew = false;
+        for (const call of await config.allModuleCalls()) {
+          if (call.dir === undefined || seen.has(call.dir)) continue;
+          seen.add(call.dir);
+          await add(call.dir);
+          grew = true;
+        }
       }
+    } catch (err) {
+      config.dispose();
+      throw err;
     }
     return config;
   }
@@ -80,10 +88,23 @@ export class TerraformConfig {
     const text = this.files.get(file);
     if (text === undefined) throw new Error(`no file ${file}`);
     const cached = this.trees.get(file);
-    if (cached && cached.text === text) return cached.root;
-    const root = await parseHcl(text);
-    this.trees.set(file, { text, root });
-    return root;
+    if (cached && cached.text === text) return cached.tree.rootNode;
+    const tree = await parseHclTree(text);
+    if (cached) this.retired.push(cached.tree);
+    this.trees.set(file, { text, tree });
+    return tree.rootNode;
+  }
+
+  /**
+   * Frees the syntax trees this configuration parsed (they live in the parser's WASM memory, which
+   * no garbage collector frees): called by whoever made the configuration once no node of it is in
+   * use; a later `tree()` parses again.
+   */
+  dispose(): void {
+    for (const { tree } of this.trees.values()) tree.delete();
+    for (const tree of this.retired) tree.delete();
+    this.trees.clear();
+    this.retired.length = 0;
   }
 
   /** The .tf files of a module directory ('' is the root). */

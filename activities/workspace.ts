@@ -301,6 +301,7 @@ export async function readConfigFiles(
     }
     return out;
   });
+  config.dispose();
   return [...config.files].map(([path, content]) => ({ path, content }));
 }
 

@@ -255,9 +255,22 @@ export async function offlineGenerate(input: {
     };
   const found = resolveTarget(intent.target, input.resources, input.state);
   if ('declined' in found) return { edits: [], declined: found.declined, summary: '' };
+  const config = TerraformConfig.of(input.files);
+  try {
+    return await generateIn(config, intent, found);
+  } finally {
+    config.dispose();
+  }
+}
+
+/** The offline generation of `intent` on `found`, editing `config` (its caller disposes of it). */
+async function generateIn(
+  config: TerraformConfig,
+  intent: NonNullable<ReturnType<typeof parseGenerateRequest>>,
+  found: Exclude<ReturnType<typeof resolveTarget>, { declined: string }>,
+): Promise<Generation> {
   const { resource, instances } = found;
   const instance = instances[0];
-  const config = TerraformConfig.of(input.files);
   const original = new Map(config.files);
 
   if (intent.kind === 'count') {

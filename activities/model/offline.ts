@@ -134,13 +134,17 @@ export class OfflineModel implements ModelProvider {
     const original = new Map(config.files);
     const related = input.related ?? input.operations;
     const unremediable: Unremediable[] = [];
-    for (const op of input.operations) {
-      const before = new Map(config.files);
-      const failure = await remediateOperation(op, config, related);
-      if (failure) {
-        unremediable.push(failure);
-        for (const [k, v] of before) config.files.set(k, v); // leave nothing half-edited
+    try {
+      for (const op of input.operations) {
+        const before = new Map(config.files);
+        const failure = await remediateOperation(op, config, related);
+        if (failure) {
+          unremediable.push(failure);
+          for (const [k, v] of before) config.files.set(k, v); // leave nothing half-edited
+        }
       }
+    } finally {
+      config.dispose();
     }
     const edits = [...config.files]
       .filter(([path, content]) => original.get(path) !== content)
