@@ -123,6 +123,9 @@ export class TerraformConfig {
   async blocks(dir: string, kind?: string): Promise<{ file: string; node: HclNode; labels: string[] }[]> {
     const out: { file: string; node: HclNode; labels: string[] }[] = [];
     for (const file of this.moduleFiles(dir)) {
+      // A file without the word holds no such block: it is not parsed (reading a root's module
+      // calls parses only the files that may call one).
+      if (kind !== undefined && !this.files.get(file)?.includes(kind)) continue;
       for (const b of topBlocks(await this.tree(file))) {
         const { kind: k, labels } = blockLabels(b);
         if (kind === undefined || k === kind) out.push({ file, node: b, labels });
