@@ -739,7 +739,10 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
 
     /**
      * The whole root's plan after an iteration whose earlier groups were validated by targeted
-     * plans: one plan (which validates the configuration) of the branch with every group on it. When the whole
+     * plans: one plan (which validates the configuration) of the branch with every group on it.
+     * When it does not plan, the groups no targeted plan validated (`unplanned`: the last, and those
+     * left to the whole root) are first planned at their own commits; those that fail are taken back
+     * in one commit and the whole root planned again. When the whole
      * root does not plan although each group's targeted plan did — a change broke something outside
      * its group's addresses — the targeted plans are not trusted: the groups' commits are taken back
      * in one revert and applied again one by one, each validated by a plan of the whole root, and
