@@ -74,7 +74,7 @@ export interface GenerateOutput {
 /** A cycle's recorded result: the generate answer, why drift stays, why validation failed. */
 type CycleResult = GenerateOutput & { unremediable: Unremediable[]; validation_failure?: string };
 
-/** What a whole-root validation that disagreed with the targeted plans found (confirm.json). */
+/** What a whole-root validation that did not plan at first found and did (confirm.json). */
 interface ConfirmRecord {
   disagreement?: string;
   reverted: number[];
@@ -767,6 +767,24 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
         ]);
         return { planKey, planClean: !plan.hasChanges, reinitialized: plan.reinitialized };
       };
+      /**
+       * The step's outcome after the whole root refused at first: recorded (confirm.json), the
+       * branch pushed once, the plan of the whole root that was kept (if one was) the answer.
+       */
+      const finish = async (
+        reverted: number[],
+        kept: Awaited<ReturnType<typeof rootPlan>> | undefined,
+        disagreement?: string,
+      ): Promise<ConfirmOutput> => {
+        const record: ConfirmRecord = {
+          ...(disagreement === undefined ? {} : { disagreement }),
+          reverted,
+          ...(kept ? { planKey: kept.planKey, planClean: kept.planClean } : {}),
+        };
+        await artifacts.putJson(recordKey, record);
+        await ws.git.push(ws.dir, ref.branch);
+        return { ...(kept ?? { reinitialized: false }), ...record, head: await head(), recordKey };
+      };
       /** The engine's answer when the root does not plan; any other failure is thrown. */
       const refusal = (err: unknown): string => {
         if (err instanceof EngineError) return err.message;
@@ -843,20 +861,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
             } catch (err) {
               disagreement = refusal(err);
             }
-            if (planned || groups.length === 0) {
-              const record: ConfirmRecord = {
-                reverted: ownFailures,
-                ...(planned ? { planKey: planned.planKey, planClean: planned.planClean } : {}),
-              };
-              await artifacts.putJson(recordKey, record);
-              await ws.git.push(ws.dir, ref.branch);
-              return {
-                ...(planned ?? { reinitialized: false }),
-                head: await head(),
-                reverted: ownFailures,
-                recordKey,
-              };
-            }
+            if (planned || groups.length === 0) return finish(ownFailures, planned);
           }
         }
       }
@@ -881,7 +886,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
         await git.run(['reset', '--hard', before], ws.dir);
         throw toActivityFailure(err);
       }
-      let last: { planKey: string; planClean: boolean; reinitialized: boolean } | undefined;
+      let last: Awaited<ReturnType<typeof rootPlan>> | undefined;
       const reverted: number[] = [...ownFailures];
       for (const { group, commit } of groups) {
         let reason: string;
@@ -909,20 +914,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
           `The proposed change planned on its own but not with the whole root (${reason}); it was reverted.`,
         );
       }
-      const record: ConfirmRecord = {
-        disagreement,
-        reverted,
-        ...(last ? { planKey: last.planKey, planClean: last.planClean } : {}),
-      };
-      await artifacts.putJson(recordKey, record);
-      await ws.git.push(ws.dir, ref.branch);
-      return {
-        ...(last ?? { reinitialized: false }),
-        head: await head(),
-        disagreement,
-        reverted,
-        recordKey,
-      };
+      return finish(reverted, last, disagreement);
     },
 
     /** The drift JSON report: diff_history first, then the leftovers of the round. */

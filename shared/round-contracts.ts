@@ -150,7 +150,7 @@ export interface ConfirmOutput {
   disagreement?: string;
   /** Groups that did not plan with the whole root: taken back, their drift left with the reason. */
   reverted: number[];
-  /** What the step found, when the whole root disagreed (an artifact of the round). */
+  /** What the step found, when the whole root did not plan at first (an artifact of the round). */
   recordKey?: string;
 }
 
