@@ -1,5 +1,6 @@
 // Records workflow histories for the replay test (test/workflows/replay.test.ts): a full and a
-// partial drift round, a session and both runner DAGs, run on the real stack, saved as binary
+// partial drift round, a full round of one operation a group (targeted plans, the leftover groups,
+// the whole root's plan), a session and both runner DAGs, run on the real stack, saved as binary
 // protobuf under test/fixtures/histories. Re-record when a workflow changes compatibly in a way the
 // recorded runs do not exercise, or once an incompatible change has shipped behind a patch and no
 // run without its marker is left (docs/api.md, "Shipping a workflow change").
@@ -19,6 +20,7 @@ import { WithStartWorkflowOperation } from '@temporalio/client';
 import { DeleteClusterCommand } from '@aws-sdk/client-ecs';
 import type { RunnerDagState } from '../../shared/runner-contracts';
 import { awsEnvironment, gceEnvironment, provisionAws, startRunnerBed } from './runner-bed';
+import { recordGroupsRound } from './record-groups-round';
 
 quietKnownWarnings();
 Runtime.install({ logger: new DefaultLogger('ERROR') });
@@ -58,6 +60,7 @@ try {
     });
     await save(`drift-round-${mode}`, id);
   }
+  await recordGroupsRound(client, git, engine, stack.gitHostUrl, save);
   // A session: a round, a second request while it runs (refused by the update's validator), then
   // apply without a plan, which fails the session and ends its workflow.
   const sid = `rec-session-${randomUUID().slice(0, 8)}`;

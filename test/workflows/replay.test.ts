@@ -17,9 +17,10 @@ const files = readdirSync(dir).filter((f) => f.endsWith('.binpb'));
 describe('replay of recorded histories', () => {
   // stack-detection.binpb was recorded before its stack read and inbox record became local
   // activities: it replays through the patch (`stack-detection-local-steps`).
-  it('has a recorded history of each drift round mode, a session, both runner DAGs and a stack detection', () => {
+  it('has a recorded history of each drift round mode, a round in groups, a session, both runner DAGs and a stack detection', () => {
     expect(files.sort()).toEqual([
       'drift-round-full.binpb',
+      'drift-round-groups.binpb',
       'drift-round-partial.binpb',
       'runner-detect.binpb',
       'runner-repair-compensated.binpb',
