@@ -63,6 +63,18 @@ function stubs(
   const planned: { iteration: string; planKey?: string; planClean?: boolean }[] = [];
   let n = 0;
   let commit = 0;
+  let generated = 0;
+  const waiting: { n: number; resolve: () => void }[] = [];
+  /**
+   * Settles once generation `n` (from 1) has answered and the loop has gone on from it (a turn
+   * later): what a stub validation waits for to end at a known point of the generation, whatever
+   * the machine's load.
+   */
+  const afterGeneration = (count: number) =>
+    new Promise<void>((resolve) => {
+      if (generated >= count) setImmediate(resolve);
+      else waiting.push({ n: count, resolve: () => setImmediate(resolve) });
+    });
   const acts = {
     planIteration: vi.fn((input: { iteration: string; planKey?: string; planClean?: boolean }) => {
       planned.push({
@@ -75,6 +87,11 @@ function stubs(
     generateRemediation: vi.fn(async (): Promise<GenerateOutput> => {
       const c = ++commit;
       await new Promise((resolve) => setImmediate(resolve));
+      generated += 1;
+      for (const w of waiting.filter((x) => x.n <= generated)) {
+        waiting.splice(waiting.indexOf(w), 1);
+        w.resolve();
+      }
       return {
         changed: true,
         commit: `c${c}`,
@@ -109,17 +126,19 @@ function stubs(
       Promise.resolve({ head: `tb${input.iteration}`, takenBack: input.invalid }),
     ),
   };
-  return { acts, planned };
+  return { acts, planned, afterGeneration };
 }
 
 /**
- * Validations that take a moment each and plan as `plans(group)` says; `began` sees each as it
- * begins. Answers how many ran at once at most.
+ * Validations that each end once `wait` settles (default: a moment) and plan as `plans(group)`
+ * says; `began` sees each as it begins. Answers how many ran at once at most.
  */
 function slowValidations(
   acts: ReturnType<typeof stubs>['acts'],
   plans: (group: number) => boolean,
   began: (input: { group: number; with?: number[] }) => void = () => undefined,
+  wait: (input: { group: number; with?: number[] }) => Promise<unknown> = () =>
+    new Promise((resolve) => setTimeout(resolve, 5)),
 ) {
   let running = 0;
   let most = 0;
@@ -127,7 +146,7 @@ function slowValidations(
     began(input);
     running += 1;
     most = Math.max(most, running);
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    await wait(input);
     running -= 1;
     return plans(input.group)
       ? { valid: true, planKey: `validated-${input.iteration}-${input.group}`, reinitialized: false }
@@ -292,13 +311,18 @@ describe('the detect-and-remediate loop', () => {
   });
 
   it('runs the groups’ targeted plans one after another', async () => {
-    const { acts } = stubs([{ groupCount: 6 }, { inSync: true, operationCount: 0, groupCount: 0 }]);
-    // The last group generates until the plan of groups 2 to 5 has begun.
+    const { acts, afterGeneration } = stubs([
+      { groupCount: 6 },
+      { inSync: true, operationCount: 0, groupCount: 0 },
+    ]);
+    // Group 1's plan ends once groups 2 to 5 are committed; the last group generates until the
+    // plan of groups 2 to 5 has begun.
     const release = holdGeneration(acts, 6);
     const most = slowValidations(
       acts,
       () => true,
       (input) => input.with && release(),
+      (input) => (input.group === 0 ? afterGeneration(5) : Promise.resolve()),
     );
     await loop(acts);
     // Groups 2 to 5 committed while group 1's plan ran: one plan of their addresses, at group 5's
@@ -312,8 +336,17 @@ describe('the detect-and-remediate loop', () => {
   });
 
   it('leaves to the whole root the changes whose targeted plans had not begun when generation ended', async () => {
-    const { acts } = stubs([{ groupCount: 5 }, { inSync: true, operationCount: 0, groupCount: 0 }]);
-    slowValidations(acts, () => true);
+    const { acts, afterGeneration } = stubs([
+      { groupCount: 5 },
+      { inSync: true, operationCount: 0, groupCount: 0 },
+    ]);
+    // Group 1's plan ends once the last group is generated.
+    slowValidations(
+      acts,
+      () => true,
+      () => undefined,
+      () => afterGeneration(5),
+    );
     await loop(acts);
     // Groups 2 to 5 committed while group 1's plan ran, and then nothing was left to generate: a
     // plan of their addresses would only have delayed the whole root's, which validates them.
@@ -329,8 +362,16 @@ describe('the detect-and-remediate loop', () => {
   it('plans the changes left when generation ended before the whole root, in a round recorded so', async () => {
     patches.unpatched.add(LEFTOVER_GROUPS);
     try {
-      const { acts } = stubs([{ groupCount: 5 }, { inSync: true, operationCount: 0, groupCount: 0 }]);
-      slowValidations(acts, () => true);
+      const { acts, afterGeneration } = stubs([
+        { groupCount: 5 },
+        { inSync: true, operationCount: 0, groupCount: 0 },
+      ]);
+      slowValidations(
+        acts,
+        () => true,
+        () => undefined,
+        () => afterGeneration(5),
+      );
       await loop(acts);
       expect(acts.validateRemediation.mock.calls.map(([c]) => [c.group, c.commit, c.with])).toEqual([
         [0, 'c1', undefined],
@@ -362,12 +403,17 @@ describe('the detect-and-remediate loop', () => {
   });
 
   it('plans each group again at its own commit when the groups planned together do not plan', async () => {
-    const { acts } = stubs([{ groupCount: 5 }, { inSync: true, operationCount: 0, groupCount: 0 }]);
+    const { acts, afterGeneration } = stubs([
+      { groupCount: 5 },
+      { inSync: true, operationCount: 0, groupCount: 0 },
+    ]);
+    // Group 1's plan ends once groups 2 to 4 are committed; the last group generates until the
+    // plan of groups 2 to 4 has begun.
     const release = holdGeneration(acts, 5);
     acts.validateRemediation.mockImplementation(
       async (input: { group: number; iteration: string; with?: number[] }) => {
         if (input.with) release();
-        await new Promise((resolve) => setTimeout(resolve, 5));
+        if (input.group === 0) await afterGeneration(4);
         // Group 3's change does not plan: the plan of groups 2 to 4 fails, and so does group 4's
         // own (its commit holds group 3's change).
         const broken = [...(input.with ?? []), input.group].includes(2) || (input.group === 3 && !input.with);
