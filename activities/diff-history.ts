@@ -177,15 +177,27 @@ export async function diffHistory(
   // HEAD does not move while the report is written: its sha, both configurations and the diff of
   // every configuration file are read side by side; the diff is then narrowed to the files the
   // root reaches.
-  const [head, before, after, diff] = await Promise.all([
-    git.head(dir),
-    configAt(git, dir, base, iacPath),
-    configAt(git, dir, 'HEAD', iacPath),
-    git.run(
-      ['diff', '--unified=0', '--no-color', '--no-renames', `${base}..HEAD`, '--', '*.tf', '*.tfvars'],
-      dir,
-    ),
-  ]);
+  const configs = [configAt(git, dir, base, iacPath), configAt(git, dir, 'HEAD', iacPath)] as const;
+  let read;
+  try {
+    read = await Promise.all([
+      git.head(dir),
+      ...configs,
+      git.run(
+        ['diff', '--unified=0', '--no-color', '--no-renames', `${base}..HEAD`, '--', '*.tf', '*.tfvars'],
+        dir,
+      ),
+    ]);
+  } catch (err) {
+    // A configuration read beside the one that failed still frees its syntax trees.
+    for (const c of configs)
+      void c.then(
+        (config) => config.dispose(),
+        () => undefined,
+      );
+    throw err;
+  }
+  const [head, before, after, diff] = read;
   try {
     return await touchedResources(before, after, base, head, diff, iacPath);
   } finally {
