@@ -335,18 +335,23 @@ describe('the detect-and-remediate loop', () => {
     expect(most()).toBe(1);
   });
 
-  it('leaves to the whole root the changes whose targeted plans had not begun when generation ended', async () => {
+  /** Five groups whose first targeted plan ends only once the last group is generated. */
+  const firstPlanOutlastsGeneration = () => {
     const { acts, afterGeneration } = stubs([
       { groupCount: 5 },
       { inSync: true, operationCount: 0, groupCount: 0 },
     ]);
-    // Group 1's plan ends once the last group is generated.
     slowValidations(
       acts,
       () => true,
       () => undefined,
       () => afterGeneration(5),
     );
+    return acts;
+  };
+
+  it('leaves to the whole root the changes whose targeted plans had not begun when generation ended', async () => {
+    const acts = firstPlanOutlastsGeneration();
     await loop(acts);
     // Groups 2 to 5 committed while group 1's plan ran, and then nothing was left to generate: a
     // plan of their addresses would only have delayed the whole root's, which validates them.
@@ -362,16 +367,7 @@ describe('the detect-and-remediate loop', () => {
   it('plans the changes left when generation ended before the whole root, in a round recorded so', async () => {
     patches.unpatched.add(LEFTOVER_GROUPS);
     try {
-      const { acts, afterGeneration } = stubs([
-        { groupCount: 5 },
-        { inSync: true, operationCount: 0, groupCount: 0 },
-      ]);
-      slowValidations(
-        acts,
-        () => true,
-        () => undefined,
-        () => afterGeneration(5),
-      );
+      const acts = firstPlanOutlastsGeneration();
       await loop(acts);
       expect(acts.validateRemediation.mock.calls.map(([c]) => [c.group, c.commit, c.with])).toEqual([
         [0, 'c1', undefined],
