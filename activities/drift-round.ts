@@ -3,9 +3,10 @@
 // (sessions/<session>/rounds/<round>/…) and only their keys travel through workflow history.
 // Every activity is idempotent: a retried cycle finds its commit by trailer instead of committing
 // twice, a retried push of a pushed commit is a no-op, an artifact is overwritten in place.
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
-import { Context } from '@temporalio/activity';
+import { Context, log } from '@temporalio/activity';
+import pLimit from 'p-limit';
 import { ApplicationFailure } from '@temporalio/common';
 import { deriveDrift, groupDriftOperations, type DriftOperation } from '../shared/drift';
 import { applyExceptions, type WhitelistedException } from '../shared/drift-exceptions';
@@ -30,6 +31,7 @@ import type {
   ConfigResource,
   FilterDecision,
   ModelProvider,
+  Remediation,
   TargetSelection,
   Unremediable,
 } from './model/port';
@@ -42,6 +44,8 @@ export interface DriftRoundDeps {
   artifacts: ArtifactStore;
   model: ModelProvider;
   catalogue: PromptCatalogue;
+  /** Model requests one iteration's proposals have in flight at once (default 4). */
+  modelConcurrency?: number;
 }
 
 export interface PrepareRoundOutput {
@@ -59,6 +63,8 @@ import type {
   CycleInput,
   IterationInput,
   IterationOutput,
+  ProposeInput,
+  ProposeOutput,
   TakeBackInput,
   TakeBackOutput,
 } from '../shared/round-contracts';
@@ -123,6 +129,21 @@ export function hooks() {
 }
 
 export const key = (ref: RoundRef, name: string) => roundArtifactKey(ref.sessionId, ref.roundId, name);
+const proposalKey = (ref: RoundRef, iteration: string, group: number) =>
+  key(ref, `iteration-${iteration}/group-${group}/proposal.json`);
+
+/** Model requests `proposeRemediations` has in flight at once (model.max_concurrent). */
+export const DEFAULT_MODEL_CONCURRENCY = 4;
+
+/**
+ * A group's change proposed before its cycle (proposeRemediations): each edited file's text when
+ * the cycle begins (null: absent) and the text the cycle writes — formatted, and merged onto what
+ * the groups before it proposed.
+ */
+interface Proposal {
+  files: { path: string; before: string | null; after: string }[];
+  unremediable: Unremediable[];
+}
 const cycleMarker = (ref: RoundRef, iteration: string, group: number) =>
   `Kumoss-Cycle: ${ref.sessionId}/${ref.roundId}/${iteration}/${group}`;
 
@@ -204,12 +225,48 @@ export async function getJson<T>(artifacts: ArtifactStore, k: string): Promise<T
   return JSON.parse(await artifacts.getText(k)) as T;
 }
 
+/** Where a model's edit of `path` (relative to the IaC root) goes; a path outside the checkout is refused. */
+function editTarget(ws: Workspace, path: string): string {
+  try {
+    return confinedEditTarget(ws.dir, ws.iacDir, path);
+  } catch (err) {
+    if (err instanceof ModelEditRefused)
+      throw ApplicationFailure.nonRetryable(err.message, ErrorTypes.InvalidInput);
+    throw err;
+  }
+}
+
+/**
+ * A file kept in canonical form stays so: every edited file's original and new text through one
+ * fmt process (fmtMany), the new text replaced by fmt's where the original was canonical; a text
+ * fmt rejects is left as it is — the validation cycle will say why.
+ */
+async function keepCanonical(
+  engine: EngineClient,
+  changes: { edit: { path: string; content: string }; original: string | undefined }[],
+): Promise<void> {
+  const formattable = changes.filter((c) => c.original !== undefined && /\.(tf|tfvars)$/.test(c.edit.path));
+  const formatted = await engine.fmtMany(
+    formattable.flatMap((c) => {
+      const tfvars = c.edit.path.endsWith('.tfvars');
+      return [
+        { text: c.original as string, tfvars },
+        { text: c.edit.content, tfvars },
+      ];
+    }),
+  );
+  formattable.forEach((c, i) => {
+    const [canonical, after] = [formatted[2 * i], formatted[2 * i + 1]];
+    if (canonical === c.original && after !== undefined) c.edit.content = after;
+  });
+}
+
 /**
  * Writes a model's edits into the checkout (a drift cycle's remediation, a generate round's
  * change): a path outside the repository is refused; a file that was in canonical form stays in it
  * (`fmt`: small diffs that fmt leaves alone); each new text is stored under `changesPrefix`. Returns
  * the uploads, for the caller to await beside its own writes, and the edited paths relative to the
- * checkout (what the commit takes).
+ * checkout (what the commit takes). `formatted`: the texts went through fmt already (a proposal).
  */
 export async function writeModelEdits(
   ws: Workspace,
@@ -217,36 +274,16 @@ export async function writeModelEdits(
   edits: { path: string; content: string }[],
   originals: Map<string, string>,
   changesPrefix: string,
+  opts: { formatted?: boolean } = {},
 ): Promise<{ uploads: Promise<unknown>[]; edited: string[] }> {
   const uploads: Promise<unknown>[] = [];
   // Every path is checked before anything is written: one refused edit writes none of them.
-  const targets = edits.map((e) => {
-    try {
-      return confinedEditTarget(ws.dir, ws.iacDir, e.path);
-    } catch (err) {
-      if (err instanceof ModelEditRefused)
-        throw ApplicationFailure.nonRetryable(err.message, ErrorTypes.InvalidInput);
-      throw err;
-    }
-  });
-  // A file kept in canonical form stays so: every edited file's original and new text through one
-  // fmt process (fmtMany); a text fmt rejects is left as it is — the validation cycle will say why.
-  const formattable = edits.filter(
-    (e) => originals.get(e.path) !== undefined && /\.(tf|tfvars)$/.test(e.path),
-  );
-  const formatted = await ws.engine.fmtMany(
-    formattable.flatMap((e) => {
-      const tfvars = e.path.endsWith('.tfvars');
-      return [
-        { text: originals.get(e.path) as string, tfvars },
-        { text: e.content, tfvars },
-      ];
-    }),
-  );
-  formattable.forEach((e, i) => {
-    const [canonical, after] = [formatted[2 * i], formatted[2 * i + 1]];
-    if (canonical === originals.get(e.path) && after !== undefined) e.content = after;
-  });
+  const targets = edits.map((e) => editTarget(ws, e.path));
+  if (!opts.formatted)
+    await keepCanonical(
+      ws.engine,
+      edits.map((e) => ({ edit: e, original: originals.get(e.path) })),
+    );
   for (const [i, e] of edits.entries()) {
     const target = targets[i] ?? '';
     mkdirSync(dirname(target), { recursive: true });
@@ -336,7 +373,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
   const validateAt = async (
     input: CycleInput,
     commit: string,
-    opts: { record: boolean } = { record: true },
+    opts: { record: boolean; without?: string[] } = { record: true },
   ): Promise<ValidateOutput> => {
     const { ref, group } = input;
     // A commit id, never an option or a ref name git would read otherwise.
@@ -349,6 +386,21 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       );
     const snap = await workspaces.snapshot(ref, commit);
     try {
+      if (opts.without?.length) {
+        // Earlier changes taken out of the checkout (uncommitted: the next snapshot resets it), so
+        // this change is planned apart from theirs. One that does not come apart fails with them.
+        try {
+          await git.run(['revert', '--no-commit', ...[...opts.without].reverse()], snap.dir);
+        } catch {
+          return {
+            valid: false,
+            reinitialized: false,
+            reason: 'it does not apply without the changes taken back before it',
+          };
+        } finally {
+          await git.run(['revert', '--quit'], snap.dir).catch(() => undefined);
+        }
+      }
       // Without the state lock, as a detection's: the plan only reads (it is never applied; the
       // whole root's plan after the cycles takes the lock), and a retry's plan may still overlap
       // the attempt it replaces.
@@ -540,6 +592,119 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
     },
 
     /** One generate cycle: the model's changes for one group, written, committed and pushed. */
+    /**
+     * Asks the model for every group's change of an iteration at once (at most `modelConcurrency`
+     * requests in flight), all against the code the iteration starts from, and stores each group's
+     * proposal for its cycle to commit without waiting for the model: the answers go through one
+     * fmt process, and each is merged (`git merge-file`) onto the files as the groups before it
+     * leave them, so a proposal holds every edited file's text before and after its cycle. A group
+     * whose request failed, whose answer names a path outside the checkout, or whose change
+     * overlaps an earlier group's has no proposal: its cycle asks the model itself, on the code as
+     * it is then. Answers are stored as they come, so a retry asks only for those it lacks.
+     */
+    async proposeRemediations(input: ProposeInput): Promise<ProposeOutput> {
+      const { ref, iteration } = input;
+      const ws = await workspaces.get(ref);
+      const h = hooks();
+      await git.discardChanges(ws.dir, ['.terraform/', '.terraform.lock.hcl']);
+      const [files, all, stored] = await Promise.all([
+        readConfigFiles(ws.iacDir, ws.dir),
+        getJson<DriftOperation[]>(artifacts, input.operationsKey),
+        artifacts.list(key(ref, `iteration-${iteration}/`)),
+      ]);
+      const groups = groupDriftOperations(all, input.groupSize);
+      const answerKey = (g: number) => key(ref, `iteration-${iteration}/group-${g}/answer.json`);
+      const limit = pLimit(deps.modelConcurrency ?? DEFAULT_MODEL_CONCURRENCY);
+      let answered = 0;
+      const answers = await Promise.all(
+        groups.map((ops, g) =>
+          limit(async (): Promise<Remediation | undefined> => {
+            try {
+              if (stored.includes(answerKey(g))) return await getJson<Remediation>(artifacts, answerKey(g));
+              const r = await model.remediate({
+                operations: ops,
+                files: files.map((f) => ({ ...f })),
+                related: all,
+                prompt: catalogue.compose(
+                  ref.cloud,
+                  ops.map((o) => o.type),
+                  '',
+                ),
+              });
+              await artifacts.putJson(answerKey(g), r);
+              return r;
+            } catch (err) {
+              log.warn('no proposal for a group: its cycle asks the model itself', {
+                group: g + 1,
+                error: err instanceof Error ? err.message : String(err),
+              });
+              return undefined;
+            } finally {
+              answered += 1;
+              h.heartbeat(`${answered} of ${groups.length} groups' changes proposed`);
+            }
+          }),
+        ),
+      );
+      const originals = new Map(files.map((f) => [f.path, f.content]));
+      const inside = (path: string) => {
+        try {
+          confinedEditTarget(ws.dir, ws.iacDir, path);
+          return true;
+        } catch {
+          return false;
+        }
+      };
+      const usable = answers.map((a) => (a && a.edits.every((e) => inside(e.path)) ? a : undefined));
+      await keepCanonical(
+        ws.engine,
+        usable.flatMap((a) => a?.edits.map((e) => ({ edit: e, original: originals.get(e.path) })) ?? []),
+      );
+      // The files as the groups before each leave them (undefined: absent), each proposal merged on.
+      const current = new Map<string, string | undefined>(originals);
+      const proposals: (Proposal | undefined)[] = [];
+      const merged: { group: number; file: Proposal['files'][number] }[] = [];
+      for (const [g, a] of usable.entries()) {
+        let out: Proposal['files'] | undefined = a ? [] : undefined;
+        for (const e of a?.edits ?? []) {
+          const base = originals.get(e.path);
+          const now = current.get(e.path);
+          if (e.content === base) continue; // this group leaves the file as it was
+          const after =
+            now === base
+              ? e.content
+              : base === undefined || now === undefined
+                ? undefined
+                : await git.mergeText(ws.scratch, now, base, e.content);
+          if (after === undefined) {
+            out = undefined; // its change overlaps an earlier group's
+            break;
+          }
+          out?.push({ path: e.path, before: now ?? null, after });
+          if (now !== base && out) merged.push({ group: g, file: out.at(-1) as Proposal['files'][number] });
+        }
+        if (out && a) for (const f of out) current.set(f.path, f.after);
+        proposals.push(out && a ? { files: out, unremediable: a.unremediable } : undefined);
+      }
+      // Two canonical texts merged where their changes do not touch stay canonical; fmt checks it
+      // (one process). From a group whose merge fmt would change on, the cycles ask the model.
+      const checked = merged.map((m) => ({
+        edit: { path: m.file.path, content: m.file.after },
+        original: m.file.before ?? undefined,
+      }));
+      await keepCanonical(ws.engine, checked);
+      const firstOff = merged.find((m, i) => checked[i]?.edit.content !== m.file.after)?.group;
+      const proposed: number[] = [];
+      await Promise.all(
+        proposals.map((p, g) => {
+          if (!p || (firstOff !== undefined && g >= firstOff)) return undefined;
+          proposed.push(g);
+          return artifacts.putJson(proposalKey(ref, iteration, g), p);
+        }),
+      );
+      return { proposed: proposed.sort((a, b) => a - b) };
+    },
+
     async generateRemediation(input: CycleInput): Promise<GenerateOutput> {
       const { ref, iteration, group } = input;
       const ws = await workspaces.get(ref);
@@ -551,11 +716,16 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       // them in the checkout: the model would read the fixed code, answer "no change", and the
       // cycle would be lost. Every attempt starts from the branch's last commit.
       await git.discardChanges(ws.dir, ['.terraform/', '.terraform.lock.hcl']);
-      const [log, files] = await Promise.all([
+      // With a proposal, the files are read only when it no longer fits (the model is asked then).
+      const readFiles = () => readConfigFiles(ws.iacDir, ws.dir);
+      const [logged, proposal, read] = await Promise.all([
         git.run(['log', '--format=%H', '-F', `--grep=${marker}`], ws.dir),
-        readConfigFiles(ws.iacDir, ws.dir),
+        input.proposal
+          ? handled(getJson<Proposal>(artifacts, proposalKey(ref, iteration, group)))
+          : undefined,
+        input.proposal ? undefined : readFiles(),
       ]);
-      const found = log.trim().split('\n')[0];
+      const found = logged.trim().split('\n')[0];
       if (found) {
         // This cycle already committed (a retry after a crash): report that commit, do not redo it.
         const previous = await getJson<GenerateOutput>(artifacts, resultKey);
@@ -564,22 +734,36 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       }
       const all = await operations;
       const ops = groupDriftOperations(all, input.groupSize)[group] ?? [];
-      const remediation = await model.remediate({
-        operations: ops,
-        files,
-        related: all,
-        prompt: catalogue.compose(
-          ref.cloud,
-          ops.map((o) => o.type),
-          '',
-        ),
-      });
+      // The proposal is this cycle's change when every file it edits holds what it expects.
+      const fits =
+        proposal?.files.every((f) => {
+          const target = editTarget(ws, f.path);
+          return (existsSync(target) ? readFileSync(target, 'utf8') : null) === f.before;
+        }) === true;
+      const files = fits ? [] : (read ?? (await readFiles()));
+      const remediation: Remediation =
+        proposal && fits
+          ? {
+              edits: proposal.files.map((f) => ({ path: f.path, content: f.after })),
+              unremediable: proposal.unremediable,
+            }
+          : await model.remediate({
+              operations: ops,
+              files,
+              related: all,
+              prompt: catalogue.compose(
+                ref.cloud,
+                ops.map((o) => o.type),
+                '',
+              ),
+            });
       const { uploads: changeUploads, edited } = await writeModelEdits(
         ws,
         artifacts,
         remediation.edits,
         new Map(files.map((f) => [f.path, f.content])),
         key(ref, `iteration-${iteration}/group-${group}/changes`),
+        { formatted: fits },
       );
       const result: GenerateOutput = {
         changed: false,
@@ -807,9 +991,10 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       const ownFailures: number[] = [];
       const unplanned = groups.filter((g) => input.unplanned?.includes(g.group));
       if (unplanned.length > 0) {
-        // Changes no plan has validated on their own (the iteration's last, and the groups left to
-        // the whole root once generation ended): each planned at its own commit, as a targeted plan
-        // would have, before anything is taken back on the whole root's word.
+        // Changes no plan has validated on their own (the iteration's last, those whose next group's
+        // change was proposed, and the groups left to the whole root once generation ended): each
+        // planned at its own commit, as a targeted plan would have — without the earlier ones that
+        // failed so — before anything is taken back on the whole root's word.
         const failed: { group: number; commit: string; reason: string }[] = [];
         for (const g of unplanned) {
           const own = await validateAt(
@@ -824,7 +1009,8 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
               commit: g.commit,
             },
             g.commit,
-            { record: false },
+            // Apart from the changes before it that did not plan: it stands or falls on its own.
+            { record: false, without: failed.map((f) => f.commit) },
           );
           if (!own.valid) failed.push({ ...g, reason: own.reason ?? 'it did not plan' });
         }

@@ -11,9 +11,9 @@
 // (`allowUnsafeConfigEnvCount`) have their keys checked against the same list of unsafe config
 // keys. A call that reaches the git host is stopped by git itself when its transfer stalls (under
 // 1 KB/s for the client's timeout), with a total of an hour as a backstop.
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
 import { ApplicationFailure } from '@temporalio/activity';
 import { vulnerabilityCheck } from '@simple-git/argv-parser';
 import { ErrorTypes } from '../shared/errors';
@@ -266,6 +266,31 @@ export class GitClient {
       at += size + 1;
     }
     return out;
+  }
+
+  /**
+   * A three-way merge of one file's text (`git merge-file`): what `base` became in `ours` and in
+   * `theirs`, together. Undefined when the two changes overlap or touch (a conflict). The texts are
+   * written under `scratch` for the call and removed after.
+   */
+  async mergeText(scratch: string, ours: string, base: string, theirs: string): Promise<string | undefined> {
+    const dir = mkdtempSync(join(scratch, 'kumoss-merge-'));
+    try {
+      const names = ['ours', 'base', 'theirs'];
+      [ours, base, theirs].forEach((t, i) => writeFileSync(join(dir, names[i] as string), t));
+      const r = await runProcess('git', ['merge-file', '-p', '--quiet', ...names], {
+        cwd: dir,
+        env: this.env(),
+        maxOutputBytes: 64 * 1024 * 1024,
+        timeoutMs: this.opts.timeoutMs ?? 5 * 60 * 1000,
+      });
+      // The exit code is the number of conflicts; a negative one (255 here) is git's own failure.
+      if (r.exitCode === 0) return r.stdout;
+      if (r.exitCode > 0 && r.exitCode < 128) return undefined;
+      throw new GitError(`git merge-file failed: ${r.stderr.trim()}`, r.stderr, r.stdout, r.exitCode);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   }
 
   async head(dir: string): Promise<string> {

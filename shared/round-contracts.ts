@@ -87,6 +87,25 @@ export interface CycleInput {
    * takes nobody back: the workflow plans each group again at its own commit.
    */
   with?: number[];
+  /**
+   * Generating: the model's answer for this group was asked for with the iteration's others
+   * (proposeRemediations) and is stored; the cycle commits it when the files it edits hold what it
+   * expects, and asks the model itself otherwise.
+   */
+  proposal?: boolean;
+}
+
+/** Asks the model for every group's change of an iteration at once, before the cycles commit them. */
+export interface ProposeInput {
+  ref: RoundRef;
+  iteration: string;
+  operationsKey: string;
+  groupSize: number;
+}
+
+export interface ProposeOutput {
+  /** The groups with a stored proposal, ascending. */
+  proposed: number[];
 }
 
 /**

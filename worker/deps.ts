@@ -222,6 +222,7 @@ export function buildActivities(
     git,
     artifacts,
     model: createModel(config.model),
+    modelConcurrency: config.model.max_concurrent,
     catalogue: new PromptCatalogue(promptsDir(config)),
     policiesDir: policiesDir(config),
     workspaces: new RoundWorkspaces(

@@ -3,7 +3,8 @@
 // its predecessor's last cycle validated (and is in sync without reading it when that plan changes
 // nothing) and plans for itself only when that cycle produced nothing; drift split into
 // operations, exceptions dropped (the loop stops when every operation is excluded), survivors in
-// groups, one generate-and-validate cycle per group. A group before the iteration's last is
+// groups, one generate-and-validate cycle per group — the model asked for every group's change at
+// once before the cycles commit them one after another (proposeRemediations). A group before the iteration's last is
 // validated by a plan targeted at its addresses; the iteration's changes are then validated
 // together by one plan of the whole root — the plan the next iteration reads (confirmIteration,
 // which falls back to validating each group against the whole root when they disagree). An
@@ -59,6 +60,12 @@ export const BATCHED_GROUP_PLANS = 'batched-group-plans';
  */
 export const LEFTOVER_GROUPS = 'leftover-groups-to-whole-root';
 
+/**
+ * Rounds recorded before an iteration asked the model for every group's change at once
+ * (proposeRemediations) asked for each in its own cycle, one after another.
+ */
+export const PROPOSALS_AT_ONCE = 'proposals-at-once';
+
 /** The groups whose targeted plans run, numbered from 1: `group 2 (a plan of its addresses)`. */
 function groupNames(groups: Set<number>, together: boolean): string {
   const n = [...groups].sort((a, b) => a - b).map((g) => g + 1);
@@ -70,7 +77,12 @@ function groupNames(groups: Set<number>, together: boolean): string {
 export async function detectAndRemediate(
   acts: Pick<
     DriftRoundActivities,
-    'planIteration' | 'generateRemediation' | 'validateRemediation' | 'confirmIteration' | 'takeBackGroups'
+    | 'planIteration'
+    | 'proposeRemediations'
+    | 'generateRemediation'
+    | 'validateRemediation'
+    | 'confirmIteration'
+    | 'takeBackGroups'
   >,
   start: RoundRef,
   targets: string[],
@@ -87,6 +99,7 @@ export async function detectAndRemediate(
   const pipelined = targeted && patched(PIPELINED_GROUP_PLANS);
   const batched = pipelined && patched(BATCHED_GROUP_PLANS);
   const leftToRoot = batched && patched(LEFTOVER_GROUPS);
+  const atOnce = leftToRoot && patched(PROPOSALS_AT_ONCE);
   const cycleResultKeys: string[] = [];
   let reinits = 0;
   let planKey: string | undefined;
@@ -188,12 +201,29 @@ export async function detectAndRemediate(
         for (const c of batch) validating.delete(c.group);
       }
     };
+    /** Groups whose change the model proposed with the others' (their cycles only commit it). */
+    let proposed = new Set<number>();
+    if (atOnce && det.groupCount > 1) {
+      setCurrentDetails(
+        `Iteration ${i} of ${opts.maxIterations}: ${det.operationCount} operation(s) in ${det.groupCount} group(s), asking the model for every group's change at once`,
+      );
+      const p = await acts.proposeRemediations({
+        ref,
+        iteration: String(i),
+        operationsKey: det.operationsKey,
+        groupSize: opts.groupSize,
+      });
+      proposed = new Set(p.proposed);
+    }
     for (let g = 0; g < det.groupCount; g++) {
       setCurrentDetails(
         `Iteration ${i} of ${opts.maxIterations}: ${det.operationCount} operation(s) in ${det.groupCount} group(s), generating group ${g + 1}${validating.size === 0 ? '' : ` while validating ${groupNames(validating, batched)}`}`,
       );
       hooks.setStatus('generating');
-      const gen = await acts.generateRemediation(cycleFor(g));
+      const gen = await acts.generateRemediation({
+        ...cycleFor(g),
+        ...(proposed.has(g) ? { proposal: true } : {}),
+      });
       cycleResultKeys.push(gen.resultKey);
       lastValidated = undefined;
       lastClean = false;
@@ -201,7 +231,9 @@ export async function detectAndRemediate(
       if (!gen.changed) continue;
       if (pipelined && gen.commit) {
         committed.push({ group: g, commit: gen.commit });
-        if (g === det.groupCount - 1) {
+        // The next cycle only commits a proposal: a targeted plan would have no generation to
+        // hide behind, and would delay the whole root's.
+        if (g === det.groupCount - 1 || proposed.has(g + 1)) {
           unplanned.push(g);
           continue; // validated with the whole root's plan, below
         }

@@ -132,6 +132,8 @@ export const configSchema = z.object({
     small_name: z.string().min(1).default('claude-haiku-4-5'),
     /** Empty: the SDK's default (or ANTHROPIC_BASE_URL). */
     base_url: z.string().default(''),
+    /** Requests one drift iteration has in flight at once, asking for its groups' changes. */
+    max_concurrent: z.number().int().min(1).max(64).default(4),
   }),
   services: z.object({
     authz: z.object({
@@ -269,6 +271,7 @@ export const ENV_OVERRIDES: Record<string, string> = {
   KUMOSS_MODEL: 'model.name',
   KUMOSS_SMALL_MODEL: 'model.small_name',
   ANTHROPIC_BASE_URL: 'model.base_url',
+  KUMOSS_MODEL_MAX_CONCURRENT: 'model.max_concurrent',
   KUMOSS_AUTHZ_ENABLED: 'services.authz.enabled',
   KUMOSS_AUTHZ_URL: 'services.authz.url',
   KUMOSS_GITHUB_API_URL: 'services.github.api_url',

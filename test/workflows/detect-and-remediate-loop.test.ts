@@ -12,13 +12,15 @@ vi.mock('@temporalio/workflow', () => ({
   patched: (id: string) => !patches.unpatched.has(id),
 }));
 
-const { detectAndRemediate, BATCHED_GROUP_PLANS, LEFTOVER_GROUPS } =
+const { detectAndRemediate, BATCHED_GROUP_PLANS, LEFTOVER_GROUPS, PROPOSALS_AT_ONCE } =
   await import('../../workflows/detect-and-remediate');
 import type { GenerateOutput, ValidateOutput } from '../../activities/drift-round';
 import type {
   ConfirmInput,
   ConfirmOutput,
   IterationOutput,
+  ProposeInput,
+  ProposeOutput,
   TakeBackInput,
   TakeBackOutput,
 } from '../../shared/round-contracts';
@@ -50,7 +52,8 @@ const iteration = (i: string, o: Partial<IterationOutput> = {}): IterationOutput
 });
 
 /**
- * Stub activities: iterations answered in turn; every cycle changes code and validates as told;
+ * Stub activities: iterations answered in turn; no group's change proposed ahead (as when every
+ * request for one failed); every cycle changes code and validates as told;
  * the whole root's plan after several groups answers `confirm` (default: it plans). A generation
  * answers after the other work already under way has had its turn (a validation that answers at
  * once has answered), as the worker's would.
@@ -84,22 +87,27 @@ function stubs(
       });
       return Promise.resolve(iteration(input.iteration, iterations[n++] ?? {}));
     }),
-    generateRemediation: vi.fn(async (): Promise<GenerateOutput> => {
-      const c = ++commit;
-      await new Promise((resolve) => setImmediate(resolve));
-      generated += 1;
-      for (const w of waiting.filter((x) => x.n <= generated)) {
-        waiting.splice(waiting.indexOf(w), 1);
-        w.resolve();
-      }
-      return {
-        changed: true,
-        commit: `c${c}`,
-        files: ['main.tf'],
-        unremediableCount: 0,
-        resultKey: `result-${c}`,
-      };
-    }),
+    proposeRemediations: vi.fn((_input: ProposeInput): Promise<ProposeOutput> =>
+      Promise.resolve({ proposed: [] }),
+    ),
+    generateRemediation: vi.fn(
+      async (_input?: { group: number; proposal?: boolean }): Promise<GenerateOutput> => {
+        const c = ++commit;
+        await new Promise((resolve) => setImmediate(resolve));
+        generated += 1;
+        for (const w of waiting.filter((x) => x.n <= generated)) {
+          waiting.splice(waiting.indexOf(w), 1);
+          w.resolve();
+        }
+        return {
+          changed: true,
+          commit: `c${c}`,
+          files: ['main.tf'],
+          unremediableCount: 0,
+          resultKey: `result-${c}`,
+        };
+      },
+    ),
     validateRemediation: vi.fn(
       (input: {
         iteration: string;
@@ -162,7 +170,7 @@ function holdGeneration(acts: ReturnType<typeof stubs>['acts'], n: number): () =
   const generate = acts.generateRemediation.getMockImplementation();
   acts.generateRemediation.mockImplementation(async () => {
     if (acts.generateRemediation.mock.calls.length === n) await gate;
-    return (await generate?.()) as GenerateOutput;
+    return (await generate?.({ group: 0 })) as GenerateOutput;
   });
   return () => release();
 }
@@ -288,7 +296,7 @@ describe('the detect-and-remediate loop', () => {
         if (!seen.validate0Ended) seen.overlapped.push('group 2 generated before group 1 validated');
         secondStarted();
       }
-      const out = (await generate?.()) as GenerateOutput;
+      const out = (await generate?.({ group: 0 })) as GenerateOutput;
       if (n === 2) seen.generate1Ended = true;
       return out;
     });
@@ -480,6 +488,66 @@ describe('the detect-and-remediate loop', () => {
     expect(acts.validateRemediation.mock.calls.at(-1)?.[0]).toMatchObject({ group: 2, ref: { head: 'tb1' } });
     expect(acts.validateRemediation.mock.calls.at(-1)?.[0]).not.toHaveProperty('scope');
     expect(r).toMatchObject({ iterations: 2, stoppedBecause: 'in-sync' });
+  });
+
+  it("asks for every group's change at once, then commits them in turn with one plan of the whole root", async () => {
+    const { acts } = stubs([{ groupCount: 4 }, { inSync: true, operationCount: 0, groupCount: 0 }]);
+    acts.proposeRemediations.mockResolvedValue({ proposed: [0, 1, 2, 3] });
+    await loop(acts);
+    expect(acts.proposeRemediations).toHaveBeenCalledTimes(1);
+    expect(acts.proposeRemediations.mock.calls[0]?.[0]).toMatchObject({
+      iteration: '1',
+      operationsKey: 'ops-1',
+      groupSize: 8,
+    });
+    // Before any cycle, and each cycle told its change is proposed.
+    expect(acts.proposeRemediations.mock.invocationCallOrder[0]).toBeLessThan(
+      acts.generateRemediation.mock.invocationCallOrder[0] as number,
+    );
+    expect(acts.generateRemediation.mock.calls.map(([c]) => [c?.group, c?.proposal])).toEqual([
+      [0, true],
+      [1, true],
+      [2, true],
+      [3, true],
+    ]);
+    // Committing a proposal hides no targeted plan: the whole root's plan validates them all.
+    expect(acts.validateRemediation).not.toHaveBeenCalled();
+    expect(acts.confirmIteration.mock.calls[0]?.[0]).toMatchObject({
+      groups: [0, 1, 2, 3].map((g) => ({ group: g, commit: `c${g + 1}` })),
+      unplanned: [0, 1, 2, 3],
+    });
+  });
+
+  it('plans a group beside the next when the model is asked for that one in its own cycle', async () => {
+    const { acts } = stubs([{ groupCount: 4 }, { inSync: true, operationCount: 0, groupCount: 0 }]);
+    // No proposal for group 3 (its request failed, or its change overlaps an earlier group's).
+    acts.proposeRemediations.mockResolvedValue({ proposed: [0, 1, 3] });
+    await loop(acts);
+    expect(acts.generateRemediation.mock.calls.map(([c]) => c?.proposal ?? false)).toEqual([
+      true,
+      true,
+      false,
+      true,
+    ]);
+    // Group 2's plan runs while the model answers for group 3.
+    expect(acts.validateRemediation.mock.calls.map(([c]) => [c.group, c.commit])).toEqual([[1, 'c2']]);
+    expect(acts.confirmIteration.mock.calls[0]?.[0].unplanned).toEqual([0, 2, 3]);
+  });
+
+  it('asks for no proposal in an iteration of one group, nor in a round recorded before proposals', async () => {
+    const one = stubs([{ groupCount: 1 }, { inSync: true, operationCount: 0, groupCount: 0 }]);
+    await loop(one.acts);
+    expect(one.acts.proposeRemediations).not.toHaveBeenCalled();
+    expect(one.acts.generateRemediation.mock.calls[0]?.[0]).not.toHaveProperty('proposal');
+    patches.unpatched.add(PROPOSALS_AT_ONCE);
+    try {
+      const { acts } = stubs([{ groupCount: 3 }, { inSync: true, operationCount: 0, groupCount: 0 }]);
+      await loop(acts);
+      expect(acts.proposeRemediations).not.toHaveBeenCalled();
+      expect(acts.validateRemediation.mock.calls.map(([c]) => c.group)).toEqual([0, 1]);
+    } finally {
+      patches.unpatched.delete(PROPOSALS_AT_ONCE);
+    }
   });
 
   it('stops without progress when the whole root took every change back', async () => {

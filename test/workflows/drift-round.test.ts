@@ -329,8 +329,19 @@ describe('driftRound when a group’s change does not validate', () => {
 
   // The offline fix, plus — beside app_config's fix — an output naming a variable nobody declared:
   // an error outside the addresses the group's plan targets, which the plan finds all the same
-  // (no `validate` process runs beside it).
-  const model = besideFix(DRIFT_ADDRESSES.attribute, 'output "broken" {\n  value = var.undeclared\n}\n');
+  // (no `validate` process runs beside it). `failNext`: the next request for the ingress group's
+  // change fails (a model's overloaded answer), as a request for the iteration's proposals may.
+  const fix = besideFix(DRIFT_ADDRESSES.attribute, 'output "broken" {\n  value = var.undeclared\n}\n');
+  const failNext = { ingress: false };
+  const model = new (class extends OfflineModel {
+    override async remediate(input: Parameters<OfflineModel['remediate']>[0]) {
+      if (failNext.ingress && input.operations.some((o) => o.address === DRIFT_ADDRESSES.ingress)) {
+        failNext.ingress = false;
+        throw new Error('overloaded');
+      }
+      return fix.remediate(input);
+    }
+  })();
 
   beforeAll(async () => {
     h = await temporalHarness('drift-round-invalid', testActivities({ model }));
@@ -341,8 +352,8 @@ describe('driftRound when a group’s change does not validate', () => {
     await h?.close();
   });
 
-  it("takes the change back with the engine's diagnostic and keeps the one that plans", async () => {
-    const { args, result } = await twoGroupRound(h, b);
+  /** The round's report, with the attribute's change taken back for the engine's diagnostic. */
+  const takenBackReport = async (result: DriftRoundResult) => {
     expect(result.outcome).toBe('Partial');
     expect(result.remediated).toEqual([DRIFT_ADDRESSES.ingress]);
     const report = driftReportSchema.parse(
@@ -352,17 +363,40 @@ describe('driftRound when a group’s change does not validate', () => {
       expect.objectContaining({
         address: DRIFT_ADDRESSES.attribute,
         reason: expect.stringMatching(
-          /^The proposed change did not validate \(terraform validate failed: Error: Reference to undeclared input variable \(main\.tf line \d+\)\); it was reverted\.$/,
+          /^The proposed change did not validate \(.*Reference to undeclared input variable \(main\.tf line \d+\)\); it was reverted\.$/,
         ) as string,
       }),
     ]);
-    // Its targeted plan ran while the next group generated on top of it: the change was taken back
-    // after the cycles, the next group's kept.
-    const prefix = `sessions/${args.session_id}/rounds/${args.round_id}/iteration-1`;
-    expect(JSON.parse(await artifactStore().getText(`${prefix}/take-back.json`))).toEqual({ takenBack: [0] });
     const clone = await cloneOf(b.repoUrl);
     await gitClient().run(['checkout', '--quiet', result.branch], clone);
-    const log = (await gitClient().run(['log', '--format=%s', '-3'], clone)).trim().split('\n');
+    return (await gitClient().run(['log', '--format=%s', '-3'], clone)).trim().split('\n');
+  };
+
+  it('plans the next change apart from it, takes it back alone and keeps the one that plans', async () => {
+    // Both changes proposed at once and committed in turn: no targeted plan ran beside them, and
+    // the whole root's plan is the first to meet the broken output.
+    const { args, result } = await twoGroupRound(h, b);
+    const log = await takenBackReport(result);
+    const prefix = `sessions/${args.session_id}/rounds/${args.round_id}/iteration-1`;
+    // The ingress change planned without the broken one (reverted in its checkout), so it stays.
+    expect(JSON.parse(await artifactStore().getText(`${prefix}/confirm/confirm.json`))).toEqual({
+      reverted: [0],
+      planKey: `${prefix}/confirm/plan-after-take-back.tfplan`,
+      planClean: false,
+    });
+    expect(log[0]).toBe("Take back iteration 1's changes that do not plan on their own");
+    expect(log[1]).toMatch(/^Reconcile drift: /);
+    expect(log[2]).toMatch(/^Reconcile drift: /);
+  });
+
+  it('takes the change back after the cycles when its targeted plan ran beside the next group’s', async () => {
+    // No proposal for the ingress group: its cycle asks the model itself, and the first group's
+    // targeted plan runs meanwhile.
+    failNext.ingress = true;
+    const { args, result } = await twoGroupRound(h, b);
+    const log = await takenBackReport(result);
+    const prefix = `sessions/${args.session_id}/rounds/${args.round_id}/iteration-1`;
+    expect(JSON.parse(await artifactStore().getText(`${prefix}/take-back.json`))).toEqual({ takenBack: [0] });
     expect(log[0]).toBe("Take back iteration 1's changes that did not validate (group 1)");
     expect(log[1]).toMatch(/^Reconcile drift: /);
   });

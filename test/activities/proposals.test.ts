@@ -1,0 +1,169 @@
+// An iteration's changes proposed at once (proposeRemediations) and committed by its cycles: on the
+// real stack (git host, object store, the engine's fmt), with the offline model counted. Proposed
+// changes commit what cycles asking the model one after another commit; a change that overlaps an
+// earlier group's, or a proposal the files no longer fit, is left to the model in its cycle.
+import { randomUUID } from 'node:crypto';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { GenerateOutput } from '../../activities/drift-round';
+import { OfflineModel } from '../../activities/model/offline';
+import type { RoundRef } from '../../activities/workspace';
+import type { Activities } from '../../activities';
+import type { CycleInput, IterationOutput, ProposeOutput } from '../../shared/round-contracts';
+import { DRIFT_ADDRESSES, type DriftTestBed } from '../support/drift-test-bed';
+import { gitClient, newTestBed, stack, testActivities } from '../support/stack';
+
+type RemediateInput = Parameters<OfflineModel['remediate']>[0];
+
+/** The offline model, counting what it is asked: the first address of each request's group. */
+class CountedModel extends OfflineModel {
+  readonly asked: string[] = [];
+  constructor(
+    private readonly alter: (
+      input: RemediateInput,
+      r: Awaited<ReturnType<OfflineModel['remediate']>>,
+    ) => typeof r = (_, r) => r,
+  ) {
+    super();
+  }
+  override async remediate(input: RemediateInput) {
+    this.asked.push(input.operations[0]?.address ?? '');
+    return this.alter(input, await super.remediate(input));
+  }
+}
+
+/** The bed's two drifts (both in main.tf), planned by iteration 1 of a new round in groups of one. */
+async function twoGroups(bed: DriftTestBed, acts: Activities, env: MockActivityEnvironment) {
+  const session = `s-${randomUUID().slice(0, 8)}`;
+  const ref: RoundRef = {
+    sessionId: session,
+    roundId: 'r1',
+    repositoryUrl: bed.repoUrl,
+    iacPath: '',
+    scopeId: 'scope-test',
+    cloud: 'aws',
+    branch: `kumoss/${session}`,
+  };
+  await env.run((i: Parameters<typeof acts.prepareRound>[0]) => acts.prepareRound(i), {
+    ref,
+    text: 'Reconcile.',
+  });
+  const det: IterationOutput = await env.run(
+    (i: Parameters<typeof acts.planIteration>[0]) => acts.planIteration(i),
+    { ref, iteration: '1', targets: [], groupSize: 1 },
+  );
+  expect(det.groupCount).toBe(2);
+  const cycle = (group: number, proposal?: boolean): CycleInput => ({
+    ref,
+    iteration: '1',
+    group,
+    operationsKey: det.operationsKey,
+    groupSize: 1,
+    targets: [],
+    ...(proposal ? { proposal } : {}),
+  });
+  const propose = (): Promise<ProposeOutput> =>
+    env.run((i: Parameters<typeof acts.proposeRemediations>[0]) => acts.proposeRemediations(i), {
+      ref,
+      iteration: '1',
+      operationsKey: det.operationsKey,
+      groupSize: 1,
+    });
+  const generate = (c: CycleInput): Promise<GenerateOutput> =>
+    env.run((i: Parameters<typeof acts.generateRemediation>[0]) => acts.generateRemediation(i), c);
+  return { ref, det, cycle, propose, generate };
+}
+
+/** main.tf on the branch, as the git host holds it. */
+async function branchFile(bed: DriftTestBed, ref: RoundRef): Promise<string> {
+  const dir = `${stack().gitReposDir}/${new URL(bed.repoUrl).pathname.slice(1)}`;
+  return gitClient().run(['show', `${ref.branch}:main.tf`], dir);
+}
+
+describe('changes proposed at once', () => {
+  let b: DriftTestBed;
+  beforeAll(async () => {
+    b = await newTestBed();
+    await b.inject('attribute');
+    await b.inject('ingress');
+  });
+  afterAll(async () => {
+    await b?.destroy();
+  });
+
+  it('commit what cycles asking the model in turn commit, without asking it again', async () => {
+    const env = new MockActivityEnvironment();
+    // One after another, each cycle asking the model.
+    const serialModel = new CountedModel();
+    const serial = await twoGroups(b, testActivities({ model: serialModel }), env);
+    for (const g of [0, 1]) expect((await serial.generate(serial.cycle(g))).changed).toBe(true);
+
+    const model = new CountedModel();
+    const at = await twoGroups(b, testActivities({ model }), env);
+    expect(await at.propose()).toEqual({ proposed: [0, 1] });
+    expect([...model.asked].sort()).toEqual([DRIFT_ADDRESSES.attribute, DRIFT_ADDRESSES.ingress].sort());
+    // A retry asks only for the answers it lacks: none.
+    expect(await at.propose()).toEqual({ proposed: [0, 1] });
+    const commits: GenerateOutput[] = [];
+    for (const g of [0, 1]) commits.push(await at.generate(at.cycle(g, true)));
+    expect(commits.map((c) => c.changed)).toEqual([true, true]);
+    expect(model.asked).toHaveLength(2);
+    // Group 2's change merged onto group 1's, in the same file: the same text as the serial cycles'.
+    expect(await branchFile(b, at.ref)).toBe(await branchFile(b, serial.ref));
+    expect(commits[0]?.commit).not.toBe(commits[1]?.commit);
+  });
+
+  it('leave to its cycle a change that overlaps an earlier group’s', async () => {
+    // Each group's fix also appends a line at the end of main.tf: the two answers overlap there.
+    const model = new CountedModel((input, r) => ({
+      ...r,
+      edits: r.edits.map((e) =>
+        e.path === 'main.tf'
+          ? { ...e, content: `${e.content}\n# fixed ${input.operations[0]?.address}\n` }
+          : e,
+      ),
+    }));
+    const env = new MockActivityEnvironment();
+    const at = await twoGroups(b, testActivities({ model }), env);
+    expect(await at.propose()).toEqual({ proposed: [0] });
+    expect((await at.generate(at.cycle(0, true))).changed).toBe(true);
+    expect(model.asked).toHaveLength(2);
+    // The workflow does not mark group 2 proposed: its cycle asks the model on the code as it is.
+    expect((await at.generate(at.cycle(1))).changed).toBe(true);
+    expect(model.asked).toHaveLength(3);
+    const main = await branchFile(b, at.ref);
+    expect(main).toContain(`# fixed ${DRIFT_ADDRESSES.attribute}`);
+    expect(main).toContain(`# fixed ${DRIFT_ADDRESSES.ingress}`);
+  });
+
+  it('ask the model again for a proposal the files no longer fit', async () => {
+    // Group 1's cycle asks the model itself (as after a failed request) and its answer this time
+    // also appends a comment: group 2's proposal expected main.tf without it.
+    let second = false;
+    const model = new CountedModel((input, r) =>
+      second && input.operations[0]?.address === DRIFT_ADDRESSES.attribute
+        ? {
+            ...r,
+            edits: r.edits.map((e) =>
+              e.path === 'main.tf' ? { ...e, content: `${e.content}# reviewed\n` } : e,
+            ),
+          }
+        : r,
+    );
+    const env = new MockActivityEnvironment();
+    const at = await twoGroups(b, testActivities({ model }), env);
+    expect(await at.propose()).toEqual({ proposed: [0, 1] });
+    second = true;
+    expect((await at.generate(at.cycle(0))).changed).toBe(true);
+    expect((await at.generate(at.cycle(1, true))).changed).toBe(true);
+    // Both proposals, then group 1's own request and group 2's: its proposal did not fit.
+    expect(model.asked).toEqual([
+      expect.any(String),
+      expect.any(String),
+      DRIFT_ADDRESSES.attribute,
+      DRIFT_ADDRESSES.ingress,
+    ]);
+    const main = await branchFile(b, at.ref);
+    expect(main).toContain('# reviewed');
+  });
+});
