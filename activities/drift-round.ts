@@ -236,6 +236,9 @@ function editTarget(ws: Workspace, path: string): string {
   }
 }
 
+/** Files fmt formats. */
+const FORMATTED_FILE = /\.(tf|tfvars)$/;
+
 /**
  * A file kept in canonical form stays so: every edited file's original and new text through one
  * fmt process (fmtMany), the new text replaced by fmt's where the original was canonical; a text
@@ -244,8 +247,8 @@ function editTarget(ws: Workspace, path: string): string {
 async function keepCanonical(
   engine: EngineClient,
   changes: { edit: { path: string; content: string }; original: string | undefined }[],
-): Promise<void> {
-  const formattable = changes.filter((c) => c.original !== undefined && /\.(tf|tfvars)$/.test(c.edit.path));
+): Promise<Map<string, boolean>> {
+  const formattable = changes.filter((c) => c.original !== undefined && FORMATTED_FILE.test(c.edit.path));
   const formatted = await engine.fmtMany(
     formattable.flatMap((c) => {
       const tfvars = c.edit.path.endsWith('.tfvars');
@@ -255,10 +258,14 @@ async function keepCanonical(
       ];
     }),
   );
+  /** Each original's text: whether it was in canonical form. */
+  const canonical = new Map<string, boolean>();
   formattable.forEach((c, i) => {
-    const [canonical, after] = [formatted[2 * i], formatted[2 * i + 1]];
-    if (canonical === c.original && after !== undefined) c.edit.content = after;
+    const [original, after] = [formatted[2 * i], formatted[2 * i + 1]];
+    canonical.set(c.original as string, original === c.original);
+    if (original === c.original && after !== undefined) c.edit.content = after;
   });
+  return canonical;
 }
 
 /**
@@ -656,17 +663,16 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
         }
       };
       const usable = answers.map((a) => (a && a.edits.every((e) => inside(e.path)) ? a : undefined));
-      await keepCanonical(
+      const canonical = await keepCanonical(
         ws.engine,
         usable.flatMap((a) => a?.edits.map((e) => ({ edit: e, original: originals.get(e.path) })) ?? []),
       );
       // The files as the groups before each leave them (undefined: absent), each proposal merged on.
       const current = new Map<string, string | undefined>(originals);
-      const proposals: (Proposal | undefined)[] = [];
-      const merged: { group: number; file: Proposal['files'][number] }[] = [];
-      for (const [g, a] of usable.entries()) {
-        let out: Proposal['files'] | undefined = a ? [] : undefined;
-        for (const e of a?.edits ?? []) {
+      /** A group's edits on the files as they are now; undefined when one overlaps an earlier change. */
+      const mergeOnto = async (a: Remediation) => {
+        const out: (Proposal['files'][number] & { merged: boolean })[] = [];
+        for (const e of a.edits) {
           const base = originals.get(e.path);
           const now = current.get(e.path);
           if (e.content === base) continue; // this group leaves the file as it was
@@ -676,33 +682,40 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
               : base === undefined || now === undefined
                 ? undefined
                 : await git.mergeText(ws.scratch, now, base, e.content);
-          if (after === undefined) {
-            out = undefined; // its change overlaps an earlier group's
-            break;
-          }
-          out?.push({ path: e.path, before: now ?? null, after });
-          if (now !== base && out) merged.push({ group: g, file: out.at(-1) as Proposal['files'][number] });
+          if (after === undefined) return undefined;
+          out.push({ path: e.path, before: now ?? null, after, merged: now !== base });
         }
-        if (out && a) for (const f of out) current.set(f.path, f.after);
-        proposals.push(out && a ? { files: out, unremediable: a.unremediable } : undefined);
+        return out;
+      };
+      const proposals: (Proposal | undefined)[] = [];
+      const merged: { group: number; file: Proposal['files'][number] }[] = [];
+      for (const [g, a] of usable.entries()) {
+        const out = a && (await mergeOnto(a));
+        if (!a || !out) {
+          proposals.push(undefined);
+          continue;
+        }
+        for (const { merged: m, ...file } of out) {
+          current.set(file.path, file.after);
+          if (m) merged.push({ group: g, file });
+        }
+        proposals.push({ files: out.map(({ merged: _m, ...file }) => file), unremediable: a.unremediable });
       }
       // Two canonical texts merged where their changes do not touch stay canonical; fmt checks it
-      // (one process). From a group whose merge fmt would change on, the cycles ask the model.
-      const checked = merged.map((m) => ({
-        edit: { path: m.file.path, content: m.file.after },
-        original: m.file.before ?? undefined,
-      }));
-      await keepCanonical(ws.engine, checked);
-      const firstOff = merged.find((m, i) => checked[i]?.edit.content !== m.file.after)?.group;
-      const proposed: number[] = [];
-      await Promise.all(
-        proposals.map((p, g) => {
-          if (!p || (firstOff !== undefined && g >= firstOff)) return undefined;
-          proposed.push(g);
-          return artifacts.putJson(proposalKey(ref, iteration, g), p);
-        }),
+      // (one process) where the file was canonical. From a group whose merge fmt would change on,
+      // the cycles ask the model.
+      const toCheck = merged.filter(
+        (m) => FORMATTED_FILE.test(m.file.path) && canonical.get(originals.get(m.file.path) ?? '') === true,
       );
-      return { proposed: proposed.sort((a, b) => a - b) };
+      const checked = await ws.engine.fmtMany(
+        toCheck.map((m) => ({ text: m.file.after, tfvars: m.file.path.endsWith('.tfvars') })),
+      );
+      const firstOff = toCheck.find((m, i) => checked[i] !== m.file.after)?.group;
+      const proposed = proposals.flatMap((p, g) =>
+        p && (firstOff === undefined || g < firstOff) ? [{ g, p }] : [],
+      );
+      await Promise.all(proposed.map(({ g, p }) => artifacts.putJson(proposalKey(ref, iteration, g), p)));
+      return { proposed: proposed.map(({ g }) => g) };
     },
 
     async generateRemediation(input: CycleInput): Promise<GenerateOutput> {

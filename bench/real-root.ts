@@ -279,6 +279,8 @@ async function main(): Promise<void> {
       driftRoundWorkflowId(input.session_id, input.round_id),
     );
     await worker.stop();
+    // The yardstick again after the round: the same plan, now that the round has run.
+    const after = [await timedPlan(), await timedPlan()];
     // Busy time, not the sum: validate and plan run side by side.
     const engineMs = engineTimes.busyMs();
     const byVerb = new Map<string, { n: number; ms: number }>();
@@ -324,6 +326,12 @@ async function main(): Promise<void> {
       `the round's main path, in seconds from its start: ${timeline.spans
         .map((x) => `${x.type} ${(x.startMs / 1000).toFixed(1)}–${(x.endMs / 1000).toFixed(1)}`)
         .join(', ')}`,
+    );
+    const wholeRoot = calls.filter(
+      (c) => c.args[0] === 'plan' && !c.args.some((a) => a.startsWith('-target=')),
+    );
+    console.log(
+      `the round's whole-root plans: ${wholeRoot.map((c) => (c.durationMs / 1000).toFixed(1)).join(', ')} s; one plan of the root after the round, alone: ${mean(after).toFixed(1)} s (${after.map((x) => x.toFixed(1)).join(', ')})`,
     );
     console.log(
       `drift derivation on the round's plan (${drifted} drifted of 1000): median ${times[2]?.toFixed(0)} ms of 5`,
