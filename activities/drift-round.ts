@@ -247,7 +247,7 @@ const FORMATTED_FILE = /\.(tf|tfvars)$/;
 async function keepCanonical(
   engine: EngineClient,
   changes: { edit: { path: string; content: string }; original: string | undefined }[],
-): Promise<Map<string, boolean>> {
+): Promise<void> {
   const formattable = changes.filter((c) => c.original !== undefined && FORMATTED_FILE.test(c.edit.path));
   const formatted = await engine.fmtMany(
     formattable.flatMap((c) => {
@@ -258,14 +258,10 @@ async function keepCanonical(
       ];
     }),
   );
-  /** Each original's text: whether it was in canonical form. */
-  const canonical = new Map<string, boolean>();
   formattable.forEach((c, i) => {
-    const [original, after] = [formatted[2 * i], formatted[2 * i + 1]];
-    canonical.set(c.original as string, original === c.original);
-    if (original === c.original && after !== undefined) c.edit.content = after;
+    const [canonical, after] = [formatted[2 * i], formatted[2 * i + 1]];
+    if (canonical === c.original && after !== undefined) c.edit.content = after;
   });
-  return canonical;
 }
 
 /**
@@ -621,25 +617,69 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       ]);
       const groups = groupDriftOperations(all, input.groupSize);
       const answerKey = (g: number) => key(ref, `iteration-${iteration}/group-${g}/answer.json`);
+      const originals = new Map(files.map((f) => [f.path, f.content]));
+      const inside = (path: string) => {
+        try {
+          confinedEditTarget(ws.dir, ws.iacDir, path);
+          return true;
+        } catch {
+          return false;
+        }
+      };
+      /** Each edited file's original through fmt (formatted once, by the first answer to edit it). */
+      const originalFmt = new Map<string, Promise<string | undefined>>();
+      /** Whether each edited file's original is in canonical form (its new text formatted if so). */
+      const canonical = new Map<string, boolean>();
+      /**
+       * An answer's new texts through one fmt process — started as the answer comes, so a file is
+       * formatted while the model works on the next group — kept so where the original was canonical.
+       */
+      const format = async (a: Remediation): Promise<void> => {
+        const edits = a.edits.filter((e) => originals.has(e.path) && FORMATTED_FILE.test(e.path));
+        const first = edits.filter(
+          (e, i) => !originalFmt.has(e.path) && edits.findIndex((o) => o.path === e.path) === i,
+        );
+        const tfvars = (path: string) => path.endsWith('.tfvars');
+        const run = ws.engine.fmtMany([
+          ...first.map((e) => ({ text: originals.get(e.path) as string, tfvars: tfvars(e.path) })),
+          ...edits.map((e) => ({ text: e.content, tfvars: tfvars(e.path) })),
+        ]);
+        first.forEach((e, i) =>
+          originalFmt.set(
+            e.path,
+            run.then((out) => out[i]),
+          ),
+        );
+        const out = await run;
+        for (const [i, e] of edits.entries()) {
+          const original = originals.get(e.path);
+          const isCanonical = (await originalFmt.get(e.path)) === original;
+          canonical.set(e.path, isCanonical);
+          const after = out[first.length + i];
+          if (isCanonical && after !== undefined) e.content = after;
+        }
+      };
       const limit = pLimit(deps.modelConcurrency ?? DEFAULT_MODEL_CONCURRENCY);
       let answered = 0;
-      const answers = await Promise.all(
+      const usable = await Promise.all(
         groups.map((ops, g) =>
           limit(async (): Promise<Remediation | undefined> => {
+            let r: Remediation;
             try {
-              if (stored.includes(answerKey(g))) return await getJson<Remediation>(artifacts, answerKey(g));
-              const r = await model.remediate({
-                operations: ops,
-                files: files.map((f) => ({ ...f })),
-                related: all,
-                prompt: catalogue.compose(
-                  ref.cloud,
-                  ops.map((o) => o.type),
-                  '',
-                ),
-              });
-              await artifacts.putJson(answerKey(g), r);
-              return r;
+              if (stored.includes(answerKey(g))) r = await getJson<Remediation>(artifacts, answerKey(g));
+              else {
+                r = await model.remediate({
+                  operations: ops,
+                  files: files.map((f) => ({ ...f })),
+                  related: all,
+                  prompt: catalogue.compose(
+                    ref.cloud,
+                    ops.map((o) => o.type),
+                    '',
+                  ),
+                });
+                await artifacts.putJson(answerKey(g), r);
+              }
             } catch (err) {
               log.warn('no proposal for a group: its cycle asks the model itself', {
                 group: g + 1,
@@ -650,22 +690,12 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
               answered += 1;
               h.heartbeat(`${answered} of ${groups.length} groups' changes proposed`);
             }
+            // A path outside the checkout: the cycle asks again, and refuses the answer then.
+            if (!r.edits.every((e) => inside(e.path))) return undefined;
+            await format(r);
+            return r;
           }),
         ),
-      );
-      const originals = new Map(files.map((f) => [f.path, f.content]));
-      const inside = (path: string) => {
-        try {
-          confinedEditTarget(ws.dir, ws.iacDir, path);
-          return true;
-        } catch {
-          return false;
-        }
-      };
-      const usable = answers.map((a) => (a && a.edits.every((e) => inside(e.path)) ? a : undefined));
-      const canonical = await keepCanonical(
-        ws.engine,
-        usable.flatMap((a) => a?.edits.map((e) => ({ edit: e, original: originals.get(e.path) })) ?? []),
       );
       // The files as the groups before each leave them (undefined: absent), each proposal merged on.
       const current = new Map<string, string | undefined>(originals);
@@ -704,9 +734,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       // Two canonical texts merged where their changes do not touch stay canonical; fmt checks it
       // (one process) where the file was canonical. From a group whose merge fmt would change on,
       // the cycles ask the model.
-      const toCheck = merged.filter(
-        (m) => FORMATTED_FILE.test(m.file.path) && canonical.get(originals.get(m.file.path) ?? '') === true,
-      );
+      const toCheck = merged.filter((m) => canonical.get(m.file.path) === true);
       const checked = await ws.engine.fmtMany(
         toCheck.map((m) => ({ text: m.file.after, tfvars: m.file.path.endsWith('.tfvars') })),
       );
