@@ -42,11 +42,53 @@ export function moduleDirOfFile(file: string): string {
   return dirOf(file);
 }
 
+/**
+ * Syntax trees by text, shared by the configurations that hold them: a text is parsed once while
+ * any configuration holds it (an iteration's proposals ask the model for several groups at once,
+ * each reading the same files). A tree no configuration holds any more is deleted at the end of the
+ * turn; one a configuration made in the same turn takes up again (the next group's) is kept.
+ */
+const sharedTrees = new Map<string, { tree: Promise<Tree>; holders: number }>();
+
+function holdTree(text: string): Promise<Tree> {
+  let e = sharedTrees.get(text);
+  if (!e) {
+    const entry = { tree: parseHclTree(text), holders: 0 };
+    entry.tree.catch(() => {
+      if (sharedTrees.get(text) === entry) sharedTrees.delete(text);
+    });
+    sharedTrees.set(text, entry);
+    e = entry;
+  }
+  e.holders += 1;
+  return e.tree;
+}
+
+function releaseTree(text: string): void {
+  const e = sharedTrees.get(text);
+  if (!e) return;
+  e.holders -= 1;
+  if (e.holders > 0) return;
+  setImmediate(() => {
+    if (e.holders > 0 || sharedTrees.get(text) !== e) return;
+    sharedTrees.delete(text);
+    e.tree.then(
+      (t) => t.delete(),
+      () => undefined,
+    );
+  });
+}
+
+/** Syntax trees held by configurations now (for tests: none once every configuration is disposed). */
+export function heldTreeCount(): number {
+  return [...sharedTrees.values()].filter((e) => e.holders > 0).length;
+}
+
 /** Files of one module directory: its .tf files (and, for the root, its tfvars files). */
 export class TerraformConfig {
   private readonly trees = new Map<string, { text: string; tree: Tree }>();
-  /** Trees of texts a file had before an edit: a caller may still hold their nodes until dispose. */
-  private readonly retired: Tree[] = [];
+  /** Every text whose tree this configuration holds (those its files had before an edit too). */
+  private readonly held: string[] = [];
 
   constructor(readonly files: Map<string, string>) {}
 
@@ -89,22 +131,21 @@ export class TerraformConfig {
     if (text === undefined) throw new Error(`no file ${file}`);
     const cached = this.trees.get(file);
     if (cached && cached.text === text) return cached.tree.rootNode;
-    const tree = await parseHclTree(text);
-    if (cached) this.retired.push(cached.tree);
+    const tree = await holdTree(text);
+    this.held.push(text);
     this.trees.set(file, { text, tree });
     return tree.rootNode;
   }
 
   /**
-   * Frees the syntax trees this configuration parsed (they live in the parser's WASM memory, which
-   * no garbage collector frees): called by whoever made the configuration once no node of it is in
-   * use; a later `tree()` parses again.
+   * Lets go of the syntax trees this configuration holds (they live in the parser's WASM memory,
+   * which no garbage collector frees; a tree nobody holds is deleted): called by whoever made the
+   * configuration once no node of it is in use; a later `tree()` takes them up again.
    */
   dispose(): void {
-    for (const { tree } of this.trees.values()) tree.delete();
-    for (const tree of this.retired) tree.delete();
+    for (const text of this.held) releaseTree(text);
+    this.held.length = 0;
     this.trees.clear();
-    this.retired.length = 0;
   }
 
   /** The .tf files of a module directory ('' is the root). */

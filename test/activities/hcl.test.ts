@@ -4,6 +4,7 @@ import {
   attributeExpr,
   bodyOf,
   evalLiteral,
+  heldTreeCount,
   referenceOf,
   TerraformConfig,
 } from '../../activities/terraform-config';
@@ -45,17 +46,22 @@ describe('HCL reading and editing', () => {
       (_, i) =>
         `resource "aws_s3_bucket" "b${i}" {\n  bucket = "bucket-${i}"\n  tags = {\n    Name = "n${i}"\n  }\n}\n`,
     ).join('\n');
+    let n = 0;
     const round = async () => {
-      // As a round reads its configuration: every file parsed, one edited and parsed again.
+      // As a round reads its configuration: every file parsed, one edited and parsed again — texts
+      // no earlier round had (a tree nobody holds is deleted at the end of the turn).
+      const own = `${text}# round ${n++}\n`;
       const config = TerraformConfig.of([
-        { path: 'main.tf', content: text },
-        { path: 'more.tf', content: text.replaceAll('b', 'c') },
+        { path: 'main.tf', content: own },
+        { path: 'more.tf', content: own.replaceAll('b', 'c') },
       ]);
       expect(await config.blocks('', 'resource')).toHaveLength(200);
-      config.files.set('main.tf', `${text}\n# edited\n`);
+      config.files.set('main.tf', `${own}\n# edited\n`);
       expect(await config.blocks('', 'resource')).toHaveLength(200);
       config.dispose();
-      expect(await syntaxErrors(text)).toEqual([]);
+      expect(heldTreeCount()).toBe(0);
+      expect(await syntaxErrors(own)).toEqual([]);
+      await new Promise((resolve) => setImmediate(resolve));
     };
     // The parser's memory grows to what one round needs, then stays there.
     for (let i = 0; i < 20; i++) await round();
@@ -63,6 +69,25 @@ describe('HCL reading and editing', () => {
     for (let i = 0; i < 100; i++) await round();
     const grownMiB = (process.memoryUsage().rss - before) / 2 ** 20;
     expect(grownMiB).toBeLessThan(64);
+  });
+
+  it('parses a text once for the configurations holding it at the same time', async () => {
+    const files = [
+      { path: 'main.tf', content: 'resource "null_resource" "a" {}\n' },
+      { path: 'more.tf', content: 'resource "null_resource" "b" {}\n' },
+    ];
+    const first = TerraformConfig.of(files);
+    const second = TerraformConfig.of(files);
+    const [a, b] = [await first.tree('main.tf'), await second.tree('main.tf')];
+    // One tree, two holders: the first configuration's dispose leaves it to the second.
+    expect(a.tree).toBe(b.tree);
+    expect(heldTreeCount()).toBe(1);
+    first.dispose();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect((await second.blocks('', 'resource')).map((x) => x.labels[1])).toEqual(['a', 'b']);
+    expect(heldTreeCount()).toBe(2);
+    second.dispose();
+    expect(heldTreeCount()).toBe(0);
   });
 
   it('renders JSON as HCL, escaping template sequences and keeping the declared key order', () => {
