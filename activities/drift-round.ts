@@ -594,16 +594,15 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       }
     },
 
-    /** One generate cycle: the model's changes for one group, written, committed and pushed. */
     /**
      * Asks the model for every group's change of an iteration at once (at most `modelConcurrency`
      * requests in flight), all against the code the iteration starts from, and stores each group's
-     * proposal for its cycle to commit without waiting for the model: the answers go through one
-     * fmt process, and each is merged (`git merge-file`) onto the files as the groups before it
-     * leave them, so a proposal holds every edited file's text before and after its cycle. A group
-     * whose request failed, whose answer names a path outside the checkout, or whose change
-     * overlaps an earlier group's has no proposal: its cycle asks the model itself, on the code as
-     * it is then. Answers are stored as they come, so a retry asks only for those it lacks.
+     * proposal for its cycle to commit without waiting for the model: each answer goes through fmt
+     * as it comes, and is merged (`git merge-file`) onto the files as the groups before it leave
+     * them, so a proposal holds every edited file's text before and after its cycle. A group whose
+     * request failed, whose answer names a path outside the checkout, or whose change overlaps an
+     * earlier group's has no proposal: its cycle asks the model itself, on the code as it is then.
+     * Answers are stored as they come, so a retry asks only for those it lacks.
      */
     async proposeRemediations(input: ProposeInput): Promise<ProposeOutput> {
       const { ref, iteration } = input;
@@ -661,41 +660,39 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       };
       const limit = pLimit(deps.modelConcurrency ?? DEFAULT_MODEL_CONCURRENCY);
       let answered = 0;
-      const usable = await Promise.all(
-        groups.map((ops, g) =>
-          limit(async (): Promise<Remediation | undefined> => {
-            let r: Remediation;
-            try {
-              if (stored.includes(answerKey(g))) r = await getJson<Remediation>(artifacts, answerKey(g));
-              else {
-                r = await model.remediate({
-                  operations: ops,
-                  files: files.map((f) => ({ ...f })),
-                  related: all,
-                  prompt: catalogue.compose(
-                    ref.cloud,
-                    ops.map((o) => o.type),
-                    '',
-                  ),
-                });
-                await artifacts.putJson(answerKey(g), r);
-              }
-            } catch (err) {
-              log.warn('no proposal for a group: its cycle asks the model itself', {
-                group: g + 1,
-                error: err instanceof Error ? err.message : String(err),
+      const answers = groups.map((ops, g) =>
+        limit(async (): Promise<Remediation | undefined> => {
+          let r: Remediation;
+          try {
+            if (stored.includes(answerKey(g))) r = await getJson<Remediation>(artifacts, answerKey(g));
+            else {
+              r = await model.remediate({
+                operations: ops,
+                files: files.map((f) => ({ ...f })),
+                related: all,
+                prompt: catalogue.compose(
+                  ref.cloud,
+                  ops.map((o) => o.type),
+                  '',
+                ),
               });
-              return undefined;
-            } finally {
-              answered += 1;
-              h.heartbeat(`${answered} of ${groups.length} groups' changes proposed`);
+              await artifacts.putJson(answerKey(g), r);
             }
             // A path outside the checkout: the cycle asks again, and refuses the answer then.
             if (!r.edits.every((e) => inside(e.path))) return undefined;
             await format(r);
             return r;
-          }),
-        ),
+          } catch (err) {
+            log.warn('no proposal for a group: its cycle asks the model itself', {
+              group: g + 1,
+              error: err instanceof Error ? err.message : String(err),
+            });
+            return undefined;
+          } finally {
+            answered += 1;
+            h.heartbeat(`${answered} of ${groups.length} groups' changes proposed`);
+          }
+        }),
       );
       // The files as the groups before each leave them (undefined: absent), each proposal merged on.
       const current = new Map<string, string | undefined>(originals);
@@ -717,28 +714,34 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
         }
         return out;
       };
+      // In group order, each as soon as its answer is in (the later answers still coming). Two
+      // canonical texts merged where their changes do not touch stay canonical; fmt checks it where
+      // the file was canonical, beside the next answers. From a group whose merge fmt would change
+      // (or could not check), the cycles ask the model.
       const proposals: (Proposal | undefined)[] = [];
-      const merged: { group: number; file: Proposal['files'][number] }[] = [];
-      for (const [g, a] of usable.entries()) {
+      const checks: Promise<number | undefined>[] = [];
+      for (const [g, answer] of answers.entries()) {
+        const a = await answer;
         const out = a && (await mergeOnto(a));
         if (!a || !out) {
           proposals.push(undefined);
           continue;
         }
-        for (const { merged: m, ...file } of out) {
-          current.set(file.path, file.after);
-          if (m) merged.push({ group: g, file });
-        }
+        for (const f of out) current.set(f.path, f.after);
+        const toCheck = out.filter((f) => f.merged && canonical.get(f.path) === true);
+        if (toCheck.length > 0)
+          checks.push(
+            ws.engine
+              .fmtMany(toCheck.map((f) => ({ text: f.after, tfvars: f.path.endsWith('.tfvars') })))
+              .then(
+                (formatted) => (toCheck.some((f, i) => formatted[i] !== f.after) ? g : undefined),
+                () => g,
+              ),
+          );
         proposals.push({ files: out.map(({ merged: _m, ...file }) => file), unremediable: a.unremediable });
       }
-      // Two canonical texts merged where their changes do not touch stay canonical; fmt checks it
-      // (one process) where the file was canonical. From a group whose merge fmt would change on,
-      // the cycles ask the model.
-      const toCheck = merged.filter((m) => canonical.get(m.file.path) === true);
-      const checked = await ws.engine.fmtMany(
-        toCheck.map((m) => ({ text: m.file.after, tfvars: m.file.path.endsWith('.tfvars') })),
-      );
-      const firstOff = toCheck.find((m, i) => checked[i] !== m.file.after)?.group;
+      const off = (await Promise.all(checks)).filter((g) => g !== undefined);
+      const firstOff = off.length > 0 ? Math.min(...off) : undefined;
       const proposed = proposals.flatMap((p, g) =>
         p && (firstOff === undefined || g < firstOff) ? [{ g, p }] : [],
       );
@@ -746,6 +749,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       return { proposed: proposed.map(({ g }) => g) };
     },
 
+    /** One generate cycle: the model's changes for one group, written, committed and pushed. */
     async generateRemediation(input: CycleInput): Promise<GenerateOutput> {
       const { ref, iteration, group } = input;
       const ws = await workspaces.get(ref);
