@@ -6,8 +6,9 @@ import type { startStackWorker } from './test-stack';
 import { driftRound } from '../../workflows';
 /**
  * A full round in groups of one operation on a bed of its own (two drifted resources: two
- * groups), recorded as `drift-round-groups`: the groups' targeted plans beside the generation, the
- * groups left to the whole root, the whole root's plan.
+ * groups), recorded as `name`: the groups' changes proposed at once and committed in turn, the
+ * whole root's plan (`drift-round-groups` was recorded before proposals: the groups' targeted plans
+ * beside the generation, the groups left to the whole root).
  */
 export async function recordGroupsRound(
   client: Awaited<ReturnType<typeof startStackWorker>>['client'],
@@ -15,6 +16,7 @@ export async function recordGroupsRound(
   engine: Awaited<ReturnType<typeof startStackWorker>>['engine'],
   gitHostUrl: string,
   save: (name: string, workflowId: string) => Promise<void>,
+  name = 'drift-round-proposals',
 ): Promise<void> {
   const bed = await createDriftTestBed({ gitHostUrl, git, engine });
   await bed.inject('attribute');
@@ -37,5 +39,5 @@ export async function recordGroupsRound(
       },
     ],
   });
-  await save('drift-round-groups', id);
+  await save(name, id);
 }

@@ -3,7 +3,8 @@
 // the whole root's plan), a session and both runner DAGs, run on the real stack, saved as binary
 // protobuf under test/fixtures/histories. Re-record when a workflow changes compatibly in a way the
 // recorded runs do not exercise, or once an incompatible change has shipped behind a patch and no
-// run without its marker is left (docs/api.md, "Shipping a workflow change").
+// run without its marker is left (docs/api.md, "Shipping a workflow change"). Names after `--`
+// record only a round in groups under each name (`npm run record-histories -- drift-round-proposals`).
 import { randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
@@ -36,6 +37,14 @@ try {
     writeFileSync(join(out, `${name}.binpb`), proto.temporal.api.history.v1.History.encode(history).finish());
     console.log(`recorded ${name} (${history.events?.length ?? 0} events)`);
   };
+  // `record-histories -- drift-round-proposals`: only the round in groups, under that name.
+  const only = process.argv.slice(2);
+  if (only.length > 0) {
+    for (const name of only) await recordGroupsRound(client, git, engine, stack.gitHostUrl, save, name);
+    await sw.stop();
+    await stop();
+    process.exit(0);
+  }
   const bed = await createDriftTestBed({ gitHostUrl: stack.gitHostUrl, git, engine });
   await bed.inject('attribute');
   await bed.inject('ingress');
