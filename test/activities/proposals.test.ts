@@ -136,6 +136,22 @@ describe('changes proposed at once', () => {
     expect(main).toContain(`# fixed ${DRIFT_ADDRESSES.ingress}`);
   });
 
+  it('never propose an answer that names a path outside the checkout: its cycle refuses it', async () => {
+    // The ingress group's answer also writes beside the repository.
+    const model = new CountedModel((input, r) =>
+      input.operations[0]?.address === DRIFT_ADDRESSES.ingress
+        ? { ...r, edits: [...r.edits, { path: '../outside.tf', content: 'output "x" { value = 1 }\n' }] }
+        : r,
+    );
+    const env = new MockActivityEnvironment();
+    const at = await twoGroups(b, testActivities({ model }), env);
+    expect(await at.propose()).toEqual({ proposed: [0] });
+    expect((await at.generate(at.cycle(0, true))).changed).toBe(true);
+    await expect(at.generate(at.cycle(1))).rejects.toThrow(/outside/);
+    // Nothing of the refused answer reached the branch.
+    expect(await branchFile(b, at.ref)).not.toContain('output "x"');
+  });
+
   it('ask the model again for a proposal the files no longer fit', async () => {
     // Group 1's cycle asks the model itself (as after a failed request) and its answer this time
     // also appends a comment: group 2's proposal expected main.tf without it.
