@@ -1,37 +1,18 @@
 // Activities run again after a crash must not do their work twice: a retried generate cycle finds
 // its own commit by trailer instead of committing again, and a retried push is a no-op.
-import { randomUUID } from 'node:crypto';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GenerateOutput, ValidateOutput } from '../../activities/drift-round';
-import type { IterationOutput } from '../../shared/round-contracts';
 import { OfflineModel } from '../../activities/model/offline';
 import type { ModelProvider } from '../../activities/model/port';
-import type { RoundRef } from '../../activities/workspace';
 import type { Activities } from '../../activities';
 import { type DriftTestBed } from '../support/drift-test-bed';
+import { firstIteration } from '../support/round-steps';
 import { artifactStore, gitClient, stack, testActivities, newTestBed } from '../support/stack';
 
 /** A round on `bed` up to its first cycle: prepared, iteration 1 planned, the cycle's input. */
 async function firstCycle(bed: DriftTestBed, acts: Activities, env: MockActivityEnvironment) {
-  const session = `s-${randomUUID().slice(0, 8)}`;
-  const ref: RoundRef = {
-    sessionId: session,
-    roundId: 'r1',
-    repositoryUrl: bed.repoUrl,
-    iacPath: '',
-    scopeId: 'scope-test',
-    cloud: 'aws',
-    branch: `kumoss/${session}`,
-  };
-  await env.run((i: Parameters<typeof acts.prepareRound>[0]) => acts.prepareRound(i), {
-    ref,
-    text: 'Reconcile everything.',
-  });
-  const det: IterationOutput = await env.run(
-    (i: Parameters<typeof acts.planIteration>[0]) => acts.planIteration(i),
-    { ref, iteration: '1', targets: [], groupSize: 8 },
-  );
+  const { ref, det } = await firstIteration(bed, acts, env, 8);
   const cycle = {
     ref,
     iteration: '1',

@@ -2,14 +2,14 @@
 // real stack (git host, object store, the engine's fmt), with the offline model counted. Proposed
 // changes commit what cycles asking the model one after another commit; a change that overlaps an
 // earlier group's, or a proposal the files no longer fit, is left to the model in its cycle.
-import { randomUUID } from 'node:crypto';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GenerateOutput } from '../../activities/drift-round';
 import { OfflineModel } from '../../activities/model/offline';
 import type { RoundRef } from '../../activities/workspace';
+import { firstIteration } from '../support/round-steps';
 import type { Activities } from '../../activities';
-import type { CycleInput, IterationOutput, ProposeOutput } from '../../shared/round-contracts';
+import type { CycleInput, ProposeOutput } from '../../shared/round-contracts';
 import { DRIFT_ADDRESSES, type DriftTestBed } from '../support/drift-test-bed';
 import { gitClient, newTestBed, stack, testActivities } from '../support/stack';
 
@@ -34,24 +34,7 @@ class CountedModel extends OfflineModel {
 
 /** The bed's two drifts (both in main.tf), planned by iteration 1 of a new round in groups of one. */
 async function twoGroups(bed: DriftTestBed, acts: Activities, env: MockActivityEnvironment) {
-  const session = `s-${randomUUID().slice(0, 8)}`;
-  const ref: RoundRef = {
-    sessionId: session,
-    roundId: 'r1',
-    repositoryUrl: bed.repoUrl,
-    iacPath: '',
-    scopeId: 'scope-test',
-    cloud: 'aws',
-    branch: `kumoss/${session}`,
-  };
-  await env.run((i: Parameters<typeof acts.prepareRound>[0]) => acts.prepareRound(i), {
-    ref,
-    text: 'Reconcile.',
-  });
-  const det: IterationOutput = await env.run(
-    (i: Parameters<typeof acts.planIteration>[0]) => acts.planIteration(i),
-    { ref, iteration: '1', targets: [], groupSize: 1 },
-  );
+  const { ref, det } = await firstIteration(bed, acts, env, 1);
   expect(det.groupCount).toBe(2);
   const cycle = (group: number, proposal?: boolean): CycleInput => ({
     ref,
