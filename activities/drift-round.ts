@@ -32,6 +32,7 @@ import type {
   FilterDecision,
   ModelProvider,
   Remediation,
+  SourceFile,
   TargetSelection,
   Unremediable,
 } from './model/port';
@@ -240,28 +241,46 @@ function editTarget(ws: Workspace, path: string): string {
 const FORMATTED_FILE = /\.(tf|tfvars)$/;
 
 /**
- * A file kept in canonical form stays so: every edited file's original and new text through one
- * fmt process (fmtMany), the new text replaced by fmt's where the original was canonical; a text
- * fmt rejects is left as it is — the validation cycle will say why.
+ * A file kept in canonical form stays so: the edited files' originals and new texts through one fmt
+ * process (fmtMany), each new text replaced by fmt's where its original was canonical; a text fmt
+ * rejects is left as it is — the validation cycle will say why. `formattedOriginals` (by path)
+ * carries the originals' fmt from one call to the next, so each is formatted once. Answers whether
+ * each edited file's original is in canonical form.
  */
 async function keepCanonical(
   engine: EngineClient,
   changes: { edit: { path: string; content: string }; original: string | undefined }[],
-): Promise<void> {
+  formattedOriginals = new Map<string, Promise<string | undefined>>(),
+): Promise<Map<string, boolean>> {
   const formattable = changes.filter((c) => c.original !== undefined && FORMATTED_FILE.test(c.edit.path));
-  const formatted = await engine.fmtMany(
-    formattable.flatMap((c) => {
-      const tfvars = c.edit.path.endsWith('.tfvars');
-      return [
-        { text: c.original as string, tfvars },
-        { text: c.edit.content, tfvars },
-      ];
-    }),
+  const tfvars = (path: string) => path.endsWith('.tfvars');
+  const fresh = formattable.filter(
+    (c, i) =>
+      !formattedOriginals.has(c.edit.path) && formattable.findIndex((o) => o.edit.path === c.edit.path) === i,
   );
-  formattable.forEach((c, i) => {
-    const [canonical, after] = [formatted[2 * i], formatted[2 * i + 1]];
-    if (canonical === c.original && after !== undefined) c.edit.content = after;
-  });
+  const run = engine.fmtMany([
+    ...fresh.map((c) => ({ text: c.original as string, tfvars: tfvars(c.edit.path) })),
+    ...formattable.map((c) => ({ text: c.edit.content, tfvars: tfvars(c.edit.path) })),
+  ]);
+  // An original fmt could not read counts as not canonical.
+  fresh.forEach((c, i) =>
+    formattedOriginals.set(
+      c.edit.path,
+      run.then(
+        (out) => out[i],
+        () => undefined,
+      ),
+    ),
+  );
+  const out = await run;
+  const canonical = new Map<string, boolean>();
+  for (const [i, c] of formattable.entries()) {
+    const isCanonical = (await formattedOriginals.get(c.edit.path)) === c.original;
+    canonical.set(c.edit.path, isCanonical);
+    const after = out[fresh.length + i];
+    if (isCanonical && after !== undefined) c.edit.content = after;
+  }
+  return canonical;
 }
 
 /**
@@ -303,6 +322,19 @@ const IN_SYNC = 'No drift: the plan validated by the last cycle is in sync.\n';
 
 export function createDriftRoundActivities(deps: DriftRoundDeps) {
   const { workspaces, git, artifacts, model, catalogue } = deps;
+
+  /** The model's change for one group's operations, asked on `files` (the root's as they are). */
+  const askModel = (ref: RoundRef, ops: DriftOperation[], files: SourceFile[], all: DriftOperation[]) =>
+    model.remediate({
+      operations: ops,
+      files,
+      related: all,
+      prompt: catalogue.compose(
+        ref.cloud,
+        ops.map((o) => o.type),
+        '',
+      ),
+    });
 
   /** The operations of one group of an iteration. */
   const groupOperations = async (operationsKey: string, groupSize: number, group: number) =>
@@ -626,37 +658,14 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
         }
       };
       /** Each edited file's original through fmt (formatted once, by the first answer to edit it). */
-      const originalFmt = new Map<string, Promise<string | undefined>>();
+      const formattedOriginals = new Map<string, Promise<string | undefined>>();
       /** Whether each edited file's original is in canonical form (its new text formatted if so). */
       const canonical = new Map<string, boolean>();
-      /**
-       * An answer's new texts through one fmt process — started as the answer comes, so a file is
-       * formatted while the model works on the next group — kept so where the original was canonical.
-       */
+      /** An answer's new texts through fmt as it comes, while the model works on the next group. */
       const format = async (a: Remediation): Promise<void> => {
-        const edits = a.edits.filter((e) => originals.has(e.path) && FORMATTED_FILE.test(e.path));
-        const first = edits.filter(
-          (e, i) => !originalFmt.has(e.path) && edits.findIndex((o) => o.path === e.path) === i,
-        );
-        const tfvars = (path: string) => path.endsWith('.tfvars');
-        const run = ws.engine.fmtMany([
-          ...first.map((e) => ({ text: originals.get(e.path) as string, tfvars: tfvars(e.path) })),
-          ...edits.map((e) => ({ text: e.content, tfvars: tfvars(e.path) })),
-        ]);
-        first.forEach((e, i) =>
-          originalFmt.set(
-            e.path,
-            run.then((out) => out[i]),
-          ),
-        );
-        const out = await run;
-        for (const [i, e] of edits.entries()) {
-          const original = originals.get(e.path);
-          const isCanonical = (await originalFmt.get(e.path)) === original;
-          canonical.set(e.path, isCanonical);
-          const after = out[first.length + i];
-          if (isCanonical && after !== undefined) e.content = after;
-        }
+        const changes = a.edits.map((e) => ({ edit: e, original: originals.get(e.path) }));
+        for (const [path, is] of await keepCanonical(ws.engine, changes, formattedOriginals))
+          canonical.set(path, is);
       };
       const limit = pLimit(deps.modelConcurrency ?? DEFAULT_MODEL_CONCURRENCY);
       let answered = 0;
@@ -666,16 +675,12 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
           try {
             if (stored.includes(answerKey(g))) r = await getJson<Remediation>(artifacts, answerKey(g));
             else {
-              r = await model.remediate({
-                operations: ops,
-                files: files.map((f) => ({ ...f })),
-                related: all,
-                prompt: catalogue.compose(
-                  ref.cloud,
-                  ops.map((o) => o.type),
-                  '',
-                ),
-              });
+              r = await askModel(
+                ref,
+                ops,
+                files.map((f) => ({ ...f })),
+                all,
+              );
               await artifacts.putJson(answerKey(g), r);
             }
             // A path outside the checkout: the cycle asks again, and refuses the answer then.
@@ -792,16 +797,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
               edits: proposal.files.map((f) => ({ path: f.path, content: f.after })),
               unremediable: proposal.unremediable,
             }
-          : await model.remediate({
-              operations: ops,
-              files,
-              related: all,
-              prompt: catalogue.compose(
-                ref.cloud,
-                ops.map((o) => o.type),
-                '',
-              ),
-            });
+          : await askModel(ref, ops, files, all);
       const { uploads: changeUploads, edited } = await writeModelEdits(
         ws,
         artifacts,
@@ -969,8 +965,9 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
     /**
      * The whole root's plan after an iteration whose earlier groups were validated by targeted
      * plans: one plan (which validates the configuration) of the branch with every group on it.
-     * When it does not plan, the groups no targeted plan validated (`unplanned`: the last, and those
-     * left to the whole root) are first planned at their own commits; those that fail are taken back
+     * When it does not plan, the groups no targeted plan validated (`unplanned`: the last, the
+     * proposed ones, and those left to the whole root) are first planned at their own commits (each
+     * without the earlier ones that failed); those that fail are taken back
      * in one commit and the whole root planned again. When the whole
      * root does not plan although each group's targeted plan did — a change broke something outside
      * its group's addresses — the targeted plans are not trusted: the groups' commits are taken back

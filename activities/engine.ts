@@ -642,14 +642,6 @@ export class EngineClient {
     hooks: CallHooks = {},
   ): Promise<(string | undefined)[]> {
     if (texts.length === 0) return [];
-    // The same text (a file several edits start from) is formatted once.
-    const id = (t: { text: string; tfvars?: boolean }) => `${t.tfvars ? 'v' : 't'}${t.text}`;
-    const distinct = [...new Map(texts.map((t) => [id(t), t])).values()];
-    if (distinct.length < texts.length) {
-      const out = await this.fmtMany(distinct, hooks);
-      const by = new Map(distinct.map((t, i) => [id(t), out[i]]));
-      return texts.map((t) => by.get(id(t)));
-    }
     const gitDir = gitDirOf(this.opts.workdir);
     const root = this.opts.runDir ?? (gitDir ? dirname(gitDir) : this.opts.workdir);
     // Inside `.git/` when the checkout has one (git ignores what it does not know there, so no

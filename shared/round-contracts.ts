@@ -146,8 +146,8 @@ export interface ConfirmInput {
   /** The iteration's groups still on the branch, in order, with their commits. */
   groups: { group: number; commit: string }[];
   /**
-   * Of `groups`, those no targeted plan validated (the iteration's last, and those left to the
-   * whole root once generation ended). When the whole root does not plan, each is first planned at
+   * Of `groups`, those no targeted plan validated (the iteration's last, those followed by a
+   * proposed change, and those left to the whole root once generation ended). When the whole root does not plan, each is first planned at
    * its own commit; those that fail are taken back in one commit and the whole root planned again
    * — the fallback that validates every group against the whole root runs only when it still fails.
    */
