@@ -59,6 +59,7 @@ export interface PrepareRoundOutput {
 }
 
 import type {
+  CommitProposalsInput,
   ConfirmInput,
   ConfirmOutput,
   CycleInput,
@@ -76,6 +77,16 @@ export interface GenerateOutput {
   files: string[];
   unremediableCount: number;
   resultKey: string;
+}
+
+/** A cycle's change committed in the checkout, its push still to come (commitCycle). */
+interface CommittedCycle {
+  output: GenerateOutput;
+  marker: string;
+  /** Where its diff is stored. */
+  diffKey: string;
+  /** Uploads begun after its commit: settled before the cycle is reported. */
+  saves: Promise<unknown>[];
 }
 
 /** A cycle's recorded result: the generate answer, why drift stays, why validation failed. */
@@ -362,6 +373,125 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
     }));
     result.validation_failure = failure;
     await artifacts.putJson(resultKey, result);
+  };
+
+  /**
+   * A generate cycle up to its commit: the group's proposal when the files it edits hold what it
+   * expects, else the model's answer, written and committed on the checkout (started from the
+   * branch's last commit). A retry that finds the cycle's commit reports it.
+   */
+  const commitCycle = async (
+    ws: Workspace,
+    input: CycleInput,
+    operations: Promise<DriftOperation[]>,
+  ): Promise<CommittedCycle> => {
+    const { ref, iteration, group } = input;
+    const resultKey = key(ref, `iteration-${iteration}/group-${group}/remediation.json`);
+    const diffKey = key(ref, `iteration-${iteration}/group-${group}/changes.diff`);
+    const marker = cycleMarker(ref, iteration, group);
+    // With a proposal, the files are read only when it no longer fits (the model is asked then).
+    const readFiles = () => readConfigFiles(ws.iacDir, ws.dir);
+    const [logged, proposal, read] = await Promise.all([
+      git.run(['log', '--format=%H', '-F', `--grep=${marker}`], ws.dir),
+      input.proposal ? handled(getJson<Proposal>(artifacts, proposalKey(ref, iteration, group))) : undefined,
+      input.proposal ? undefined : readFiles(),
+    ]);
+    const found = logged.trim().split('\n')[0];
+    if (found) {
+      // This cycle already committed (a retry after a crash): report that commit, do not redo it.
+      const {
+        unremediable: _u,
+        validation_failure: _v,
+        ...previous
+      } = await getJson<CycleResult>(artifacts, resultKey);
+      return { output: { ...previous, changed: true, commit: found }, marker, diffKey, saves: [] };
+    }
+    const all = await operations;
+    const ops = groupDriftOperations(all, input.groupSize)[group] ?? [];
+    // The proposal is this cycle's change when every file it edits holds what it expects.
+    const fits =
+      proposal?.files.every((f) => {
+        const target = editTarget(ws, f.path);
+        return (existsSync(target) ? readFileSync(target, 'utf8') : null) === f.before;
+      }) === true;
+    const files = fits ? [] : (read ?? (await readFiles()));
+    const remediation: Remediation =
+      proposal && fits
+        ? {
+            edits: proposal.files.map((f) => ({ path: f.path, content: f.after })),
+            unremediable: proposal.unremediable,
+          }
+        : await askModel(ref, ops, files, all);
+    const { uploads: changeUploads, edited } = await writeModelEdits(
+      ws,
+      artifacts,
+      remediation.edits,
+      new Map(files.map((f) => [f.path, f.content])),
+      key(ref, `iteration-${iteration}/group-${group}/changes`),
+      { formatted: fits },
+    );
+    const result: GenerateOutput = {
+      changed: false,
+      files: remediation.edits.map((e) => e.path),
+      unremediableCount: remediation.unremediable.length,
+      resultKey,
+    };
+    // The answer is stored before the commit exists: a retry that finds the commit reads it.
+    await Promise.all([
+      ...changeUploads,
+      artifacts.putJson(resultKey, { ...result, unremediable: remediation.unremediable }),
+    ]);
+    if (remediation.edits.length === 0) return { output: result, marker, diffKey, saves: [] };
+    const addresses = ops
+      .filter((o) => !remediation.unremediable.some((u) => u.address === o.address))
+      .map((o) => o.address);
+    const message = `Reconcile drift: ${addresses.join(', ') || 'code changes'}\n\nRound ${ref.roundId}, iteration ${iteration}, group ${group + 1}.\n\n${marker}`;
+    const commit = await git.commitAll(ws.dir, message, edited);
+    const done = { ...result, changed: commit.created, commit: commit.sha };
+    return {
+      output: done,
+      marker,
+      diffKey,
+      saves: [
+        ...(commit.created ? [handled(saveDiff(ws, diffKey, commit.sha))] : []),
+        handled(artifacts.putJson(resultKey, { ...done, unremediable: remediation.unremediable })),
+      ],
+    };
+  };
+
+  const saveDiff = async (ws: Workspace, diffKey: string, sha: string): Promise<void> => {
+    const diff = await git.run(['show', '--format=', '--no-color', sha], ws.dir);
+    await artifacts.putText(diffKey, diff, 'text/x-diff');
+  };
+
+  /**
+   * The committed cycles pushed in one push, beside their uploads. When an earlier attempt's push
+   * of them landed after all (the checkout is reset to it), its commits are the cycles': one push
+   * carries every cycle of it, each found by its marker.
+   */
+  const pushCycles = async (
+    ws: Workspace,
+    ref: RoundRef,
+    cycles: CommittedCycle[],
+  ): Promise<GenerateOutput[]> => {
+    const last = cycles.findLast((c) => c.output.commit !== undefined);
+    const [adopted] = await Promise.all([
+      last ? ws.git.pushCycle(ws.dir, ref.branch, last.marker) : undefined,
+      ...cycles.flatMap((c) => c.saves),
+    ]);
+    if (!adopted) return cycles.map((c) => c.output);
+    return Promise.all(
+      cycles.map(async (c) => {
+        if (!c.output.changed) return c.output;
+        const sha = (await git.run(['log', '--format=%H', '-F', `--grep=${c.marker}`], ws.dir))
+          .trim()
+          .split('\n')[0];
+        // Not on the branch pushed before: the retry commits it again.
+        if (!sha) throw new Error(`The branch ${ref.branch} on the remote lacks the commit of ${c.marker}`);
+        await saveDiff(ws, c.diffKey, sha);
+        return { ...c.output, changed: true, commit: sha };
+      }),
+    );
   };
 
   /** Why a cycle's change that does not validate stays unreconciled. */
@@ -756,100 +886,32 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
 
     /** One generate cycle: the model's changes for one group, written, committed and pushed. */
     async generateRemediation(input: CycleInput): Promise<GenerateOutput> {
-      const { ref, iteration, group } = input;
-      const ws = await workspaces.get(ref);
-      const resultKey = key(ref, `iteration-${iteration}/group-${group}/remediation.json`);
-      const marker = cycleMarker(ref, iteration, group);
-      // The operations and the files are read while git looks for this cycle's commit.
-      const operations = handled(getJson<DriftOperation[]>(artifacts, input.operationsKey));
+      const ws = await workspaces.get(input.ref);
       // An attempt that failed after writing the model's edits but before committing them left
       // them in the checkout: the model would read the fixed code, answer "no change", and the
       // cycle would be lost. Every attempt starts from the branch's last commit.
       await git.discardChanges(ws.dir, ['.terraform/', '.terraform.lock.hcl']);
-      // With a proposal, the files are read only when it no longer fits (the model is asked then).
-      const readFiles = () => readConfigFiles(ws.iacDir, ws.dir);
-      const [logged, proposal, read] = await Promise.all([
-        git.run(['log', '--format=%H', '-F', `--grep=${marker}`], ws.dir),
-        input.proposal
-          ? handled(getJson<Proposal>(artifacts, proposalKey(ref, iteration, group)))
-          : undefined,
-        input.proposal ? undefined : readFiles(),
-      ]);
-      const found = logged.trim().split('\n')[0];
-      if (found) {
-        // This cycle already committed (a retry after a crash): report that commit, do not redo it.
-        const previous = await getJson<GenerateOutput>(artifacts, resultKey);
-        await ws.git.push(ws.dir, ref.branch);
-        return { ...previous, changed: true, commit: found };
+      const operations = handled(getJson<DriftOperation[]>(artifacts, input.operationsKey));
+      const cycle = await commitCycle(ws, input, operations);
+      return (await pushCycles(ws, input.ref, [cycle]))[0] as GenerateOutput;
+    },
+
+    /**
+     * The proposed changes of consecutive groups (proposeRemediations), each committed as its
+     * group's cycle would (asking the model where a proposal no longer fits), pushed once.
+     */
+    async commitProposals(input: CommitProposalsInput): Promise<GenerateOutput[]> {
+      const ws = await workspaces.get(input.ref);
+      await git.discardChanges(ws.dir, ['.terraform/', '.terraform.lock.hcl']);
+      const operations = handled(getJson<DriftOperation[]>(artifacts, input.operationsKey));
+      const h = hooks();
+      const cycles: CommittedCycle[] = [];
+      for (const group of input.groups) {
+        const { groups: _all, ...rest } = input;
+        cycles.push(await commitCycle(ws, { ...rest, group, proposal: true }, operations));
+        h.heartbeat(`${cycles.length} of ${input.groups.length} proposed changes committed`);
       }
-      const all = await operations;
-      const ops = groupDriftOperations(all, input.groupSize)[group] ?? [];
-      // The proposal is this cycle's change when every file it edits holds what it expects.
-      const fits =
-        proposal?.files.every((f) => {
-          const target = editTarget(ws, f.path);
-          return (existsSync(target) ? readFileSync(target, 'utf8') : null) === f.before;
-        }) === true;
-      const files = fits ? [] : (read ?? (await readFiles()));
-      const remediation: Remediation =
-        proposal && fits
-          ? {
-              edits: proposal.files.map((f) => ({ path: f.path, content: f.after })),
-              unremediable: proposal.unremediable,
-            }
-          : await askModel(ref, ops, files, all);
-      const { uploads: changeUploads, edited } = await writeModelEdits(
-        ws,
-        artifacts,
-        remediation.edits,
-        new Map(files.map((f) => [f.path, f.content])),
-        key(ref, `iteration-${iteration}/group-${group}/changes`),
-        { formatted: fits },
-      );
-      const result: GenerateOutput = {
-        changed: false,
-        files: remediation.edits.map((e) => e.path),
-        unremediableCount: remediation.unremediable.length,
-        resultKey,
-      };
-      // The answer is stored before the commit exists: a retry that finds the commit reads it.
-      await Promise.all([
-        ...changeUploads,
-        artifacts.putJson(resultKey, { ...result, unremediable: remediation.unremediable }),
-      ]);
-      if (remediation.edits.length === 0) return result;
-      const addresses = ops
-        .filter((o) => !remediation.unremediable.some((u) => u.address === o.address))
-        .map((o) => o.address);
-      const message = `Reconcile drift: ${addresses.join(', ') || 'code changes'}\n\nRound ${ref.roundId}, iteration ${iteration}, group ${group + 1}.\n\n${marker}`;
-      const commit = await git.commitAll(ws.dir, message, edited);
-      const saveDiff = async (): Promise<void> => {
-        if (!commit.created) return;
-        const diff = await git.run(['show', '--format=', '--no-color', commit.sha], ws.dir);
-        await artifacts.putText(
-          key(ref, `iteration-${iteration}/group-${group}/changes.diff`),
-          diff,
-          'text/x-diff',
-        );
-      };
-      const done = { ...result, changed: commit.created, commit: commit.sha };
-      // A retry after a failed push finds the commit and answers `changed` from it either way.
-      const [, adopted] = await Promise.all([
-        saveDiff(),
-        ws.git.pushCycle(ws.dir, ref.branch, marker),
-        artifacts.putJson(resultKey, { ...done, unremediable: remediation.unremediable }),
-      ]);
-      if (adopted) {
-        // An earlier attempt's push of this cycle landed after all: its commit is the cycle's.
-        const diff = await git.run(['show', '--format=', '--no-color', adopted], ws.dir);
-        await artifacts.putText(
-          key(ref, `iteration-${iteration}/group-${group}/changes.diff`),
-          diff,
-          'text/x-diff',
-        );
-        return { ...done, changed: true, commit: adopted };
-      }
-      return done;
+      return pushCycles(ws, input.ref, cycles);
     },
 
     /**

@@ -109,6 +109,20 @@ export interface ProposeOutput {
 }
 
 /**
+ * Commits the proposed changes of consecutive groups, each as its cycle would (asking the model
+ * where a proposal no longer fits), and pushes them once: one step instead of a cycle each.
+ */
+export interface CommitProposalsInput {
+  ref: RoundRef;
+  iteration: string;
+  operationsKey: string;
+  groupSize: number;
+  targets: string[];
+  /** Consecutive groups with a stored proposal, ascending. */
+  groups: number[];
+}
+
+/**
  * Takes back, after an iteration's cycles, the changes whose targeted plans failed (validated
  * while later groups generated on top of them).
  */

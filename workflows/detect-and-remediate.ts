@@ -13,7 +13,7 @@
 // targeted plan runs in a checkout of its own commit while the next group generates on the branch;
 // changes whose plans failed are taken back together after the iteration's cycles (takeBackGroups).
 import { patched, setCurrentDetails } from '@temporalio/workflow';
-import type { DriftRoundActivities } from '../activities/drift-round';
+import type { DriftRoundActivities, GenerateOutput } from '../activities/drift-round';
 import type { CycleInput, IterationOutput, RoundRef } from '../shared/round-contracts';
 import type { RoundStatus } from '../shared/contracts';
 
@@ -67,6 +67,12 @@ export const LEFTOVER_GROUPS = 'leftover-groups-to-whole-root';
  */
 export const PROPOSALS_AT_ONCE = 'proposals-at-once';
 
+/**
+ * Rounds recorded before the proposed changes of consecutive groups were committed in one step
+ * (commitProposals, one push) committed each in its own cycle.
+ */
+export const PROPOSALS_COMMITTED_TOGETHER = 'proposals-committed-together';
+
 /** The groups whose targeted plans run, numbered from 1: `group 2 (a plan of its addresses)`. */
 function groupNames(groups: Set<number>, together: boolean): string {
   const n = [...groups].sort((a, b) => a - b).map((g) => g + 1);
@@ -80,6 +86,7 @@ export async function detectAndRemediate(
     DriftRoundActivities,
     | 'planIteration'
     | 'proposeRemediations'
+    | 'commitProposals'
     | 'generateRemediation'
     | 'validateRemediation'
     | 'confirmIteration'
@@ -101,6 +108,7 @@ export async function detectAndRemediate(
   const batched = pipelined && patched(BATCHED_GROUP_PLANS);
   const leftToRoot = batched && patched(LEFTOVER_GROUPS);
   const atOnce = leftToRoot && patched(PROPOSALS_AT_ONCE);
+  const together = atOnce && patched(PROPOSALS_COMMITTED_TOGETHER);
   const cycleResultKeys: string[] = [];
   let reinits = 0;
   let planKey: string | undefined;
@@ -204,6 +212,8 @@ export async function detectAndRemediate(
     };
     /** Groups whose change the model proposed with the others' (their cycles only commit it). */
     let proposed = new Set<number>();
+    /** The cycles of proposed groups committed together (commitProposals), by group. */
+    const committedTogether = new Map<number, GenerateOutput>();
     if (atOnce && det.groupCount > 1) {
       setCurrentDetails(
         `Iteration ${i} of ${opts.maxIterations}: ${det.operationCount} operation(s) in ${det.groupCount} group(s), asking the model for every group's change at once`,
@@ -221,10 +231,23 @@ export async function detectAndRemediate(
         `Iteration ${i} of ${opts.maxIterations}: ${det.operationCount} operation(s) in ${det.groupCount} group(s), generating group ${g + 1}${validating.size === 0 ? '' : ` while validating ${groupNames(validating, batched)}`}`,
       );
       hooks.setStatus('generating');
-      const gen = await acts.generateRemediation({
-        ...cycleFor(g),
-        ...(proposed.has(g) ? { proposal: true } : {}),
-      });
+      if (together && proposed.has(g) && !committedTogether.has(g)) {
+        // This group's and the next proposed ones' changes, committed in one step.
+        const run: number[] = [];
+        for (let h = g; proposed.has(h); h++) run.push(h);
+        setCurrentDetails(
+          `Iteration ${i} of ${opts.maxIterations}: ${det.operationCount} operation(s) in ${det.groupCount} group(s), committing the proposed changes of ${run.length === 1 ? `group ${g + 1}` : `groups ${g + 1}–${g + run.length}`}${validating.size === 0 ? '' : ` while validating ${groupNames(validating, batched)}`}`,
+        );
+        const { group: _first, ...at } = cycleFor(g);
+        const outs = await acts.commitProposals({ ...at, groups: run });
+        outs.forEach((o, k) => committedTogether.set(g + k, o));
+      }
+      const gen =
+        committedTogether.get(g) ??
+        (await acts.generateRemediation({
+          ...cycleFor(g),
+          ...(proposed.has(g) ? { proposal: true } : {}),
+        }));
       cycleResultKeys.push(gen.resultKey);
       lastValidated = undefined;
       lastClean = false;

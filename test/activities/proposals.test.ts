@@ -4,14 +4,14 @@
 // earlier group's, or a proposal the files no longer fit, is left to the model in its cycle.
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { GenerateOutput } from '../../activities/drift-round';
+import { key, type GenerateOutput } from '../../activities/drift-round';
 import { OfflineModel } from '../../activities/model/offline';
 import type { RoundRef } from '../../activities/workspace';
 import { firstIteration } from '../support/round-steps';
 import type { Activities } from '../../activities';
 import type { CycleInput, ProposeOutput } from '../../shared/round-contracts';
 import { DRIFT_ADDRESSES, type DriftTestBed } from '../support/drift-test-bed';
-import { gitClient, newTestBed, stack, testActivities } from '../support/stack';
+import { artifactStore, gitClient, newTestBed, stack, testActivities } from '../support/stack';
 
 type RemediateInput = Parameters<OfflineModel['remediate']>[0];
 
@@ -54,7 +54,17 @@ async function twoGroups(bed: DriftTestBed, acts: Activities, env: MockActivityE
     });
   const generate = (c: CycleInput): Promise<GenerateOutput> =>
     env.run((i: Parameters<typeof acts.generateRemediation>[0]) => acts.generateRemediation(i), c);
-  return { ref, det, cycle, propose, generate };
+  /** The proposed changes of `groups` committed in one step, by `by` (default: the same worker). */
+  const commitTogether = (groups: number[], by: Activities = acts): Promise<GenerateOutput[]> =>
+    env.run((i: Parameters<typeof by.commitProposals>[0]) => by.commitProposals(i), {
+      ref,
+      iteration: '1',
+      operationsKey: det.operationsKey,
+      groupSize: 1,
+      targets: [],
+      groups,
+    });
+  return { ref, det, cycle, propose, generate, commitTogether };
 }
 
 /** main.tf on the branch, as the git host holds it. */
@@ -82,18 +92,59 @@ describe('changes proposed at once', () => {
     for (const g of [0, 1]) expect((await serial.generate(serial.cycle(g))).changed).toBe(true);
 
     const model = new CountedModel();
-    const at = await twoGroups(b, testActivities({ model }), env);
+    const acts = testActivities({ model });
+    const at = await twoGroups(b, acts, env);
     expect(await at.propose()).toEqual({ proposed: [0, 1] });
     expect([...model.asked].sort()).toEqual([DRIFT_ADDRESSES.attribute, DRIFT_ADDRESSES.ingress].sort());
     // A retry asks only for the answers it lacks: none.
     expect(await at.propose()).toEqual({ proposed: [0, 1] });
-    const commits: GenerateOutput[] = [];
-    for (const g of [0, 1]) commits.push(await at.generate(at.cycle(g, true)));
+    const commits = await at.commitTogether([0, 1]);
     expect(commits.map((c) => c.changed)).toEqual([true, true]);
     expect(model.asked).toHaveLength(2);
     // Group 2's change merged onto group 1's, in the same file: the same text as the serial cycles'.
     expect(await branchFile(b, at.ref)).toBe(await branchFile(b, serial.ref));
-    expect(commits[0]?.commit).not.toBe(commits[1]?.commit);
+    // Two commits, one on the other, the second the branch's head on the git host; each with its diff.
+    const [first, second] = commits.map((c) => c.commit as string);
+    expect(first).not.toBe(second);
+    const hosted = `${stack().gitReposDir}/${new URL(b.repoUrl).pathname.slice(1)}`;
+    expect((await gitClient().run(['rev-parse', at.ref.branch], hosted)).trim()).toBe(second);
+    expect((await gitClient().run(['rev-parse', `${second}^`], hosted)).trim()).toBe(first);
+    for (const g of [0, 1])
+      expect(await artifactStore().getText(key(at.ref, `iteration-1/group-${g}/changes.diff`))).toContain(
+        '--- a/main.tf',
+      );
+    // A retry of the step finds both commits and commits nothing more.
+    expect(await at.commitTogether([0, 1])).toEqual(commits);
+    expect((await gitClient().run(['rev-parse', at.ref.branch], hosted)).trim()).toBe(second);
+  });
+
+  it('adopt the commits of an earlier attempt whose push landed after the retry began', async () => {
+    const env = new MockActivityEnvironment();
+    const first = testActivities();
+    const at = await twoGroups(b, first, env);
+    expect(await at.propose()).toEqual({ proposed: [0, 1] });
+    // A second worker holds the branch where the step begins (its checkout made by its own call).
+    const second = testActivities();
+    expect(
+      await env.run((i: Parameters<typeof second.proposeRemediations>[0]) => second.proposeRemediations(i), {
+        ref: at.ref,
+        iteration: '1',
+        operationsKey: at.det.operationsKey,
+        groupSize: 1,
+      }),
+    ).toEqual({ proposed: [0, 1] });
+    const landed = await at.commitTogether([0, 1]);
+    // The retry's commits are made in a later second than the pushed ones: other commits, the
+    // same changes, rejected by the git host (the branch moved), then adopted.
+    const pushedIn = Math.floor(Date.now() / 1000);
+    await new Promise<void>((resolve) => {
+      const tick = () => (Math.floor(Date.now() / 1000) > pushedIn ? resolve() : setTimeout(tick, 20));
+      tick();
+    });
+    const retried = await at.commitTogether([0, 1], second);
+    expect(retried).toEqual(landed);
+    const hosted = `${stack().gitReposDir}/${new URL(b.repoUrl).pathname.slice(1)}`;
+    expect((await gitClient().run(['rev-parse', at.ref.branch], hosted)).trim()).toBe(landed[1]?.commit);
   });
 
   it('leave to its cycle a change that overlaps an earlier group’s', async () => {

@@ -12,10 +12,16 @@ vi.mock('@temporalio/workflow', () => ({
   patched: (id: string) => !patches.unpatched.has(id),
 }));
 
-const { detectAndRemediate, BATCHED_GROUP_PLANS, LEFTOVER_GROUPS, PROPOSALS_AT_ONCE } =
-  await import('../../workflows/detect-and-remediate');
+const {
+  detectAndRemediate,
+  BATCHED_GROUP_PLANS,
+  LEFTOVER_GROUPS,
+  PROPOSALS_AT_ONCE,
+  PROPOSALS_COMMITTED_TOGETHER,
+} = await import('../../workflows/detect-and-remediate');
 import type { GenerateOutput, ValidateOutput } from '../../activities/drift-round';
 import type {
+  CommitProposalsInput,
   ConfirmInput,
   ConfirmOutput,
   IterationOutput,
@@ -78,6 +84,23 @@ function stubs(
       if (generated >= count) setImmediate(resolve);
       else waiting.push({ n: count, resolve: () => setImmediate(resolve) });
     });
+  /** A cycle's change committed (by its own cycle or with the proposed ones). */
+  const generateOne = async (): Promise<GenerateOutput> => {
+    const c = ++commit;
+    await new Promise((resolve) => setImmediate(resolve));
+    generated += 1;
+    for (const w of waiting.filter((x) => x.n <= generated)) {
+      waiting.splice(waiting.indexOf(w), 1);
+      w.resolve();
+    }
+    return {
+      changed: true,
+      commit: `c${c}`,
+      files: ['main.tf'],
+      unremediableCount: 0,
+      resultKey: `result-${c}`,
+    };
+  };
   const acts = {
     planIteration: vi.fn((input: { iteration: string; planKey?: string; planClean?: boolean }) => {
       planned.push({
@@ -90,24 +113,12 @@ function stubs(
     proposeRemediations: vi.fn((_input: ProposeInput): Promise<ProposeOutput> =>
       Promise.resolve({ proposed: [] }),
     ),
-    generateRemediation: vi.fn(
-      async (_input?: { group: number; proposal?: boolean }): Promise<GenerateOutput> => {
-        const c = ++commit;
-        await new Promise((resolve) => setImmediate(resolve));
-        generated += 1;
-        for (const w of waiting.filter((x) => x.n <= generated)) {
-          waiting.splice(waiting.indexOf(w), 1);
-          w.resolve();
-        }
-        return {
-          changed: true,
-          commit: `c${c}`,
-          files: ['main.tf'],
-          unremediableCount: 0,
-          resultKey: `result-${c}`,
-        };
-      },
-    ),
+    commitProposals: vi.fn(async (input: CommitProposalsInput): Promise<GenerateOutput[]> => {
+      const out: GenerateOutput[] = [];
+      for (const _g of input.groups) out.push(await generateOne());
+      return out;
+    }),
+    generateRemediation: vi.fn((_input?: { group: number; proposal?: boolean }) => generateOne()),
     validateRemediation: vi.fn(
       (input: {
         iteration: string;
@@ -490,32 +501,31 @@ describe('the detect-and-remediate loop', () => {
     expect(r).toMatchObject({ iterations: 2, stoppedBecause: 'in-sync' });
   });
 
-  it("asks for every group's change at once, then commits them in turn with one plan of the whole root", async () => {
+  it("asks for every group's change at once, then commits them in one step with one plan of the whole root", async () => {
     const { acts } = stubs([{ groupCount: 4 }, { inSync: true, operationCount: 0, groupCount: 0 }]);
     acts.proposeRemediations.mockResolvedValue({ proposed: [0, 1, 2, 3] });
-    await loop(acts);
+    const r = await loop(acts);
     expect(acts.proposeRemediations).toHaveBeenCalledTimes(1);
     expect(acts.proposeRemediations.mock.calls[0]?.[0]).toMatchObject({
       iteration: '1',
       operationsKey: 'ops-1',
       groupSize: 8,
     });
-    // Before any cycle, and each cycle told its change is proposed.
+    // After the proposals, one step commits them all; no cycle of its own.
     expect(acts.proposeRemediations.mock.invocationCallOrder[0]).toBeLessThan(
-      acts.generateRemediation.mock.invocationCallOrder[0] as number,
+      acts.commitProposals.mock.invocationCallOrder[0] as number,
     );
-    expect(acts.generateRemediation.mock.calls.map(([c]) => [c?.group, c?.proposal])).toEqual([
-      [0, true],
-      [1, true],
-      [2, true],
-      [3, true],
-    ]);
+    expect(acts.commitProposals.mock.calls.map(([c]) => c.groups)).toEqual([[0, 1, 2, 3]]);
+    expect(acts.commitProposals.mock.calls[0]?.[0]).not.toHaveProperty('group');
+    expect(acts.generateRemediation).not.toHaveBeenCalled();
     // Committing a proposal hides no targeted plan: the whole root's plan validates them all.
     expect(acts.validateRemediation).not.toHaveBeenCalled();
     expect(acts.confirmIteration.mock.calls[0]?.[0]).toMatchObject({
       groups: [0, 1, 2, 3].map((g) => ({ group: g, commit: `c${g + 1}` })),
       unplanned: [0, 1, 2, 3],
+      ref: { head: 'c4' },
     });
+    expect(r.cycleResultKeys).toEqual(['result-1', 'result-2', 'result-3', 'result-4']);
   });
 
   it('plans a group beside the next when the model is asked for that one in its own cycle', async () => {
@@ -523,15 +533,36 @@ describe('the detect-and-remediate loop', () => {
     // No proposal for group 3 (its request failed, or its change overlaps an earlier group's).
     acts.proposeRemediations.mockResolvedValue({ proposed: [0, 1, 3] });
     await loop(acts);
-    expect(acts.generateRemediation.mock.calls.map(([c]) => c?.proposal ?? false)).toEqual([
-      true,
-      true,
-      false,
-      true,
+    // Groups 1 and 2 committed together, group 3 by its own cycle, then group 4 on top of it.
+    expect(acts.commitProposals.mock.calls.map(([c]) => [c.groups, c.ref.head])).toEqual([
+      [[0, 1], undefined],
+      [[3], 'c3'],
+    ]);
+    expect(acts.generateRemediation.mock.calls.map(([c]) => [c?.group, c?.proposal ?? false])).toEqual([
+      [2, false],
     ]);
     // Group 2's plan runs while the model answers for group 3.
     expect(acts.validateRemediation.mock.calls.map(([c]) => [c.group, c.commit])).toEqual([[1, 'c2']]);
     expect(acts.confirmIteration.mock.calls[0]?.[0].unplanned).toEqual([0, 2, 3]);
+  });
+
+  it('commits each proposal in its own cycle in a round recorded before they were committed together', async () => {
+    patches.unpatched.add(PROPOSALS_COMMITTED_TOGETHER);
+    try {
+      const { acts } = stubs([{ groupCount: 4 }, { inSync: true, operationCount: 0, groupCount: 0 }]);
+      acts.proposeRemediations.mockResolvedValue({ proposed: [0, 1, 3] });
+      await loop(acts);
+      expect(acts.commitProposals).not.toHaveBeenCalled();
+      expect(acts.generateRemediation.mock.calls.map(([c]) => [c?.group, c?.proposal ?? false])).toEqual([
+        [0, true],
+        [1, true],
+        [2, false],
+        [3, true],
+      ]);
+      expect(acts.validateRemediation.mock.calls.map(([c]) => [c.group, c.commit])).toEqual([[1, 'c2']]);
+    } finally {
+      patches.unpatched.delete(PROPOSALS_COMMITTED_TOGETHER);
+    }
   });
 
   it('asks for no proposal in an iteration of one group, nor in a round recorded before proposals', async () => {

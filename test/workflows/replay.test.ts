@@ -22,6 +22,7 @@ describe('replay of recorded histories', () => {
       'drift-round-full.binpb',
       'drift-round-groups.binpb',
       'drift-round-partial.binpb',
+      'drift-round-proposals-together.binpb',
       'drift-round-proposals.binpb',
       'runner-detect.binpb',
       'runner-repair-compensated.binpb',
