@@ -3,7 +3,7 @@
 // the rest of the file — comments and formatting — as it was.
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { Language, Parser, type Node, type Tree } from 'web-tree-sitter';
+import { Language, Parser, type Edit, type Node, type Tree } from 'web-tree-sitter';
 
 let parserPromise: Promise<Parser> | undefined;
 
@@ -25,10 +25,52 @@ async function parser(): Promise<Parser> {
  * memory, which the garbage collector never sees: its owner calls `delete()` once no node of it is
  * in use (an undeleted tree of a 9 KiB file holds ~0.8 MiB for the life of the process).
  */
-export async function parseHclTree(text: string): Promise<Tree> {
-  const tree = (await parser()).parse(text);
-  if (!tree) throw new Error('tree-sitter returned no tree');
-  return tree;
+export async function parseHclTree(text: string, from?: { text: string; tree: Tree }): Promise<Tree> {
+  const p = await parser();
+  // From an earlier text's tree: tree-sitter reuses what lies outside the changed range (a copy of
+  // it told of the change: the earlier tree stays as it was for whoever else holds it).
+  const old = from ? from.tree.copy() : undefined;
+  try {
+    if (old && from) old.edit(textEdit(from.text, text));
+    const tree = p.parse(text, old ?? null);
+    if (!tree) throw new Error('tree-sitter returned no tree');
+    return tree;
+  } finally {
+    old?.delete();
+  }
+}
+
+/**
+ * The one range where `after` differs from `before` (their common start and end left out), as
+ * tree-sitter's edit: indices and columns in UTF-16 code units, as web-tree-sitter counts them.
+ */
+export function textEdit(before: string, after: string): Edit {
+  const most = Math.min(before.length, after.length);
+  let start = 0;
+  while (start < most && before.charCodeAt(start) === after.charCodeAt(start)) start += 1;
+  let tail = 0;
+  while (
+    tail < most - start &&
+    before.charCodeAt(before.length - 1 - tail) === after.charCodeAt(after.length - 1 - tail)
+  )
+    tail += 1;
+  const point = (text: string, index: number) => {
+    let row = 0;
+    let lineStart = 0;
+    for (let i = text.indexOf('\n'); i !== -1 && i < index; i = text.indexOf('\n', i + 1)) {
+      row += 1;
+      lineStart = i + 1;
+    }
+    return { row, column: index - lineStart };
+  };
+  return {
+    startIndex: start,
+    oldEndIndex: before.length - tail,
+    newEndIndex: after.length - tail,
+    startPosition: point(before, start),
+    oldEndPosition: point(before, before.length - tail),
+    newEndPosition: point(after, after.length - tail),
+  };
 }
 
 /** `use` of the syntax tree of one HCL file, deleted once `use` is done (nodes must not escape it). */

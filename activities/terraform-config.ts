@@ -50,10 +50,10 @@ export function moduleDirOfFile(file: string): string {
  */
 const sharedTrees = new Map<string, { tree: Promise<Tree>; holders: number }>();
 
-function holdTree(text: string): Promise<Tree> {
+function holdTree(text: string, from?: { text: string; tree: Tree }): Promise<Tree> {
   let e = sharedTrees.get(text);
   if (!e) {
-    const entry = { tree: parseHclTree(text), holders: 0 };
+    const entry = { tree: parseHclTree(text, from), holders: 0 };
     entry.tree.catch(() => {
       if (sharedTrees.get(text) === entry) sharedTrees.delete(text);
     });
@@ -131,7 +131,8 @@ export class TerraformConfig {
     if (text === undefined) throw new Error(`no file ${file}`);
     const cached = this.trees.get(file);
     if (cached && cached.text === text) return cached.tree.rootNode;
-    const tree = await holdTree(text);
+    // An edited file: parsed from its tree before the edit (which this configuration still holds).
+    const tree = await holdTree(text, cached);
     this.held.push(text);
     this.trees.set(file, { text, tree });
     return tree.rootNode;

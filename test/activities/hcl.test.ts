@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { renderHcl, syntaxErrors, topBlocks, withHcl } from '../../activities/hcl';
+import {
+  parseHclTree,
+  renderHcl,
+  syntaxErrors,
+  textEdit,
+  topBlocks,
+  withHcl,
+  type HclNode,
+} from '../../activities/hcl';
 import {
   attributeExpr,
   bodyOf,
@@ -87,6 +95,59 @@ describe('HCL reading and editing', () => {
     expect((await second.blocks('', 'resource')).map((x) => x.labels[1])).toEqual(['a', 'b']);
     expect(heldTreeCount()).toBe(2);
     second.dispose();
+    expect(heldTreeCount()).toBe(0);
+  });
+
+  it('parses an edited text from its earlier tree to the tree a fresh parse gives', async () => {
+    /** Every node's kind and range, in document order. */
+    const shape = (n: HclNode): string[] => [
+      `${n.type} ${n.startIndex}-${n.endIndex} ${n.startPosition.row}:${n.startPosition.column}-${n.endPosition.row}:${n.endPosition.column}`,
+      ...n.children.flatMap((c) => (c ? shape(c) : [])),
+    ];
+    const before = `${SRC}\nlocals {\n  owner = "équipe 🚀"\n  note  = <<EOT\nplain\nEOT\n}\n`;
+    const edits: [string, string][] = [
+      ['ports = [443]', 'ports = [443, 8443]'], // a value grows
+      ['# where', ''], // a comment goes
+      ['équipe 🚀', 'équipe 🚀🚀'], // past characters of two code units
+      ['plain\n', 'plain\nand more\nlines\n'], // new lines inside a heredoc
+      ['resource "rest_object" "computed" {', 'resource "rest_object" "computed" {\n  count = 2'],
+      ['"/api/objects"', '"/api/objects'], // a syntax error
+    ];
+    const earlier = await parseHclTree(before);
+    const beforeShape = shape(earlier.rootNode);
+    for (const [from, to] of edits) {
+      const after = before.replace(from, to);
+      expect(after).not.toBe(before);
+      const incremental = await parseHclTree(after, { text: before, tree: earlier });
+      const fresh = await parseHclTree(after);
+      expect(shape(incremental.rootNode)).toEqual(shape(fresh.rootNode));
+      expect(incremental.rootNode.text).toBe(after);
+      incremental.delete();
+      fresh.delete();
+      // The earlier tree, which others may hold, is as it was.
+      expect(shape(earlier.rootNode)).toEqual(beforeShape);
+    }
+    earlier.delete();
+    // The changed range: the common start and end left out, positions in UTF-16 code units.
+    expect(textEdit('a = "é🚀"\nb = 1\n', 'a = "é🚀"\nb = 22\n')).toEqual({
+      startIndex: 14,
+      oldEndIndex: 15,
+      newEndIndex: 16,
+      startPosition: { row: 1, column: 4 },
+      oldEndPosition: { row: 1, column: 5 },
+      newEndPosition: { row: 1, column: 6 },
+    });
+  });
+
+  it('reads an edited file of a configuration as it is now', async () => {
+    const config = TerraformConfig.of([{ path: 'main.tf', content: SRC }]);
+    expect((await config.blocks('', 'resource')).map((b) => b.labels[1])).toEqual(['sg', 'computed']);
+    config.files.set('main.tf', SRC.replace('"computed"', '"renamed"').replace('# the web tier\n', ''));
+    expect((await config.blocks('', 'resource')).map((b) => [b.labels[1], b.node.startIndex])).toEqual([
+      ['sg', 0],
+      ['renamed', SRC.indexOf('resource "rest_object" "computed"') - '# the web tier\n'.length],
+    ]);
+    config.dispose();
     expect(heldTreeCount()).toBe(0);
   });
 
