@@ -45,23 +45,72 @@ export function moduleDirOfFile(file: string): string {
 /**
  * Syntax trees by text, shared by the configurations that hold them: a text is parsed once while
  * any configuration holds it (an iteration's proposals ask the model for several groups at once,
- * each reading the same files). A tree no configuration holds any more is deleted at the end of the
- * turn; one a configuration made in the same turn takes up again (the next group's) is kept.
+ * each reading the same files). A tree nobody holds any more lingers a while for the next step of
+ * the round reading the same files (its report reads the files its proposals read), within a
+ * budget of text; past it, or after a minute, it is deleted. A new text of a path is parsed from
+ * the tree of that path's last text when one is alive (tree-sitter reuses what did not change).
  */
-const sharedTrees = new Map<string, { tree: Promise<Tree>; holders: number }>();
+interface SharedTree {
+  tree: Promise<Tree>;
+  /** The tree once parsed. */
+  parsed?: Tree;
+  holders: number;
+  /** The paths whose last text this is (lastTextOf). */
+  paths: Set<string>;
+  /** While nobody holds it: when it goes. */
+  expiry?: NodeJS.Timeout;
+}
+const sharedTrees = new Map<string, SharedTree>();
+/** Trees nobody holds, by text, the longest unheld first. */
+const lingering = new Map<string, SharedTree>();
+let lingeringChars = 0;
+/** Characters of text whose trees linger unheld (a tree takes ~90 bytes of WASM memory a character). */
+export const LINGER_CHARS = 512 * 1024;
+const LINGER_MS = 60_000;
+/** The last text parsed for each path (relative to its root), while its tree is alive. */
+const lastTextOf = new Map<string, string>();
+let parses = 0;
 
-function holdTree(text: string, from?: { text: string; tree: Tree }): Promise<Tree> {
+function holdTree(text: string, path: string, from?: string): Promise<Tree> {
   let e = sharedTrees.get(text);
   if (!e) {
-    const entry = { tree: parseHclTree(text, from), holders: 0 };
-    entry.tree.catch(() => {
-      if (sharedTrees.get(text) === entry) sharedTrees.delete(text);
+    // The earlier text's tree is held while the new one is parsed from it.
+    const base = from !== undefined ? sharedTrees.get(from) : undefined;
+    const earlier = base?.parsed && from !== undefined ? { text: from, tree: base.parsed } : undefined;
+    if (earlier) take(earlier.text, base as SharedTree);
+    parses += 1;
+    const tree = parseHclTree(text, earlier).finally(() => {
+      if (earlier) releaseTree(earlier.text);
     });
+    const entry: SharedTree = { tree, holders: 0, paths: new Set() };
+    tree.then(
+      (t) => {
+        entry.parsed = t;
+      },
+      () => {
+        if (sharedTrees.get(text) === entry) sharedTrees.delete(text);
+      },
+    );
     sharedTrees.set(text, entry);
     e = entry;
   }
-  e.holders += 1;
+  take(text, e);
+  const previous = lastTextOf.get(path);
+  if (previous !== text) {
+    if (previous !== undefined) sharedTrees.get(previous)?.paths.delete(path);
+    lastTextOf.set(path, text);
+    e.paths.add(path);
+  }
   return e.tree;
+}
+
+function take(text: string, e: SharedTree): void {
+  if (e.holders === 0 && lingering.get(text) === e) {
+    lingering.delete(text);
+    lingeringChars -= text.length;
+    clearTimeout(e.expiry);
+  }
+  e.holders += 1;
 }
 
 function releaseTree(text: string): void {
@@ -69,19 +118,41 @@ function releaseTree(text: string): void {
   if (!e) return;
   e.holders -= 1;
   if (e.holders > 0) return;
-  setImmediate(() => {
-    if (e.holders > 0 || sharedTrees.get(text) !== e) return;
-    sharedTrees.delete(text);
-    e.tree.then(
-      (t) => t.delete(),
-      () => undefined,
-    );
-  });
+  lingering.set(text, e);
+  lingeringChars += text.length;
+  e.expiry = setTimeout(() => drop(text, e), LINGER_MS).unref();
+  for (const [t, x] of lingering) {
+    if (lingeringChars <= LINGER_CHARS) break;
+    drop(t, x);
+  }
+}
+
+function drop(text: string, e: SharedTree): void {
+  if (lingering.get(text) !== e) return;
+  lingering.delete(text);
+  lingeringChars -= text.length;
+  clearTimeout(e.expiry);
+  if (sharedTrees.get(text) === e) sharedTrees.delete(text);
+  for (const path of e.paths) if (lastTextOf.get(path) === text) lastTextOf.delete(path);
+  e.tree.then(
+    (t) => t.delete(),
+    () => undefined,
+  );
+}
+
+/** For tests: trees held by configurations now (none once every one is disposed), trees unheld, parses so far. */
+export function treeCounts(): { held: number; lingering: number; lingeringChars: number; parses: number } {
+  return {
+    held: [...sharedTrees.values()].filter((e) => e.holders > 0).length,
+    lingering: lingering.size,
+    lingeringChars,
+    parses,
+  };
 }
 
 /** Syntax trees held by configurations now (for tests: none once every configuration is disposed). */
 export function heldTreeCount(): number {
-  return [...sharedTrees.values()].filter((e) => e.holders > 0).length;
+  return treeCounts().held;
 }
 
 /** Files of one module directory: its .tf files (and, for the root, its tfvars files). */
@@ -131,8 +202,9 @@ export class TerraformConfig {
     if (text === undefined) throw new Error(`no file ${file}`);
     const cached = this.trees.get(file);
     if (cached && cached.text === text) return cached.tree.rootNode;
-    // An edited file: parsed from its tree before the edit (which this configuration still holds).
-    const tree = await holdTree(text, cached);
+    // An edited file: parsed from its tree before the edit (which this configuration still holds),
+    // else from the tree of the path's last text parsed, if it is still alive.
+    const tree = await holdTree(text, file, cached?.text ?? lastTextOf.get(file));
     this.held.push(text);
     this.trees.set(file, { text, tree });
     return tree.rootNode;

@@ -13,8 +13,10 @@ import {
   bodyOf,
   evalLiteral,
   heldTreeCount,
+  LINGER_CHARS,
   referenceOf,
   TerraformConfig,
+  treeCounts,
 } from '../../activities/terraform-config';
 
 const SRC = `# the web tier
@@ -57,7 +59,7 @@ describe('HCL reading and editing', () => {
     let n = 0;
     const round = async () => {
       // As a round reads its configuration: every file parsed, one edited and parsed again — texts
-      // no earlier round had (a tree nobody holds is deleted at the end of the turn).
+      // no earlier round had (a tree nobody holds lingers within a budget of text, then is deleted).
       const own = `${text}# round ${n++}\n`;
       const config = TerraformConfig.of([
         { path: 'main.tf', content: own },
@@ -149,6 +151,40 @@ describe('HCL reading and editing', () => {
     ]);
     config.dispose();
     expect(heldTreeCount()).toBe(0);
+  });
+
+  it('takes up again a tree a configuration let go of, within a budget of text', async () => {
+    const files = [
+      { path: 'main.tf', content: 'resource "null_resource" "kept" {}\n' },
+      { path: 'more.tf', content: 'resource "null_resource" "also" {}\n' },
+    ];
+    const names = async (c: TerraformConfig) => (await c.blocks('', 'resource')).map((b) => b.labels[1]);
+    const first = TerraformConfig.of(files);
+    expect(await names(first)).toEqual(['kept', 'also']);
+    first.dispose();
+    const before = treeCounts();
+    expect(before.held).toBe(0);
+    // The next step reading the same files parses nothing.
+    const next = TerraformConfig.of(files);
+    expect(await names(next)).toEqual(['kept', 'also']);
+    expect(treeCounts().parses).toBe(before.parses);
+    // A new text of a path: one parse (from the tree of the path's last text).
+    next.files.set('main.tf', 'resource "null_resource" "renamed" {}\n');
+    expect(await names(next)).toEqual(['renamed', 'also']);
+    expect(treeCounts().parses).toBe(before.parses + 1);
+    next.dispose();
+    // Trees nobody holds stay within the budget: a text longer than it goes at once.
+    const long = 'resource "null_resource" "x" {}\n'.repeat(Math.ceil(LINGER_CHARS / 30));
+    const big = TerraformConfig.of([{ path: 'main.tf', content: long }]);
+    expect(await big.blocks('', 'resource')).toHaveLength(Math.ceil(LINGER_CHARS / 30));
+    big.dispose();
+    expect(treeCounts().lingeringChars).toBeLessThanOrEqual(LINGER_CHARS);
+    expect(treeCounts().held).toBe(0);
+    const again = TerraformConfig.of([{ path: 'main.tf', content: long }]);
+    const parses = treeCounts().parses;
+    await again.tree('main.tf');
+    expect(treeCounts().parses).toBe(parses + 1);
+    again.dispose();
   });
 
   it('renders JSON as HCL, escaping template sequences and keeping the declared key order', () => {
