@@ -158,6 +158,11 @@ export function heldTreeCount(): number {
 /** Files of one module directory: its .tf files (and, for the root, its tfvars files). */
 export class TerraformConfig {
   private readonly trees = new Map<string, { text: string; tree: Tree }>();
+  /** Each file's top-level blocks, labelled, for the text they were read from (fileBlocks). */
+  private readonly labelled = new Map<
+    string,
+    { text: string; blocks: { kind: string; labels: string[]; node: HclNode }[] }
+  >();
   /** Every text whose tree this configuration holds (those its files had before an edit too). */
   private readonly held: string[] = [];
 
@@ -219,6 +224,7 @@ export class TerraformConfig {
     for (const text of this.held) releaseTree(text);
     this.held.length = 0;
     this.trees.clear();
+    this.labelled.clear();
   }
 
   /** The .tf files of a module directory ('' is the root). */
@@ -240,12 +246,24 @@ export class TerraformConfig {
       // A file without the word holds no such block: it is not parsed (reading a root's module
       // calls parses only the files that may call one).
       if (kind !== undefined && !this.files.get(file)?.includes(kind)) continue;
-      for (const b of topBlocks(await this.tree(file))) {
-        const { kind: k, labels } = blockLabels(b);
-        if (kind === undefined || k === kind) out.push({ file, node: b, labels });
-      }
+      for (const b of await this.fileBlocks(file))
+        if (kind === undefined || b.kind === kind) out.push({ file, node: b.node, labels: b.labels });
     }
     return out;
+  }
+
+  /**
+   * A file's top-level blocks with their kinds and labels, read once per text (a remediation looks
+   * up a block per operation; reading labels walks the tree in the parser's memory).
+   */
+  private async fileBlocks(file: string): Promise<{ kind: string; labels: string[]; node: HclNode }[]> {
+    const text = this.files.get(file);
+    const root = await this.tree(file);
+    const known = this.labelled.get(file);
+    if (known && known.text === text) return known.blocks;
+    const blocks = topBlocks(root).map((node) => ({ ...blockLabels(node), node }));
+    if (text !== undefined) this.labelled.set(file, { text, blocks });
+    return blocks;
   }
 
   async moduleCalls(dir: string): Promise<ModuleCall[]> {
