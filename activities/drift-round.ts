@@ -159,6 +159,30 @@ interface Proposal {
 const cycleMarker = (ref: RoundRef, iteration: string, group: number) =>
   `Kumoss-Cycle: ${ref.sessionId}/${ref.roundId}/${iteration}/${group}`;
 
+/**
+ * The newest commit of `rev` (default HEAD) whose message holds each marker as a line of its own
+ * (group 1's marker is the start of group 10's), by marker; one `git log`.
+ */
+export async function cycleCommits(
+  git: GitClient,
+  dir: string,
+  markers: string[],
+  rev?: string,
+): Promise<Map<string, string>> {
+  const logged = (
+    await git.run(
+      ['log', '-F', ...markers.map((m) => `--grep=${m}`), '--format=%H%x00%B%x00', ...(rev ? [rev] : [])],
+      dir,
+    )
+  ).split('\0');
+  const found = new Map<string, string>();
+  for (let i = 0; i + 1 < logged.length; i += 2) {
+    const lines = new Set((logged[i + 1] ?? '').split('\n').map((l) => l.trim()));
+    for (const m of markers) if (!found.has(m) && lines.has(m)) found.set(m, (logged[i] ?? '').trim());
+  }
+  return found;
+}
+
 /** The resources of the root and of the local modules it calls, with their module path. */
 export async function configResources(iacDir: string, checkoutDir: string): Promise<ConfigResource[]> {
   const config = TerraformConfig.of(await readConfigFiles(iacDir, checkoutDir));
@@ -384,6 +408,8 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
     ws: Workspace,
     input: CycleInput,
     operations: Promise<DriftOperation[]>,
+    /** Looked up beforehand (commitProposals): the cycle's commit on the branch, its proposal. */
+    ahead?: { found: string | undefined; proposal?: Promise<Proposal> },
   ): Promise<CommittedCycle> => {
     const { ref, iteration, group } = input;
     const resultKey = key(ref, `iteration-${iteration}/group-${group}/remediation.json`);
@@ -391,12 +417,13 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
     const marker = cycleMarker(ref, iteration, group);
     // With a proposal, the files are read only when it no longer fits (the model is asked then).
     const readFiles = () => readConfigFiles(ws.iacDir, ws.dir);
-    const [logged, proposal, read] = await Promise.all([
-      git.run(['log', '--format=%H', '-F', `--grep=${marker}`], ws.dir),
-      input.proposal ? handled(getJson<Proposal>(artifacts, proposalKey(ref, iteration, group))) : undefined,
+    const [found, proposal, read] = await Promise.all([
+      ahead ? ahead.found : cycleCommits(git, ws.dir, [marker]).then((c) => c.get(marker)),
+      input.proposal
+        ? (ahead?.proposal ?? handled(getJson<Proposal>(artifacts, proposalKey(ref, iteration, group))))
+        : undefined,
       input.proposal ? undefined : readFiles(),
     ]);
-    const found = logged.trim().split('\n')[0];
     if (found) {
       // This cycle already committed (a retry after a crash): report that commit, do not redo it.
       const {
@@ -480,12 +507,15 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       ...cycles.flatMap((c) => c.saves),
     ]);
     if (!adopted) return cycles.map((c) => c.output);
+    const pushed = await cycleCommits(
+      git,
+      ws.dir,
+      cycles.map((c) => c.marker),
+    );
     return Promise.all(
       cycles.map(async (c) => {
         if (!c.output.changed) return c.output;
-        const sha = (await git.run(['log', '--format=%H', '-F', `--grep=${c.marker}`], ws.dir))
-          .trim()
-          .split('\n')[0];
+        const sha = pushed.get(c.marker);
         // Not on the branch pushed before: the retry commits it again.
         if (!sha) throw new Error(`The branch ${ref.branch} on the remote lacks the commit of ${c.marker}`);
         await saveDiff(ws, c.diffKey, sha);
@@ -905,10 +935,25 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       await git.discardChanges(ws.dir, ['.terraform/', '.terraform.lock.hcl']);
       const operations = handled(getJson<DriftOperation[]>(artifacts, input.operationsKey));
       const h = hooks();
+      const { groups, ...rest } = input;
+      // Every proposal, and every cycle's commit an earlier attempt made, looked up at once.
+      const proposals = new Map(
+        groups.map((g) => [
+          g,
+          handled(getJson<Proposal>(artifacts, proposalKey(input.ref, input.iteration, g))),
+        ]),
+      );
+      const markers = new Map(groups.map((g) => [g, cycleMarker(input.ref, input.iteration, g)]));
+      const committed = await cycleCommits(git, ws.dir, [...markers.values()]);
       const cycles: CommittedCycle[] = [];
-      for (const group of input.groups) {
-        const { groups: _all, ...rest } = input;
-        cycles.push(await commitCycle(ws, { ...rest, group, proposal: true }, operations));
+      for (const group of groups) {
+        const found = committed.get(markers.get(group) ?? '');
+        cycles.push(
+          await commitCycle(ws, { ...rest, group, proposal: true }, operations, {
+            found,
+            proposal: proposals.get(group),
+          }),
+        );
         h.heartbeat(`${cycles.length} of ${input.groups.length} proposed changes committed`);
       }
       return pushCycles(ws, input.ref, cycles);
