@@ -4,7 +4,8 @@
 // nothing) and plans for itself only when that cycle produced nothing; drift split into
 // operations, exceptions dropped (the loop stops when every operation is excluded), survivors in
 // groups, one generate-and-validate cycle per group — the model asked for every group's change at
-// once before the cycles commit them one after another (proposeRemediations). A group before the
+// once (proposeRemediations), the proposed changes of consecutive groups then committed in one step
+// with one push (commitProposals), a group without a proposal asking in its own cycle. A group before the
 // iteration's last whose next cycle asks the model itself is validated by a plan targeted at its
 // addresses beside that cycle; the iteration's changes are then validated
 // together by one plan of the whole root — the plan the next iteration reads (confirmIteration,
