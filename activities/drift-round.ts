@@ -518,7 +518,12 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
         const sha = pushed.get(c.marker);
         // Not on the branch pushed before: the retry commits it again.
         if (!sha) throw new Error(`The branch ${ref.branch} on the remote lacks the commit of ${c.marker}`);
-        await saveDiff(ws, c.diffKey, sha);
+        // The cycle's recorded result names the adopted commit, as its answer does.
+        const recorded = await getJson<CycleResult>(artifacts, c.output.resultKey);
+        await Promise.all([
+          saveDiff(ws, c.diffKey, sha),
+          artifacts.putJson(c.output.resultKey, { ...recorded, commit: sha }),
+        ]);
         return { ...c.output, changed: true, commit: sha };
       }),
     );

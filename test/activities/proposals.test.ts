@@ -143,6 +143,11 @@ describe('changes proposed at once', () => {
     });
     const retried = await at.commitTogether([0, 1], second);
     expect(retried).toEqual(landed);
+    // Each cycle's recorded result names the commit the branch holds.
+    for (const [g, c] of landed.entries())
+      expect(
+        JSON.parse(await artifactStore().getText(key(at.ref, `iteration-1/group-${g}/remediation.json`))),
+      ).toMatchObject({ commit: c.commit, changed: true });
     const hosted = `${stack().gitReposDir}/${new URL(b.repoUrl).pathname.slice(1)}`;
     expect((await gitClient().run(['rev-parse', at.ref.branch], hosted)).trim()).toBe(landed[1]?.commit);
   });
