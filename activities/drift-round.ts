@@ -22,7 +22,7 @@ import type { ArtifactStore } from '../shared/infra/object-store';
 import { toActivityFailure } from './drift-detection';
 import { diffHistory } from './diff-history';
 import { EngineError, type EngineClient } from './engine';
-import { GitError, type GitClient } from './git';
+import { GitError, hasMarkerLine, type GitClient } from './git';
 import { blockAddress } from './hcl-edit';
 import { confinedEditTarget, ModelEditRefused } from './model-edits';
 import { modulePrefixes, TerraformConfig } from './terraform-config';
@@ -158,30 +158,6 @@ interface Proposal {
 }
 const cycleMarker = (ref: RoundRef, iteration: string, group: number) =>
   `Kumoss-Cycle: ${ref.sessionId}/${ref.roundId}/${iteration}/${group}`;
-
-/**
- * The newest commit of `rev` (default HEAD) whose message holds each marker as a line of its own
- * (group 1's marker is the start of group 10's), by marker; one `git log`.
- */
-export async function cycleCommits(
-  git: GitClient,
-  dir: string,
-  markers: string[],
-  rev?: string,
-): Promise<Map<string, string>> {
-  const logged = (
-    await git.run(
-      ['log', '-F', ...markers.map((m) => `--grep=${m}`), '--format=%H%x00%B%x00', ...(rev ? [rev] : [])],
-      dir,
-    )
-  ).split('\0');
-  const found = new Map<string, string>();
-  for (let i = 0; i + 1 < logged.length; i += 2) {
-    const lines = new Set((logged[i + 1] ?? '').split('\n').map((l) => l.trim()));
-    for (const m of markers) if (!found.has(m) && lines.has(m)) found.set(m, (logged[i] ?? '').trim());
-  }
-  return found;
-}
 
 /** The resources of the root and of the local modules it calls, with their module path. */
 export async function configResources(iacDir: string, checkoutDir: string): Promise<ConfigResource[]> {
@@ -418,7 +394,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
     // With a proposal, the files are read only when it no longer fits (the model is asked then).
     const readFiles = () => readConfigFiles(ws.iacDir, ws.dir);
     const [found, proposal, read] = await Promise.all([
-      ahead ? ahead.found : cycleCommits(git, ws.dir, [marker]).then((c) => c.get(marker)),
+      ahead ? ahead.found : git.commitsByMarker(ws.dir, [marker]).then((c) => c.get(marker)),
       input.proposal
         ? (ahead?.proposal ?? handled(getJson<Proposal>(artifacts, proposalKey(ref, iteration, group))))
         : undefined,
@@ -507,8 +483,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       ...cycles.flatMap((c) => c.saves),
     ]);
     if (!adopted) return cycles.map((c) => c.output);
-    const pushed = await cycleCommits(
-      git,
+    const pushed = await git.commitsByMarker(
       ws.dir,
       cycles.map((c) => c.marker),
     );
@@ -949,7 +924,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
         ]),
       );
       const markers = new Map(groups.map((g) => [g, cycleMarker(input.ref, input.iteration, g)]));
-      const committed = await cycleCommits(git, ws.dir, [...markers.values()]);
+      const committed = await git.commitsByMarker(ws.dir, [...markers.values()]);
       const cycles: CommittedCycle[] = [];
       for (const group of groups) {
         const found = committed.get(markers.get(group) ?? '');
@@ -985,7 +960,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       const messages: { sha: string; body: string }[] = [];
       for (let i = 0; i + 1 < logged.length; i += 2)
         messages.push({ sha: (logged[i] ?? '').trim(), body: logged[i + 1] ?? '' });
-      const cycleCommit = messages.find((m) => m.body.includes(marker))?.sha ?? '';
+      const cycleCommit = messages.find((m) => hasMarkerLine(m.body, marker))?.sha ?? '';
       const reverted =
         cycleCommit !== '' && messages.some((m) => m.body.includes(`This reverts commit ${cycleCommit}`));
       if (reverted) {
@@ -1030,7 +1005,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       const marker = `Kumoss-TakeBack: ${ref.sessionId}/${ref.roundId}/${iteration}`;
       const recordKey = key(ref, `iteration-${iteration}/take-back.json`);
       const head = async () => (await git.run(['rev-parse', 'HEAD'], ws.dir)).trim();
-      const stepped = (await git.run(['log', '-F', `--grep=${marker}`, '--format=%H'], ws.dir)).trim();
+      const stepped = (await git.commitsByMarker(ws.dir, [marker])).has(marker);
       if (stepped) {
         const found = await getJson<{ takenBack: number[] }>(artifacts, recordKey);
         await ws.git.push(ws.dir, ref.branch);
@@ -1128,7 +1103,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
         if (err instanceof EngineError) return err.message;
         throw err;
       };
-      const stepped = (await git.run(['log', '-F', `--grep=${marker}`, '--format=%H'], ws.dir)).trim();
+      const stepped = (await git.commitsByMarker(ws.dir, [marker])).has(marker);
       if (stepped) {
         // A retry after the whole-root validation pushed: what it found is recorded.
         const found = await getJson<ConfirmRecord>(artifacts, recordKey);

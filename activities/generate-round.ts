@@ -203,9 +203,7 @@ export function createGenerateRoundActivities(deps: GenerateRoundDeps) {
         const marker = generateMarker(ref, cycle);
         // Every attempt starts from the branch's last commit (an earlier one may have left edits).
         await git.discardChanges(ws.dir, ['.terraform/', '.terraform.lock.hcl']);
-        const found = (await git.run(['log', '--format=%H', '-F', `--grep=${marker}`], ws.dir))
-          .trim()
-          .split('\n')[0];
+        const found = (await git.commitsByMarker(ws.dir, [marker])).get(marker);
         if (found) {
           // This cycle already committed (a retry after a crash): report that commit.
           const previous = await getJson<GenerateChangeOutput>(artifacts, resultKey);

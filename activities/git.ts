@@ -65,6 +65,11 @@ const REMOTE_TOTAL_MS = 60 * 60 * 1000;
  */
 export type BranchChoice = (remote: Map<string, string>) => string;
 
+/** Whether a commit message holds `marker` as a line of its own. */
+export function hasMarkerLine(message: string, marker: string): boolean {
+  return message.split('\n').some((line) => line.trim() === marker);
+}
+
 export class GitClient {
   constructor(private readonly opts: GitOptions = {}) {}
 
@@ -331,15 +336,31 @@ export class GitClient {
     } catch (err) {
       if (!(err instanceof ApplicationFailure) || err.type !== ErrorTypes.BranchMoved) throw err;
       await this.run(['fetch', '--verbose', '--no-tags', 'origin', branch], dir);
-      const theirs = (
-        await this.run(['log', '--format=%H', '-F', `--grep=${marker}`, `origin/${branch}`], dir)
-      )
-        .trim()
-        .split('\n')[0];
+      const theirs = (await this.commitsByMarker(dir, [marker], `origin/${branch}`)).get(marker);
       if (!theirs) throw err;
       await this.run(['reset', '--hard', '--quiet', `origin/${branch}`], dir);
       return theirs;
     }
+  }
+
+  /**
+   * The newest commit of `rev` (default HEAD) whose message holds each marker as a line of its own
+   * (a step's marker may be the start of another's: group 1's of group 10's), by marker; one `git log`.
+   */
+  async commitsByMarker(dir: string, markers: string[], rev?: string): Promise<Map<string, string>> {
+    const logged = (
+      await this.run(
+        ['log', '-F', ...markers.map((m) => `--grep=${m}`), '--format=%H%x00%B%x00', ...(rev ? [rev] : [])],
+        dir,
+      )
+    ).split('\0');
+    const found = new Map<string, string>();
+    for (let i = 0; i + 1 < logged.length; i += 2) {
+      const body = logged[i + 1] ?? '';
+      for (const m of markers)
+        if (!found.has(m) && hasMarkerLine(body, m)) found.set(m, (logged[i] ?? '').trim());
+    }
+    return found;
   }
 
   /**

@@ -1,11 +1,11 @@
-// A cycle's commit found by its marker (a line of its own in the message): group 1's marker is the
-// start of group 10's, and a retry must not take group 10's commit for group 1's. Real git, local.
+// A step's commit found by its marker as a line of its own (GitClient.commitsByMarker, which every
+// retry's look-up uses): group 1's marker is the start of group 10's, and a retry must not take
+// group 10's commit for group 1's. Real git, local.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { cycleCommits } from '../../activities/drift-round';
 import { gitClient } from '../support/stack';
 
 describe("a cycle's commit by its marker", () => {
@@ -26,10 +26,10 @@ describe("a cycle's commit by its marker", () => {
     const m = (g: number) => `Kumoss-Cycle: s-1/r1/1/${g}`;
     const one = commit(1, m(1));
     const ten = commit(10, m(10));
-    const found = await cycleCommits(git, dir, [m(1), m(10), m(2)]);
+    const found = await git.commitsByMarker(dir, [m(1), m(10), m(2)]);
     expect(Object.fromEntries(found)).toEqual({ [m(1)]: one, [m(10)]: ten });
     // Of a revision other than HEAD.
-    expect(Object.fromEntries(await cycleCommits(git, dir, [m(1), m(10)], `${ten}^`))).toEqual({
+    expect(Object.fromEntries(await git.commitsByMarker(dir, [m(1), m(10)], `${ten}^`))).toEqual({
       [m(1)]: one,
     });
   });
