@@ -23,6 +23,7 @@ import { toActivityFailure } from './drift-detection';
 import { diffHistory } from './diff-history';
 import { EngineError, type EngineClient } from './engine';
 import { GitError, hasMarkerLine, type GitClient } from './git';
+import { formatChanged, newFmtCache, type FmtCache } from './fmt-regions';
 import { blockAddress } from './hcl-edit';
 import { confinedEditTarget, ModelEditRefused } from './model-edits';
 import { modulePrefixes, TerraformConfig } from './terraform-config';
@@ -252,46 +253,33 @@ function editTarget(ws: Workspace, path: string): string {
 const FORMATTED_FILE = /\.(tf|tfvars)$/;
 
 /**
- * A file kept in canonical form stays so: the edited files' originals and new texts through one fmt
- * process (fmtMany), each new text replaced by fmt's where its original was canonical; a text fmt
- * rejects is left as it is — the validation cycle will say why. `formattedOriginals` (by path)
- * carries the originals' fmt from one call to the next, so each is formatted once. Answers whether
- * each edited file's original is in canonical form.
+ * What an edit changes in a file kept in canonical form stays so: each edited file's changed
+ * paragraphs, before and after, through one fmt process (formatChanged), each new text's changed
+ * part replaced by fmt's where its original was canonical; a text fmt rejects is left as it is —
+ * the validation cycle will say why. `cache` carries what fmt read from one call to the next.
  */
 async function keepCanonical(
   engine: EngineClient,
   changes: { edit: { path: string; content: string }; original: string | undefined }[],
-  formattedOriginals = new Map<string, Promise<string | undefined>>(),
-): Promise<Map<string, boolean>> {
-  const formattable = changes.filter((c) => c.original !== undefined && FORMATTED_FILE.test(c.edit.path));
-  const tfvars = (path: string) => path.endsWith('.tfvars');
-  const fresh = formattable.filter(
-    (c, i) =>
-      !formattedOriginals.has(c.edit.path) && formattable.findIndex((o) => o.edit.path === c.edit.path) === i,
+  cache: FmtCache = newFmtCache(),
+): Promise<void> {
+  const formattable = changes.filter(
+    (c): c is { edit: { path: string; content: string }; original: string } =>
+      c.original !== undefined && FORMATTED_FILE.test(c.edit.path),
   );
-  const run = engine.fmtMany([
-    ...fresh.map((c) => ({ text: c.original as string, tfvars: tfvars(c.edit.path) })),
-    ...formattable.map((c) => ({ text: c.edit.content, tfvars: tfvars(c.edit.path) })),
-  ]);
-  // An original fmt could not read counts as not canonical.
-  fresh.forEach((c, i) =>
-    formattedOriginals.set(
-      c.edit.path,
-      run.then(
-        (out) => out[i],
-        () => undefined,
-      ),
-    ),
+  const out = await formatChanged(
+    engine,
+    formattable.map((c) => ({
+      original: c.original,
+      text: c.edit.content,
+      tfvars: c.edit.path.endsWith('.tfvars'),
+    })),
+    cache,
   );
-  const out = await run;
-  const canonical = new Map<string, boolean>();
-  for (const [i, c] of formattable.entries()) {
-    const isCanonical = (await formattedOriginals.get(c.edit.path)) === c.original;
-    canonical.set(c.edit.path, isCanonical);
-    const after = out[fresh.length + i];
-    if (isCanonical && after !== undefined) c.edit.content = after;
-  }
-  return canonical;
+  formattable.forEach((c, i) => {
+    const r = out[i];
+    if (r?.canonical && r.formatted !== undefined) c.edit.content = r.formatted;
+  });
 }
 
 /**
@@ -797,16 +785,15 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
           return false;
         }
       };
-      /** Each edited file's original through fmt (formatted once, by the first answer to edit it). */
-      const formattedOriginals = new Map<string, Promise<string | undefined>>();
-      /** Whether each edited file's original is in canonical form (its new text formatted if so). */
-      const canonical = new Map<string, boolean>();
+      /** What fmt read for earlier answers (the originals' paragraphs are formatted once). */
+      const fmtCache = newFmtCache();
       /** An answer's new texts through fmt as it comes, while the model works on the next group. */
-      const format = async (a: Remediation): Promise<void> => {
-        const changes = a.edits.map((e) => ({ edit: e, original: originals.get(e.path) }));
-        for (const [path, is] of await keepCanonical(ws.engine, changes, formattedOriginals))
-          canonical.set(path, is);
-      };
+      const format = (a: Remediation): Promise<void> =>
+        keepCanonical(
+          ws.engine,
+          a.edits.map((e) => ({ edit: e, original: originals.get(e.path) })),
+          fmtCache,
+        );
       const limit = pLimit(deps.modelConcurrency ?? DEFAULT_MODEL_CONCURRENCY);
       let answered = 0;
       const answers = groups.map((ops, g) =>
@@ -861,7 +848,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       };
       // In group order, each as soon as its answer is in (the later answers still coming). Two
       // canonical texts merged where their changes do not touch stay canonical; fmt checks it where
-      // the file was canonical, beside the next answers. From a group whose merge fmt would change
+      // the merged changes' original was canonical (formatChanged), beside the next answers. From a group whose merge fmt would change
       // (or could not check), the cycles ask the model.
       const proposals: (Proposal | undefined)[] = [];
       const checks: Promise<number | undefined>[] = [];
@@ -873,15 +860,22 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
           continue;
         }
         for (const f of out) current.set(f.path, f.after);
-        const toCheck = out.filter((f) => f.merged && canonical.get(f.path) === true);
+        const toCheck = out.filter((f) => f.merged);
         if (toCheck.length > 0)
           checks.push(
-            ws.engine
-              .fmtMany(toCheck.map((f) => ({ text: f.after, tfvars: f.path.endsWith('.tfvars') })))
-              .then(
-                (formatted) => (toCheck.some((f, i) => formatted[i] !== f.after) ? g : undefined),
-                () => g,
-              ),
+            formatChanged(
+              ws.engine,
+              toCheck.map((f) => ({
+                original: originals.get(f.path) as string,
+                text: f.after,
+                tfvars: f.path.endsWith('.tfvars'),
+              })),
+              fmtCache,
+            ).then(
+              (checked) =>
+                checked.some((c, i) => c.canonical && c.formatted !== toCheck[i]?.after) ? g : undefined,
+              () => g,
+            ),
           );
         proposals.push({ files: out.map(({ merged: _m, ...file }) => file), unremediable: a.unremediable });
       }

@@ -236,6 +236,8 @@ async function main(): Promise<void> {
     );
 
     const calls: EngineCall[] = [];
+    /** When each engine call ended, in ms from the round's start (t0). */
+    const ends: number[] = [];
     const engineTimes = new EngineTimes();
     const taskQueue = `bench-real-root-${s}`;
     const worker = await startStackWorker(stack, taskQueue, {
@@ -251,6 +253,7 @@ async function main(): Promise<void> {
         : {}),
       onEngineCall: (c) => {
         calls.push(c);
+        ends.push(performance.now() - t0);
         engineTimes.record(c);
       },
     });
@@ -325,6 +328,14 @@ async function main(): Promise<void> {
     console.log(
       `the round's main path, in seconds from its start: ${timeline.spans
         .map((x) => `${x.type} ${(x.startMs / 1000).toFixed(1)}–${(x.endMs / 1000).toFixed(1)}`)
+        .join(', ')}`,
+    );
+    console.log(
+      `the round's engine calls, in seconds from its start: ${calls
+        .map((c, i) => {
+          const end = ends[i] ?? 0;
+          return `${c.args[0]} ${((end - c.durationMs) / 1000).toFixed(1)}–${(end / 1000).toFixed(1)}`;
+        })
         .join(', ')}`,
     );
     const wholeRoot = calls.filter(
