@@ -21,12 +21,10 @@ export async function paragraphsOf(text: string): Promise<Paragraph[] | undefine
   const rows = text.split('\n');
   return withHcl(text, (root) => {
     if (root.hasError) return undefined;
-    const items: HclNode[] = [];
-    for (const c of root.children) {
-      if (!c) continue;
-      if (c.type === 'body') for (const b of c.children) b && items.push(b);
-      else items.push(c);
-    }
+    // Comments before the body are the file's children, the rest the body's.
+    const items = root.children
+      .flatMap((c) => (c?.type === 'body' ? c.children : [c]))
+      .filter((c): c is HclNode => c !== null);
     items.sort((x, y) => x.startIndex - y.startIndex);
     const out: Paragraph[] = [];
     for (const item of items) {
