@@ -23,7 +23,14 @@ import { toActivityFailure } from './drift-detection';
 import { diffHistory } from './diff-history';
 import { EngineError, type EngineClient } from './engine';
 import { GitError, hasMarkerLine, type GitClient } from './git';
-import { formatChanged, newFmtCache, type FmtCache } from './fmt-regions';
+import {
+  applyReplacements,
+  formatChanged,
+  newFmtCache,
+  replacementOf,
+  type FmtCache,
+  type Replacement,
+} from './fmt-regions';
 import { blockAddress } from './hcl-edit';
 import { confinedEditTarget, ModelEditRefused } from './model-edits';
 import { modulePrefixes, TerraformConfig } from './terraform-config';
@@ -86,6 +93,11 @@ interface CommittedCycle {
   marker: string;
   /** Where its diff is stored. */
   diffKey: string;
+  /**
+   * Its answer and new texts stored: settled before its commit is pushed (a retry that finds the
+   * commit on the branch reads them).
+   */
+  stored: Promise<unknown>;
   /** Uploads begun after its commit: settled before the cycle is reported. */
   saves: Promise<unknown>[];
 }
@@ -395,7 +407,13 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
         validation_failure: _v,
         ...previous
       } = await getJson<CycleResult>(artifacts, resultKey);
-      return { output: { ...previous, changed: true, commit: found }, marker, diffKey, saves: [] };
+      return {
+        output: { ...previous, changed: true, commit: found },
+        marker,
+        diffKey,
+        stored: Promise.resolve(),
+        saves: [],
+      };
     }
     const all = await operations;
     const ops = groupDriftOperations(all, input.groupSize)[group] ?? [];
@@ -427,12 +445,18 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       unremediableCount: remediation.unremediable.length,
       resultKey,
     };
-    // The answer is stored before the commit exists: a retry that finds the commit reads it.
-    await Promise.all([
-      ...changeUploads,
-      artifacts.putJson(resultKey, { ...result, unremediable: remediation.unremediable }),
-    ]);
-    if (remediation.edits.length === 0) return { output: result, marker, diffKey, saves: [] };
+    // The answer is stored before the commit is pushed (pushCycles): a retry that finds the
+    // commit on the branch reads it. The commit is made meanwhile.
+    const stored = handled(
+      Promise.all([
+        ...changeUploads,
+        artifacts.putJson(resultKey, { ...result, unremediable: remediation.unremediable }),
+      ]),
+    );
+    if (remediation.edits.length === 0) {
+      await stored;
+      return { output: result, marker, diffKey, stored, saves: [] };
+    }
     const addresses = ops
       .filter((o) => !remediation.unremediable.some((u) => u.address === o.address))
       .map((o) => o.address);
@@ -443,9 +467,15 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       output: done,
       marker,
       diffKey,
+      stored,
       saves: [
         ...(commit.created ? [handled(saveDiff(ws, diffKey, commit.sha))] : []),
-        handled(artifacts.putJson(resultKey, { ...done, unremediable: remediation.unremediable })),
+        // After the answer's first record, which it replaces.
+        handled(
+          stored.then(() =>
+            artifacts.putJson(resultKey, { ...done, unremediable: remediation.unremediable }),
+          ),
+        ),
       ],
     };
   };
@@ -467,7 +497,11 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
   ): Promise<GenerateOutput[]> => {
     const last = cycles.findLast((c) => c.output.commit !== undefined);
     const [adopted] = await Promise.all([
-      last ? ws.git.pushCycle(ws.dir, ref.branch, last.marker) : undefined,
+      last
+        ? Promise.all(cycles.map((c) => c.stored)).then(() =>
+            ws.git.pushCycle(ws.dir, ref.branch, last.marker),
+          )
+        : undefined,
       ...cycles.flatMap((c) => c.saves),
     ]);
     if (!adopted) return cycles.map((c) => c.output);
@@ -796,60 +830,88 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
         );
       const limit = pLimit(deps.modelConcurrency ?? DEFAULT_MODEL_CONCURRENCY);
       let answered = 0;
-      const answers = groups.map((ops, g) =>
-        limit(async (): Promise<Remediation | undefined> => {
+      // The model's concurrency bounds the questions; formatting an answer takes no slot of it.
+      const answers = groups.map(async (ops, g): Promise<Remediation | undefined> => {
+        try {
           let r: Remediation;
-          try {
-            if (stored.includes(answerKey(g))) r = await getJson<Remediation>(artifacts, answerKey(g));
-            else {
-              r = await askModel(
+          let store: Promise<unknown> = Promise.resolve();
+          if (stored.includes(answerKey(g))) r = await getJson<Remediation>(artifacts, answerKey(g));
+          else {
+            r = await limit(() =>
+              askModel(
                 ref,
                 ops,
                 files.map((f) => ({ ...f })),
                 all,
-              );
-              await artifacts.putJson(answerKey(g), r);
-            }
-            // A path outside the checkout: the cycle asks again, and refuses the answer then.
-            if (!r.edits.every((e) => inside(e.path))) return undefined;
-            await format(r);
-            return r;
-          } catch (err) {
-            log.warn('no proposal for a group: its cycle asks the model itself', {
-              group: g + 1,
-              error: err instanceof Error ? err.message : String(err),
-            });
-            return undefined;
-          } finally {
-            answered += 1;
-            h.heartbeat(`${answered} of ${groups.length} groups' changes proposed`);
+              ),
+            );
+            // Stored as the model gave it while its copy is formatted.
+            store = artifacts.putJson(answerKey(g), r);
           }
-        }),
-      );
+          // A path outside the checkout: the cycle asks again, and refuses the answer then.
+          if (!r.edits.every((e) => inside(e.path))) {
+            await store;
+            return undefined;
+          }
+          const formatted = { ...r, edits: r.edits.map((e) => ({ ...e })) };
+          await Promise.all([store, format(formatted)]);
+          return formatted;
+        } catch (err) {
+          log.warn('no proposal for a group: its cycle asks the model itself', {
+            group: g + 1,
+            error: err instanceof Error ? err.message : String(err),
+          });
+          return undefined;
+        } finally {
+          answered += 1;
+          h.heartbeat(`${answered} of ${groups.length} groups' changes proposed`);
+        }
+      });
       // The files as the groups before each leave them (undefined: absent), each proposal merged on.
       const current = new Map<string, string | undefined>(originals);
-      /** A group's edits on the files as they are now; undefined when one overlaps an earlier change. */
+      /**
+       * Per file, the earlier proposals' edits as replacements of its original's paragraphs (null
+       * once one was not one, or git merged it: git merges the next).
+       */
+      const replaced = new Map<string, Replacement[] | null>();
+      /**
+       * A group's edits on the files as they are now; undefined when one overlaps an earlier change.
+       * An edit of paragraphs apart from the earlier edits' is made on the original with theirs;
+       * otherwise git merges it (`merged`: fmt checks the result).
+       */
       const mergeOnto = async (a: Remediation) => {
-        const out: (Proposal['files'][number] & { merged: boolean })[] = [];
+        const out: (Proposal['files'][number] & { merged: boolean; replaced: Replacement[] | null })[] = [];
         for (const e of a.edits) {
           const base = originals.get(e.path);
           const now = current.get(e.path);
           if (e.content === base) continue; // this group leaves the file as it was
-          const after =
-            now === base
-              ? e.content
-              : base === undefined || now === undefined
-                ? undefined
-                : await git.mergeText(ws.scratch, now, base, e.content);
+          const mine =
+            base !== undefined && e.path.endsWith('.tf')
+              ? await replacementOf(base, e.content, fmtCache)
+              : undefined;
+          const earlier = replaced.get(e.path);
+          const all = mine && earlier !== null ? [...(earlier ?? []), mine] : null;
+          if (now === base) {
+            out.push({ path: e.path, before: now ?? null, after: e.content, merged: false, replaced: all });
+            continue;
+          }
+          if (base === undefined || now === undefined) return undefined;
+          const spliced = all && applyReplacements(base, all);
+          if (spliced) {
+            out.push({ path: e.path, before: now, after: spliced, merged: false, replaced: all });
+            continue;
+          }
+          const after = await git.mergeText(ws.scratch, now, base, e.content);
           if (after === undefined) return undefined;
-          out.push({ path: e.path, before: now ?? null, after, merged: now !== base });
+          out.push({ path: e.path, before: now, after, merged: true, replaced: null });
         }
         return out;
       };
-      // In group order, each as soon as its answer is in (the later answers still coming). Two
-      // canonical texts merged where their changes do not touch stay canonical; fmt checks it where
-      // the merged changes' original was canonical (formatChanged), beside the next answers. From a group whose merge fmt would change
-      // (or could not check), the cycles ask the model.
+      // In group order, each as soon as its answer is in (the later answers still coming). Edits of
+      // paragraphs an empty row apart keep what fmt made of each; two canonical texts git merged
+      // where their changes do not touch stay canonical too — fmt checks it where the merged
+      // changes' original was canonical (formatChanged), beside the next answers. From a group
+      // whose merge fmt would change (or could not check), the cycles ask the model.
       const proposals: (Proposal | undefined)[] = [];
       const checks: Promise<number | undefined>[] = [];
       for (const [g, answer] of answers.entries()) {
@@ -859,7 +921,10 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
           proposals.push(undefined);
           continue;
         }
-        for (const f of out) current.set(f.path, f.after);
+        for (const f of out) {
+          current.set(f.path, f.after);
+          replaced.set(f.path, f.replaced);
+        }
         const toCheck = out.filter((f) => f.merged);
         if (toCheck.length > 0)
           checks.push(
@@ -877,7 +942,10 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
               () => g,
             ),
           );
-        proposals.push({ files: out.map(({ merged: _m, ...file }) => file), unremediable: a.unremediable });
+        proposals.push({
+          files: out.map(({ merged: _m, replaced: _r, ...file }) => file),
+          unremediable: a.unremediable,
+        });
       }
       const off = (await Promise.all(checks)).filter((g) => g !== undefined);
       const firstOff = off.length > 0 ? Math.min(...off) : undefined;

@@ -140,12 +140,7 @@ export async function formatChanged(
   const regions = await Promise.all(
     jobs.map(async (j) => {
       if (j.tfvars || j.original === j.text) return undefined;
-      let paragraphs = cache.paragraphs.get(j.original);
-      if (!paragraphs) {
-        paragraphs = paragraphsOf(j.original).catch(() => undefined);
-        cache.paragraphs.set(j.original, paragraphs);
-      }
-      const p = await paragraphs;
+      const p = await paragraphsCached(cache, j.original);
       return p && changedRegion(j.original, j.text, p);
     }),
   );
@@ -211,4 +206,49 @@ export async function formatChanged(
       };
     }),
   );
+}
+
+/** One edit of a file as a replacement of whole paragraphs of its original (character offsets). */
+export interface Replacement {
+  start: number;
+  end: number;
+  text: string;
+}
+
+/** The paragraphs of an original, read once per text. */
+function paragraphsCached(cache: FmtCache, text: string): Promise<Paragraph[] | undefined> {
+  let p = cache.paragraphs.get(text);
+  if (!p) {
+    p = paragraphsOf(text).catch(() => undefined);
+    cache.paragraphs.set(text, p);
+  }
+  return p;
+}
+
+/** `next` as a replacement of whole paragraphs of `original`; undefined when it is not one. */
+export async function replacementOf(
+  original: string,
+  next: string,
+  cache: FmtCache,
+): Promise<Replacement | undefined> {
+  const p = await paragraphsCached(cache, original);
+  const r = p && changedRegion(original, next, p);
+  return r && { start: r.prefix.length, end: r.prefix.length + r.before.length, text: r.after };
+}
+
+/**
+ * The original with every replacement made; undefined when two of them touch (share or border on
+ * a row: git merges such edits, and fmt checks the result). Replacements apart from each other
+ * keep what fmt made of each: paragraphs an empty row apart are formatted alone.
+ */
+export function applyReplacements(original: string, replacements: Replacement[]): string | undefined {
+  const sorted = [...replacements].sort((a, b) => a.start - b.start);
+  let out = '';
+  let at: number | undefined;
+  for (const r of sorted) {
+    if (at !== undefined && r.start <= at) return undefined;
+    out += original.slice(at ?? 0, r.start) + r.text;
+    at = r.end;
+  }
+  return out + original.slice(at ?? 0);
 }

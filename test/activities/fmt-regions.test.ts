@@ -6,7 +6,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { EngineClient } from '../../activities/engine';
-import { changedRegion, formatChanged, newFmtCache, paragraphsOf } from '../../activities/fmt-regions';
+import {
+  applyReplacements,
+  changedRegion,
+  formatChanged,
+  newFmtCache,
+  paragraphsOf,
+  replacementOf,
+} from '../../activities/fmt-regions';
 import { DEMO_ROOT, REAL_ROOTS } from '../support/aws-test-bed';
 import { engineDeps } from '../support/stack';
 
@@ -221,5 +228,32 @@ describe('formatting only the paragraphs an edit changed', () => {
       expect(r.before.endsWith('\n')).toBe(true);
     }
     expect(await paragraphsOf('resource "x" {\n')).toBeUndefined();
+  });
+
+  it('edits of paragraphs apart are made together on the original; edits of one paragraph are not', async () => {
+    const cache = newFmtCache();
+    const web = EDITS[0]?.[1](ORIGINAL) ?? '';
+    const role = EDITS[3]?.[1](ORIGINAL) ?? '';
+    const added = EDITS[4]?.[1](ORIGINAL) ?? '';
+    const alsoWeb = EDITS[1]?.[1](ORIGINAL) ?? '';
+    const [a, b, c, d] = await Promise.all(
+      [web, role, added, alsoWeb].map((t) => replacementOf(ORIGINAL, t, cache)),
+    );
+    if (!a || !b || !c || !d) throw new Error('an edit of paragraphs that is not a replacement');
+    // Each alone is its own edit; three apart make what each made of its paragraphs.
+    expect(applyReplacements(ORIGINAL, [a])).toBe(web);
+    const together = applyReplacements(ORIGINAL, [c, a, b]);
+    expect(together).toBe(
+      ORIGINAL.replace('  name        = "web"', '  name = "web-2"')
+        .replace('"Version": "2012-10-17"\n', '"Version": "2012-10-17",\n"Id":   "x"\n')
+        .replace(
+          '// Two one-line blocks.',
+          'resource "aws_s3_bucket" "b" {\nbucket="b"\n  tags = { Team="x" }\n}\n\n// Two one-line blocks.',
+        ),
+    );
+    // Two edits of the web tier's paragraph: not made together here (git merges them).
+    expect(applyReplacements(ORIGINAL, [a, d])).toBeUndefined();
+    // A change after the last paragraph is no replacement of paragraphs.
+    expect(await replacementOf(ORIGINAL, `${ORIGINAL}\n# the end\n`, cache)).toBeUndefined();
   });
 });
