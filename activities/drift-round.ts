@@ -621,8 +621,15 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       try {
         const ws = await workspaces.get(input.ref);
         // The engine's init runs while the root is read and the prompt stored (the next step needs
-        // it; a failure here is left to that step, which runs init again and says why).
-        const init = ws.engine.ensureInit(hooks()).catch(() => false);
+        // it; a failure here is left to that step, which runs init again and says why). Its
+        // process is under way before the root's parse holds the event loop.
+        let started = (): void => undefined;
+        const starting = new Promise<void>((resolve) => (started = resolve));
+        const init = ws.engine
+          .ensureInit({ ...hooks(), onStart: started })
+          .catch(() => false)
+          .finally(started);
+        await starting;
         const rules = catalogue.driftExceptions(input.ref.cloud).rules;
         const resources = await configResources(ws.iacDir, ws.dir);
         const prompt = catalogue.compose(

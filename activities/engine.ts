@@ -80,6 +80,8 @@ const STATE_VERBS = new Set(['plan', 'apply', 'import', 'refresh']);
 export interface CallHooks {
   signal?: AbortSignal;
   heartbeat?: (detail: string) => void;
+  /** The engine process was asked for (it runs beside whatever the caller does next). */
+  onStart?: () => void;
 }
 
 export interface PlanOptions {
@@ -332,8 +334,8 @@ export class EngineClient {
       inSpan(
         `${this.opts.kind} ${verb}`,
         { 'kumoss.engine': this.opts.kind, 'kumoss.engine.verb': verb },
-        (span) =>
-          runProcess(cmd.command, cmd.args, {
+        (span) => {
+          const running = runProcess(cmd.command, cmd.args, {
             cwd: this.opts.workdir,
             // bubblewrap itself gets the search path only; the engine's environment is set inside.
             env: this.sandboxed() ? { PATH: process.env.PATH } : env,
@@ -344,10 +346,13 @@ export class EngineClient {
             ...(io.stdin !== undefined ? { stdin: io.stdin } : {}),
             onHeartbeat: (ms) =>
               hooks.heartbeat?.(`${this.opts.kind} ${verb} running for ${Math.round(ms / 1000)}s`),
-          }).then((r) => {
+          });
+          hooks.onStart?.();
+          return running.then((r) => {
             span.setAttribute('process.exit.code', r.exitCode);
             return r;
-          }),
+          });
+        },
       );
     const slots = this.opts.slots;
     try {

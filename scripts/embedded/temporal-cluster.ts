@@ -108,6 +108,7 @@ export async function startTemporalCluster(opts: {
   mkdirSync(join(configDir, 'dynamicconfig'), { recursive: true });
   // What the dev server sets for Kumoss (temporal-dev.yaml) and what a small cluster wants.
   const dynamic = {
+    'system.enableActivityEagerExecution': [{ value: true }],
     'frontend.enableUpdateWorkflowExecution': [{ value: true }],
     'frontend.enableUpdateWorkflowExecutionAsyncAccepted': [{ value: true }],
     'system.forceSearchAttributesCacheRefreshOnRead': [{ value: true }],

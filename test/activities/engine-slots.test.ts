@@ -77,6 +77,7 @@ describe('engine slots', () => {
       `#!/bin/sh\necho start >> "${log}"\n"${engineDeps().binary}" "$@"\nrc=$?\necho end >> "${log}"\nexit $rc\n`,
       { mode: 0o755 },
     );
+    writeFileSync(log, '');
     const heartbeats: string[] = [];
     const engines = [1, 2].map((n) => {
       const root = mkdtempSync(join(dir, `root-${n}-`));
@@ -91,7 +92,25 @@ describe('engine slots', () => {
         scopeId: 'slots',
       });
     });
-    await Promise.all(engines.map((e) => e.init({ heartbeat: (d) => heartbeats.push(d) })));
+    // Each caller hears when its process is asked for (before its call ends): the second only once
+    // the first process ended.
+    const asked: string[][] = [];
+    const events: string[] = [];
+    await Promise.all(
+      engines.map((e, n) =>
+        e
+          .init({
+            heartbeat: (d) => heartbeats.push(d),
+            onStart: () => {
+              events.push(`asked ${n}`);
+              asked.push(readFileSync(log, 'utf8').trim().split('\n').filter(Boolean));
+            },
+          })
+          .then(() => events.push(`done ${n}`)),
+      ),
+    );
+    for (const n of [0, 1]) expect(events.indexOf(`asked ${n}`)).toBeLessThan(events.indexOf(`done ${n}`));
+    expect(asked).toEqual([[], ['start', 'end']]);
     expect(readFileSync(log, 'utf8').trim().split('\n')).toEqual(['start', 'end', 'start', 'end']);
     expect(heartbeats).toContain('terraform init waiting for an engine slot (1 of 1 busy)');
   });
