@@ -93,11 +93,6 @@ interface CommittedCycle {
   marker: string;
   /** Where its diff is stored. */
   diffKey: string;
-  /**
-   * Its answer and new texts stored: settled before its commit is pushed (a retry that finds the
-   * commit on the branch reads them).
-   */
-  stored: Promise<unknown>;
   /** Uploads begun after its commit: settled before the cycle is reported. */
   saves: Promise<unknown>[];
 }
@@ -407,13 +402,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
         validation_failure: _v,
         ...previous
       } = await getJson<CycleResult>(artifacts, resultKey);
-      return {
-        output: { ...previous, changed: true, commit: found },
-        marker,
-        diffKey,
-        stored: Promise.resolve(),
-        saves: [],
-      };
+      return { output: { ...previous, changed: true, commit: found }, marker, diffKey, saves: [] };
     }
     const all = await operations;
     const ops = groupDriftOperations(all, input.groupSize)[group] ?? [];
@@ -445,18 +434,12 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       unremediableCount: remediation.unremediable.length,
       resultKey,
     };
-    // The answer is stored before the commit is pushed (pushCycles): a retry that finds the
-    // commit on the branch reads it. The commit is made meanwhile.
-    const stored = handled(
-      Promise.all([
-        ...changeUploads,
-        artifacts.putJson(resultKey, { ...result, unremediable: remediation.unremediable }),
-      ]),
-    );
-    if (remediation.edits.length === 0) {
-      await stored;
-      return { output: result, marker, diffKey, stored, saves: [] };
-    }
+    // The answer is stored before the commit exists: a retry that finds the commit reads it.
+    await Promise.all([
+      ...changeUploads,
+      artifacts.putJson(resultKey, { ...result, unremediable: remediation.unremediable }),
+    ]);
+    if (remediation.edits.length === 0) return { output: result, marker, diffKey, saves: [] };
     const addresses = ops
       .filter((o) => !remediation.unremediable.some((u) => u.address === o.address))
       .map((o) => o.address);
@@ -467,15 +450,9 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       output: done,
       marker,
       diffKey,
-      stored,
       saves: [
         ...(commit.created ? [handled(saveDiff(ws, diffKey, commit.sha))] : []),
-        // After the answer's first record, which it replaces.
-        handled(
-          stored.then(() =>
-            artifacts.putJson(resultKey, { ...done, unremediable: remediation.unremediable }),
-          ),
-        ),
+        handled(artifacts.putJson(resultKey, { ...done, unremediable: remediation.unremediable })),
       ],
     };
   };
@@ -497,11 +474,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
   ): Promise<GenerateOutput[]> => {
     const last = cycles.findLast((c) => c.output.commit !== undefined);
     const [adopted] = await Promise.all([
-      last
-        ? Promise.all(cycles.map((c) => c.stored)).then(() =>
-            ws.git.pushCycle(ws.dir, ref.branch, last.marker),
-          )
-        : undefined,
+      last ? ws.git.pushCycle(ws.dir, ref.branch, last.marker) : undefined,
       ...cycles.flatMap((c) => c.saves),
     ]);
     if (!adopted) return cycles.map((c) => c.output);
