@@ -128,6 +128,8 @@ async function load(workerCount: number) {
     const outcomes = new Map<string, number>();
     const wfTask: number[] = [];
     const actTask: number[] = [];
+    /** The activity task that waited longest to start: its type and attempt (a retry's wait includes the attempts before it). */
+    let slowest = { ms: -1, what: '' };
     for (const sid of ids) {
       const round = (await sessionRounds(db, sid))[0];
       const report = round?.report_key
@@ -143,7 +145,18 @@ async function load(workerCount: number) {
           const w = e.workflowTaskStartedEventAttributes;
           if (w) wfTask.push(ms(e.eventTime) - (at.get(String(w.scheduledEventId)) ?? ms(e.eventTime)));
           const a = e.activityTaskStartedEventAttributes;
-          if (a) actTask.push(ms(e.eventTime) - (at.get(String(a.scheduledEventId)) ?? ms(e.eventTime)));
+          if (a) {
+            const wait = ms(e.eventTime) - (at.get(String(a.scheduledEventId)) ?? ms(e.eventTime));
+            actTask.push(wait);
+            if (wait > slowest.ms) {
+              const type = events.find((x) => String(x.eventId) === String(a.scheduledEventId))
+                ?.activityTaskScheduledEventAttributes?.activityType?.name;
+              slowest = {
+                ms: wait,
+                what: `${type ?? '?'} attempt ${a.attempt ?? 1}${a.lastFailure?.message ? ` after "${a.lastFailure.message}"` : ''}`,
+              };
+            }
+          }
         }
       }
     }
@@ -160,7 +173,7 @@ async function load(workerCount: number) {
       `  workflow task schedule-to-start: p50 ${pct(wfTask, 0.5).toFixed(0)} ms, p95 ${pct(wfTask, 0.95).toFixed(0)} ms, max ${pct(wfTask, 1).toFixed(0)} ms (${wfTask.length} tasks)`,
     );
     console.log(
-      `  activity task schedule-to-start: p50 ${pct(actTask, 0.5).toFixed(0)} ms, p95 ${pct(actTask, 0.95).toFixed(0)} ms, max ${pct(actTask, 1).toFixed(0)} ms (${actTask.length} tasks)`,
+      `  activity task schedule-to-start: p50 ${pct(actTask, 0.5).toFixed(0)} ms, p95 ${pct(actTask, 0.95).toFixed(0)} ms, max ${pct(actTask, 1).toFixed(0)} ms (${actTask.length} tasks; the slowest ${slowest.what})`,
     );
     return {
       wall_s: Number((wall / 1000).toFixed(1)),
