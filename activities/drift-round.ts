@@ -4,7 +4,7 @@
 // Every activity is idempotent: a retried cycle finds its commit by trailer instead of committing
 // twice, a retried push of a pushed commit is a no-op, an artifact is overwritten in place.
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname, join, relative } from 'node:path';
+import { dirname, join, posix, relative } from 'node:path';
 import { Context, log } from '@temporalio/activity';
 import pLimit from 'p-limit';
 import { ApplicationFailure } from '@temporalio/common';
@@ -791,149 +791,162 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       const groups = groupDriftOperations(all, input.groupSize);
       const answerKey = (g: number) => key(ref, `iteration-${iteration}/group-${g}/answer.json`);
       const originals = new Map(files.map((f) => [f.path, f.content]));
-      const inside = (path: string) => {
-        try {
-          confinedEditTarget(ws.dir, ws.iacDir, path);
-          return true;
-        } catch {
-          return false;
-        }
-      };
-      /** What fmt read for earlier answers (the originals' paragraphs are formatted once). */
-      const fmtCache = newFmtCache();
-      /** An answer's new texts through fmt as it comes, while the model works on the next group. */
-      const format = (a: Remediation): Promise<void> =>
-        keepCanonical(
-          ws.engine,
-          a.edits.map((e) => ({ edit: e, original: originals.get(e.path) })),
-          fmtCache,
-        );
-      const limit = pLimit(deps.modelConcurrency ?? DEFAULT_MODEL_CONCURRENCY);
-      let answered = 0;
-      // The model's concurrency bounds the questions; formatting an answer takes no slot of it.
-      const answers = groups.map(async (ops, g): Promise<Remediation | undefined> => {
-        try {
-          let r: Remediation;
-          let store: Promise<unknown> = Promise.resolve();
-          if (stored.includes(answerKey(g))) r = await getJson<Remediation>(artifacts, answerKey(g));
-          else {
-            r = await limit(() =>
-              askModel(
-                ref,
-                ops,
-                files.map((f) => ({ ...f })),
-                all,
+      // The originals' syntax trees, held while the answers are formatted and merged (the root's
+      // parse in prepareRound lingers: fmt's paragraphs are read from it, not parsed again).
+      const config = TerraformConfig.of(files);
+      const pathOf = new Map(files.map((f) => [f.content, posix.normalize(f.path)]));
+      let holding = true;
+      try {
+        const inside = (path: string) => {
+          try {
+            confinedEditTarget(ws.dir, ws.iacDir, path);
+            return true;
+          } catch {
+            return false;
+          }
+        };
+        /** What fmt read for earlier answers (the originals' paragraphs are formatted once). */
+        const fmtCache = newFmtCache(async (text) => {
+          const path = pathOf.get(text);
+          return path === undefined || !holding ? undefined : config.tree(path);
+        });
+        /** An answer's new texts through fmt as it comes, while the model works on the next group. */
+        const format = (a: Remediation): Promise<void> =>
+          keepCanonical(
+            ws.engine,
+            a.edits.map((e) => ({ edit: e, original: originals.get(e.path) })),
+            fmtCache,
+          );
+        const limit = pLimit(deps.modelConcurrency ?? DEFAULT_MODEL_CONCURRENCY);
+        let answered = 0;
+        // The model's concurrency bounds the questions; formatting an answer takes no slot of it.
+        const answers = groups.map(async (ops, g): Promise<Remediation | undefined> => {
+          try {
+            let r: Remediation;
+            let store: Promise<unknown> = Promise.resolve();
+            if (stored.includes(answerKey(g))) r = await getJson<Remediation>(artifacts, answerKey(g));
+            else {
+              r = await limit(() =>
+                askModel(
+                  ref,
+                  ops,
+                  files.map((f) => ({ ...f })),
+                  all,
+                ),
+              );
+              // Stored as the model gave it while its copy is formatted.
+              store = artifacts.putJson(answerKey(g), r);
+            }
+            // A path outside the checkout: the cycle asks again, and refuses the answer then.
+            if (!r.edits.every((e) => inside(e.path))) {
+              await store;
+              return undefined;
+            }
+            const formatted = { ...r, edits: r.edits.map((e) => ({ ...e })) };
+            await Promise.all([store, format(formatted)]);
+            return formatted;
+          } catch (err) {
+            log.warn('no proposal for a group: its cycle asks the model itself', {
+              group: g + 1,
+              error: err instanceof Error ? err.message : String(err),
+            });
+            return undefined;
+          } finally {
+            answered += 1;
+            h.heartbeat(`${answered} of ${groups.length} groups' changes proposed`);
+          }
+        });
+        // The files as the groups before each leave them (undefined: absent), each proposal merged on.
+        const current = new Map<string, string | undefined>(originals);
+        /**
+         * Per file, the earlier proposals' edits as replacements of its original's paragraphs (null
+         * once one was not one, or git merged it: git merges the next).
+         */
+        const replaced = new Map<string, Replacement[] | null>();
+        /**
+         * A group's edits on the files as they are now; undefined when one overlaps an earlier change.
+         * An edit of paragraphs apart from the earlier edits' is made on the original with theirs;
+         * otherwise git merges it (`merged`: fmt checks the result).
+         */
+        const mergeOnto = async (a: Remediation) => {
+          const out: (Proposal['files'][number] & { merged: boolean; replaced: Replacement[] | null })[] = [];
+          for (const e of a.edits) {
+            const base = originals.get(e.path);
+            const now = current.get(e.path);
+            if (e.content === base) continue; // this group leaves the file as it was
+            const mine =
+              base !== undefined && e.path.endsWith('.tf')
+                ? await replacementOf(base, e.content, fmtCache)
+                : undefined;
+            const earlier = replaced.get(e.path);
+            const all = mine && earlier !== null ? [...(earlier ?? []), mine] : null;
+            if (now === base) {
+              out.push({ path: e.path, before: now ?? null, after: e.content, merged: false, replaced: all });
+              continue;
+            }
+            if (base === undefined || now === undefined) return undefined;
+            const spliced = all && applyReplacements(base, all);
+            if (spliced) {
+              out.push({ path: e.path, before: now, after: spliced, merged: false, replaced: all });
+              continue;
+            }
+            const after = await git.mergeText(ws.scratch, now, base, e.content);
+            if (after === undefined) return undefined;
+            out.push({ path: e.path, before: now, after, merged: true, replaced: null });
+          }
+          return out;
+        };
+        // In group order, each as soon as its answer is in (the later answers still coming). Edits of
+        // paragraphs an empty row apart keep what fmt made of each; two canonical texts git merged
+        // where their changes do not touch stay canonical too — fmt checks it where the merged
+        // changes' original was canonical (formatChanged), beside the next answers. From a group
+        // whose merge fmt would change (or could not check), the cycles ask the model.
+        const proposals: (Proposal | undefined)[] = [];
+        const checks: Promise<number | undefined>[] = [];
+        for (const [g, answer] of answers.entries()) {
+          const a = await answer;
+          const out = a && (await mergeOnto(a));
+          if (!a || !out) {
+            proposals.push(undefined);
+            continue;
+          }
+          for (const f of out) {
+            current.set(f.path, f.after);
+            replaced.set(f.path, f.replaced);
+          }
+          const toCheck = out.filter((f) => f.merged);
+          if (toCheck.length > 0)
+            checks.push(
+              formatChanged(
+                ws.engine,
+                toCheck.map((f) => ({
+                  original: originals.get(f.path) as string,
+                  text: f.after,
+                  tfvars: f.path.endsWith('.tfvars'),
+                })),
+                fmtCache,
+              ).then(
+                (checked) =>
+                  checked.some((c, i) => c.canonical && c.formatted !== toCheck[i]?.after) ? g : undefined,
+                () => g,
               ),
             );
-            // Stored as the model gave it while its copy is formatted.
-            store = artifacts.putJson(answerKey(g), r);
-          }
-          // A path outside the checkout: the cycle asks again, and refuses the answer then.
-          if (!r.edits.every((e) => inside(e.path))) {
-            await store;
-            return undefined;
-          }
-          const formatted = { ...r, edits: r.edits.map((e) => ({ ...e })) };
-          await Promise.all([store, format(formatted)]);
-          return formatted;
-        } catch (err) {
-          log.warn('no proposal for a group: its cycle asks the model itself', {
-            group: g + 1,
-            error: err instanceof Error ? err.message : String(err),
+          proposals.push({
+            files: out.map(({ merged: _m, replaced: _r, ...file }) => file),
+            unremediable: a.unremediable,
           });
-          return undefined;
-        } finally {
-          answered += 1;
-          h.heartbeat(`${answered} of ${groups.length} groups' changes proposed`);
         }
-      });
-      // The files as the groups before each leave them (undefined: absent), each proposal merged on.
-      const current = new Map<string, string | undefined>(originals);
-      /**
-       * Per file, the earlier proposals' edits as replacements of its original's paragraphs (null
-       * once one was not one, or git merged it: git merges the next).
-       */
-      const replaced = new Map<string, Replacement[] | null>();
-      /**
-       * A group's edits on the files as they are now; undefined when one overlaps an earlier change.
-       * An edit of paragraphs apart from the earlier edits' is made on the original with theirs;
-       * otherwise git merges it (`merged`: fmt checks the result).
-       */
-      const mergeOnto = async (a: Remediation) => {
-        const out: (Proposal['files'][number] & { merged: boolean; replaced: Replacement[] | null })[] = [];
-        for (const e of a.edits) {
-          const base = originals.get(e.path);
-          const now = current.get(e.path);
-          if (e.content === base) continue; // this group leaves the file as it was
-          const mine =
-            base !== undefined && e.path.endsWith('.tf')
-              ? await replacementOf(base, e.content, fmtCache)
-              : undefined;
-          const earlier = replaced.get(e.path);
-          const all = mine && earlier !== null ? [...(earlier ?? []), mine] : null;
-          if (now === base) {
-            out.push({ path: e.path, before: now ?? null, after: e.content, merged: false, replaced: all });
-            continue;
-          }
-          if (base === undefined || now === undefined) return undefined;
-          const spliced = all && applyReplacements(base, all);
-          if (spliced) {
-            out.push({ path: e.path, before: now, after: spliced, merged: false, replaced: all });
-            continue;
-          }
-          const after = await git.mergeText(ws.scratch, now, base, e.content);
-          if (after === undefined) return undefined;
-          out.push({ path: e.path, before: now, after, merged: true, replaced: null });
-        }
-        return out;
-      };
-      // In group order, each as soon as its answer is in (the later answers still coming). Edits of
-      // paragraphs an empty row apart keep what fmt made of each; two canonical texts git merged
-      // where their changes do not touch stay canonical too — fmt checks it where the merged
-      // changes' original was canonical (formatChanged), beside the next answers. From a group
-      // whose merge fmt would change (or could not check), the cycles ask the model.
-      const proposals: (Proposal | undefined)[] = [];
-      const checks: Promise<number | undefined>[] = [];
-      for (const [g, answer] of answers.entries()) {
-        const a = await answer;
-        const out = a && (await mergeOnto(a));
-        if (!a || !out) {
-          proposals.push(undefined);
-          continue;
-        }
-        for (const f of out) {
-          current.set(f.path, f.after);
-          replaced.set(f.path, f.replaced);
-        }
-        const toCheck = out.filter((f) => f.merged);
-        if (toCheck.length > 0)
-          checks.push(
-            formatChanged(
-              ws.engine,
-              toCheck.map((f) => ({
-                original: originals.get(f.path) as string,
-                text: f.after,
-                tfvars: f.path.endsWith('.tfvars'),
-              })),
-              fmtCache,
-            ).then(
-              (checked) =>
-                checked.some((c, i) => c.canonical && c.formatted !== toCheck[i]?.after) ? g : undefined,
-              () => g,
-            ),
-          );
-        proposals.push({
-          files: out.map(({ merged: _m, replaced: _r, ...file }) => file),
-          unremediable: a.unremediable,
-        });
+        const off = (await Promise.all(checks)).filter((g) => g !== undefined);
+        const firstOff = off.length > 0 ? Math.min(...off) : undefined;
+        const proposed = proposals.flatMap((p, g) =>
+          p && (firstOff === undefined || g < firstOff) ? [{ g, p }] : [],
+        );
+        await Promise.all(proposed.map(({ g, p }) => artifacts.putJson(proposalKey(ref, iteration, g), p)));
+        return { proposed: proposed.map(({ g }) => g) };
+      } finally {
+        holding = false;
+        config.dispose();
       }
-      const off = (await Promise.all(checks)).filter((g) => g !== undefined);
-      const firstOff = off.length > 0 ? Math.min(...off) : undefined;
-      const proposed = proposals.flatMap((p, g) =>
-        p && (firstOff === undefined || g < firstOff) ? [{ g, p }] : [],
-      );
-      await Promise.all(proposed.map(({ g, p }) => artifacts.putJson(proposalKey(ref, iteration, g), p)));
-      return { proposed: proposed.map(({ g }) => g) };
     },
 
     /** One generate cycle: the model's changes for one group, written, committed and pushed. */

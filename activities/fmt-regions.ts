@@ -18,26 +18,29 @@ export interface Paragraph {
  * when the text does not parse (fmt reads the whole file then).
  */
 export async function paragraphsOf(text: string): Promise<Paragraph[] | undefined> {
+  return withHcl(text, (root) => paragraphsIn(root, text));
+}
+
+/** The paragraphs of a file's text from its syntax tree (undefined: the text does not parse). */
+export function paragraphsIn(root: HclNode, text: string): Paragraph[] | undefined {
+  if (root.hasError) return undefined;
   const rows = text.split('\n');
-  return withHcl(text, (root) => {
-    if (root.hasError) return undefined;
-    // Comments before the body are the file's children, the rest the body's.
-    const items = root.children
-      .flatMap((c) => (c?.type === 'body' ? c.children : [c]))
-      .filter((c): c is HclNode => c !== null);
-    items.sort((x, y) => x.startIndex - y.startIndex);
-    const out: Paragraph[] = [];
-    for (const item of items) {
-      const start = item.startPosition.row;
-      const end = item.endPosition.row + (item.endPosition.column === 0 ? 0 : 1);
-      const last = out.at(-1);
-      // A new paragraph only after at least one row with nothing on it (not even a space).
-      if (last && (start <= last.end || rows.slice(last.end, start).some((r) => r !== '')))
-        last.end = Math.max(last.end, end);
-      else out.push({ start, end });
-    }
-    return out;
-  });
+  // Comments before the body are the file's children, the rest the body's.
+  const items = root.children
+    .flatMap((c) => (c?.type === 'body' ? c.children : [c]))
+    .filter((c): c is HclNode => c !== null);
+  items.sort((x, y) => x.startIndex - y.startIndex);
+  const out: Paragraph[] = [];
+  for (const item of items) {
+    const start = item.startPosition.row;
+    const end = item.endPosition.row + (item.endPosition.column === 0 ? 0 : 1);
+    const last = out.at(-1);
+    // A new paragraph only after at least one row with nothing on it (not even a space).
+    if (last && (start <= last.end || rows.slice(last.end, start).some((r) => r !== '')))
+      last.end = Math.max(last.end, end);
+    else out.push({ start, end });
+  }
+  return out;
 }
 
 /** A new text as its original's rows before and after the changed paragraphs, and those paragraphs. */
@@ -112,10 +115,12 @@ export interface Formatter {
 export interface FmtCache {
   formatted: Map<string, Promise<string | undefined>>;
   paragraphs: Map<string, Promise<Paragraph[] | undefined>>;
+  /** The syntax tree of an original someone already holds (a configuration's), if any. */
+  treeOf?: (text: string) => Promise<HclNode | undefined>;
 }
 
-export function newFmtCache(): FmtCache {
-  return { formatted: new Map(), paragraphs: new Map() };
+export function newFmtCache(treeOf?: FmtCache['treeOf']): FmtCache {
+  return { formatted: new Map(), paragraphs: new Map(), ...(treeOf ? { treeOf } : {}) };
 }
 
 /** An edited file: its original and new texts. */
@@ -219,7 +224,11 @@ export interface Replacement {
 function paragraphsCached(cache: FmtCache, text: string): Promise<Paragraph[] | undefined> {
   let p = cache.paragraphs.get(text);
   if (!p) {
-    p = paragraphsOf(text).catch(() => undefined);
+    const { treeOf } = cache;
+    p = (async () => {
+      const root = treeOf ? await treeOf(text) : undefined;
+      return root ? paragraphsIn(root, text) : paragraphsOf(text);
+    })().catch(() => undefined);
     cache.paragraphs.set(text, p);
   }
   return p;

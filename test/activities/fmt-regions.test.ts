@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { EngineClient } from '../../activities/engine';
+import { withHcl } from '../../activities/hcl';
 import {
   applyReplacements,
   changedRegion,
@@ -255,5 +256,24 @@ describe('formatting only the paragraphs an edit changed', () => {
     expect(applyReplacements(ORIGINAL, [a, d])).toBeUndefined();
     // A change after the last paragraph is no replacement of paragraphs.
     expect(await replacementOf(ORIGINAL, `${ORIGINAL}\n# the end\n`, cache)).toBeUndefined();
+  });
+
+  it("reads an original's paragraphs from the tree its caller holds, once", async () => {
+    let asked = 0;
+    const next = EDITS[0]?.[1](ORIGINAL) ?? '';
+    const again = EDITS[1]?.[1](ORIGINAL) ?? '';
+    await withHcl(ORIGINAL, async (root) => {
+      const cache = newFmtCache(async (text) => {
+        asked += 1;
+        return text === ORIGINAL ? root : undefined;
+      });
+      const out = await formatChanged(
+        e,
+        [next, again].map((text) => ({ original: ORIGINAL, text, tfvars: false })),
+        cache,
+      );
+      expect(out.map((r) => r.formatted)).toEqual([await e.fmt(next), await e.fmt(again)]);
+    });
+    expect(asked).toBe(1);
   });
 });
