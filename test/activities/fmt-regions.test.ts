@@ -263,9 +263,9 @@ describe('formatting only the paragraphs an edit changed', () => {
     const next = EDITS[0]?.[1](ORIGINAL) ?? '';
     const again = EDITS[1]?.[1](ORIGINAL) ?? '';
     await withHcl(ORIGINAL, async (root) => {
-      const cache = newFmtCache(async (text) => {
+      const cache = newFmtCache((text) => {
         asked += 1;
-        return text === ORIGINAL ? root : undefined;
+        return Promise.resolve(text === ORIGINAL ? root : undefined);
       });
       const out = await formatChanged(
         e,
