@@ -133,9 +133,9 @@ export interface FmtJob {
 /**
  * For each edited file: whether the part of its original that the edit changed is in canonical
  * form, and the new text with that part through fmt (undefined when fmt rejects it). Only the
- * changed paragraphs go through fmt — all the jobs' at once, in one process; a tfvars file (its
- * attributes align across the file), a text that does not parse, or a change outside every
- * paragraph goes through whole, as does a new part that fmt cannot read on its own.
+ * changed paragraphs go through fmt — all the jobs' at once, in one process; a tfvars file (only
+ * .tf files were checked part by part against whole-file fmt), a text that does not parse, or a
+ * change outside every paragraph goes through whole, as does a new part fmt cannot read alone.
  */
 export async function formatChanged(
   engine: Formatter,
