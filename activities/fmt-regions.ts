@@ -80,8 +80,9 @@ export function changedRegion(
   // The original's changed rows: [same, o.length - tail) (none when the new text only adds rows).
   const hi = o.length - tail;
   const from = paragraphs.filter((p) => p.start <= same).at(-1)?.start;
-  const to = paragraphs.find((p) => p.end >= hi && p.end > (from ?? Infinity))?.end;
-  if (from === undefined || to === undefined) return undefined;
+  if (from === undefined) return undefined;
+  const to = paragraphs.find((p) => p.end >= hi && p.end > from)?.end;
+  if (to === undefined) return undefined;
   const shift = n.length - o.length;
   // Offsets of rows' starts (the end of the text for a row past the last).
   const startOf = (rows: string[], text: string, row: number) => {
