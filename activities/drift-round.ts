@@ -151,6 +151,18 @@ export function hooks() {
 export const key = (ref: RoundRef, name: string) => roundArtifactKey(ref.sessionId, ref.roundId, name);
 const proposalKey = (ref: RoundRef, iteration: string, group: number) =>
   key(ref, `iteration-${iteration}/group-${group}/proposal.json`);
+const resultKeyOf = (ref: RoundRef, iteration: string, group: number) =>
+  key(ref, `iteration-${iteration}/group-${group}/remediation.json`);
+const changesPrefix = (ref: RoundRef, iteration: string, group: number) =>
+  key(ref, `iteration-${iteration}/group-${group}/changes`);
+
+/** A cycle's answer before its commit: what its result records until then. */
+const answerOf = (remediation: Remediation, resultKey: string): GenerateOutput => ({
+  changed: false,
+  files: remediation.edits.map((e) => e.path),
+  unremediableCount: remediation.unremediable.length,
+  resultKey,
+});
 
 /** Model requests `proposeRemediations` has in flight at once (model.max_concurrent). */
 export const DEFAULT_MODEL_CONCURRENCY = 4;
@@ -294,7 +306,8 @@ async function keepCanonical(
  * change): a path outside the repository is refused; a file that was in canonical form stays in it
  * (`fmt`: small diffs that fmt leaves alone); each new text is stored under `changesPrefix`. Returns
  * the uploads, for the caller to await beside its own writes, and the edited paths relative to the
- * checkout (what the commit takes). `formatted`: the texts went through fmt already (a proposal).
+ * checkout (what the commit takes). `formatted`: the texts went through fmt already (a proposal);
+ * `stored`: the texts are stored already (none uploaded).
  */
 export async function writeModelEdits(
   ws: Workspace,
@@ -302,7 +315,7 @@ export async function writeModelEdits(
   edits: { path: string; content: string }[],
   originals: Map<string, string>,
   changesPrefix: string,
-  opts: { formatted?: boolean } = {},
+  opts: { formatted?: boolean; stored?: boolean } = {},
 ): Promise<{ uploads: Promise<unknown>[]; edited: string[] }> {
   const uploads: Promise<unknown>[] = [];
   // Every path is checked before anything is written: one refused edit writes none of them.
@@ -316,12 +329,17 @@ export async function writeModelEdits(
     const target = targets[i] ?? '';
     mkdirSync(dirname(target), { recursive: true });
     writeFileSync(target, e.content);
-    uploads.push(
-      handled(artifacts.putText(`${changesPrefix}/${e.path.replace(/\.\.\//g, '_up_/')}`, e.content)),
-    );
+    if (!opts.stored) uploads.push(handled(storeEditText(artifacts, changesPrefix, e)));
   }
   return { uploads, edited: targets.map((t) => relative(ws.dir, t)) };
 }
+
+/** An edit's new text, stored under `changesPrefix` (writeModelEdits). */
+const storeEditText = (
+  artifacts: ArtifactStore,
+  changesPrefix: string,
+  e: { path: string; content: string },
+) => artifacts.putText(`${changesPrefix}/${e.path.replace(/\.\.\//g, '_up_/')}`, e.content);
 
 /** The report of an iteration that reads the plan the last cycle validated and finds no drift. */
 const IN_SYNC = 'No drift: the plan validated by the last cycle is in sync.\n';
@@ -356,7 +374,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
     failure: string,
     reason: string,
   ): Promise<void> => {
-    const resultKey = key(input.ref, `iteration-${input.iteration}/group-${group}/remediation.json`);
+    const resultKey = resultKeyOf(input.ref, input.iteration, group);
     const [result, ops] = await Promise.all([
       getJson<CycleResult>(artifacts, resultKey),
       groupOperations(input.operationsKey, input.groupSize, group),
@@ -379,11 +397,14 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
     ws: Workspace,
     input: CycleInput,
     operations: Promise<DriftOperation[]>,
-    /** Looked up beforehand (commitProposals): the cycle's commit on the branch, its proposal. */
-    ahead?: { found: string | undefined; proposal?: Promise<Proposal> },
+    /**
+     * Looked up beforehand (commitProposals): the cycle's commit on the branch, its proposal, and
+     * whether the proposal's answer is stored already (storeProposedAnswers).
+     */
+    ahead?: { found: string | undefined; proposal?: Promise<Proposal>; stored?: boolean },
   ): Promise<CommittedCycle> => {
     const { ref, iteration, group } = input;
-    const resultKey = key(ref, `iteration-${iteration}/group-${group}/remediation.json`);
+    const resultKey = resultKeyOf(ref, iteration, group);
     const diffKey = key(ref, `iteration-${iteration}/group-${group}/changes.diff`);
     const marker = cycleMarker(ref, iteration, group);
     // With a proposal, the files are read only when it no longer fits (the model is asked then).
@@ -420,25 +441,22 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
             unremediable: proposal.unremediable,
           }
         : await askModel(ref, ops, files, all);
+    const stored = fits && ahead?.stored === true;
     const { uploads: changeUploads, edited } = await writeModelEdits(
       ws,
       artifacts,
       remediation.edits,
       new Map(files.map((f) => [f.path, f.content])),
-      key(ref, `iteration-${iteration}/group-${group}/changes`),
-      { formatted: fits },
+      changesPrefix(ref, iteration, group),
+      { formatted: fits, stored },
     );
-    const result: GenerateOutput = {
-      changed: false,
-      files: remediation.edits.map((e) => e.path),
-      unremediableCount: remediation.unremediable.length,
-      resultKey,
-    };
+    const result = answerOf(remediation, resultKey);
     // The answer is stored before the commit exists: a retry that finds the commit reads it.
-    await Promise.all([
-      ...changeUploads,
-      artifacts.putJson(resultKey, { ...result, unremediable: remediation.unremediable }),
-    ]);
+    if (!stored)
+      await Promise.all([
+        ...changeUploads,
+        artifacts.putJson(resultKey, { ...result, unremediable: remediation.unremediable }),
+      ]);
     if (remediation.edits.length === 0) return { output: result, marker, diffKey, saves: [] };
     const addresses = ops
       .filter((o) => !remediation.unremediable.some((u) => u.address === o.address))
@@ -455,6 +473,53 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
         handled(artifacts.putJson(resultKey, { ...done, unremediable: remediation.unremediable })),
       ],
     };
+  };
+
+  /**
+   * Every answer of the proposals `groups` commit, stored at once before the first commit — when
+   * each proposal fits the checkout as the ones before it leave it (every file it edits holds what
+   * it expects), as is usual: their cycles then commit one after the other without a store between.
+   * False (nothing stored) when one does not fit: each cycle stores its own answer, as a cycle does.
+   */
+  const storeProposedAnswers = async (
+    ws: Workspace,
+    input: CommitProposalsInput,
+    groups: number[],
+    proposals: Map<number, Promise<Proposal>>,
+  ): Promise<boolean> => {
+    const texts = new Map<string, string | null>();
+    const textOf = (path: string) => {
+      const target = editTarget(ws, path);
+      if (!texts.has(target)) texts.set(target, existsSync(target) ? readFileSync(target, 'utf8') : null);
+      return { target, text: texts.get(target) };
+    };
+    const answers: { group: number; remediation: Remediation }[] = [];
+    for (const group of groups) {
+      const proposal = await proposals.get(group);
+      if (!proposal?.files.every((f) => textOf(f.path).text === f.before)) return false;
+      for (const f of proposal.files) texts.set(textOf(f.path).target, f.after);
+      answers.push({
+        group,
+        remediation: {
+          edits: proposal.files.map((f) => ({ path: f.path, content: f.after })),
+          unremediable: proposal.unremediable,
+        },
+      });
+    }
+    const { ref, iteration } = input;
+    await Promise.all(
+      answers.flatMap(({ group, remediation }) => {
+        const resultKey = resultKeyOf(ref, iteration, group);
+        return [
+          ...remediation.edits.map((e) => storeEditText(artifacts, changesPrefix(ref, iteration, group), e)),
+          artifacts.putJson(resultKey, {
+            ...answerOf(remediation, resultKey),
+            unremediable: remediation.unremediable,
+          }),
+        ];
+      }),
+    );
+    return true;
   };
 
   const saveDiff = async (ws: Workspace, diffKey: string, sha: string): Promise<void> => {
@@ -963,7 +1028,8 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
 
     /**
      * The proposed changes of consecutive groups (proposeRemediations), each committed as its
-     * group's cycle would (asking the model where a proposal no longer fits), pushed once.
+     * group's cycle would (asking the model where a proposal no longer fits), pushed once. Every
+     * answer is stored before the first commit (storeProposedAnswers).
      */
     async commitProposals(input: CommitProposalsInput): Promise<GenerateOutput[]> {
       const ws = await workspaces.get(input.ref);
@@ -980,6 +1046,12 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       );
       const markers = new Map(groups.map((g) => [g, cycleMarker(input.ref, input.iteration, g)]));
       const committed = await git.commitsByMarker(ws.dir, [...markers.values()]);
+      const stored = await storeProposedAnswers(
+        ws,
+        input,
+        groups.filter((g) => !committed.has(markers.get(g) ?? '')),
+        proposals,
+      );
       const cycles: CommittedCycle[] = [];
       for (const group of groups) {
         const found = committed.get(markers.get(group) ?? '');
@@ -987,6 +1059,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
           await commitCycle(ws, { ...rest, group, proposal: true }, operations, {
             found,
             proposal: proposals.get(group),
+            stored,
           }),
         );
         h.heartbeat(`${cycles.length} of ${input.groups.length} proposed changes committed`);
@@ -1002,7 +1075,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       if (input.commit) return validateAt(input, input.commit);
       const { ref, iteration, group } = input;
       const ws = await workspaces.get(ref);
-      const resultKey = key(ref, `iteration-${iteration}/group-${group}/remediation.json`);
+      const resultKey = resultKeyOf(ref, iteration, group);
       // The cycle's commit and a revert of it, from one `git log`: commits whose message names
       // the cycle or reverts something, newest first, as `sha NUL message NUL`.
       const marker = cycleMarker(ref, iteration, group);

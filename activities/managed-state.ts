@@ -59,6 +59,9 @@ export function managedStateKey(prefix: string, stateProjectId: string): string 
   return `${p ? `${p}/` : ''}${stateProjectId}/terraform.tfstate`;
 }
 
+/** The block types `declaresBackend` looks for, as words. */
+const BACKEND_WORD = /\b(?:backend|cloud)\b/;
+
 /**
  * Whether the root module's own files (not its modules', which cannot carry one) declare a
  * `backend` or `cloud` block, in `.tf` or `.tf.json` form. Kumoss's own override file is not counted.
@@ -79,7 +82,11 @@ export async function declaresBackend(iacDir: string): Promise<boolean> {
         if (b && typeof b === 'object' && ('backend' in b || 'cloud' in b)) return true;
       }
     } else if (f.endsWith('.tf')) {
-      const declares = await withHcl(text(), (root) =>
+      const source = text();
+      // Only a file that holds the word can declare the block: the others are not parsed (a root's
+      // files are most of its size, and this runs before the round's first engine call).
+      if (!BACKEND_WORD.test(source)) continue;
+      const declares = await withHcl(source, (root) =>
         topBlocks(root).some(
           (block) =>
             blockLabels(block).kind === 'terraform' &&

@@ -35,6 +35,11 @@ const PER_MODULE = 50;
 /** The wider `-parallelism` the yardstick plan is timed with beside the engine's default (10). */
 const PLAN_PARALLELISM = 30;
 /**
+ * Rounds run, each on a session of its own, between yardstick plans (`BENCH_REAL_ROOT_ROUNDS`,
+ * default 3): the figures are the median round's, every round's printed.
+ */
+const ROUNDS = Math.max(1, Number(process.env.BENCH_REAL_ROOT_ROUNDS ?? 3));
+/**
  * How much later than the offline model each remediation is answered (`BENCH_REAL_ROOT_MODEL_MS`,
  * default 0): a hosted model answers in seconds, and a group's targeted plan runs beside the next
  * group's answer. The table's figure is the offline model's.
@@ -142,7 +147,7 @@ async function main(): Promise<void> {
     writeFileSync(join(repo, '.gitignore'), '.terraform/\n.terraform.lock.hcl\n');
     const engineDeps = stackEngineDeps('terraform', stack.awsEndpoint);
     const engine = new EngineClient({ ...engineDeps, workdir: repo, scopeId: 'bench' });
-    let t0 = performance.now();
+    const t0 = performance.now();
     await engine.init();
     await engine.apply({ parallelism: 10 });
     console.log(
@@ -216,10 +221,14 @@ async function main(): Promise<void> {
 
     // The yardstick: one plan of the whole drifted root, with the engine's default parallelism
     // (10) — and, side by side, with more graph walkers at once.
+    /** Every yardstick plan with the default parallelism, in order. */
+    const plans: number[] = [];
     const timedPlan = async (parallelism?: number) => {
       const p0 = performance.now();
       await engine.plan({ out: join(work, 'one.tfplan'), ...(parallelism ? { parallelism } : {}) });
-      return (performance.now() - p0) / 1000;
+      const took = (performance.now() - p0) / 1000;
+      if (!parallelism) plans.push(took);
+      return took;
     };
     // Alternated, twice each (default, wide, default, wide): neither runs only on a cold cache.
     const defaults: number[] = [];
@@ -235,11 +244,9 @@ async function main(): Promise<void> {
       `one whole-root plan of the drifted root: ${onePlanS.toFixed(1)} s (${defaults.map((x) => x.toFixed(1)).join(', ')}); -parallelism=${PLAN_PARALLELISM}: ${widePlanS.toFixed(1)} s (${wides.map((x) => x.toFixed(1)).join(', ')})`,
     );
 
-    const calls: EngineCall[] = [];
-    /** When each engine call ended, in ms from the round's start (t0). */
-    const ends: number[] = [];
-    const engineTimes = new EngineTimes();
     const taskQueue = `bench-real-root-${s}`;
+    // Each round's engine calls, reported as they end (the worker's hook) into the current round's.
+    let current: { calls: EngineCall[]; ends: number[]; times: EngineTimes; t0: number } | undefined;
     const worker = await startStackWorker(stack, taskQueue, {
       ...(MODEL_MS > 0
         ? {
@@ -252,54 +259,111 @@ async function main(): Promise<void> {
           }
         : {}),
       onEngineCall: (c) => {
-        calls.push(c);
-        ends.push(performance.now() - t0);
-        engineTimes.record(c);
+        if (!current) return;
+        current.calls.push(c);
+        current.ends.push(performance.now() - current.t0);
+        current.times.record(c);
       },
     });
     let peak = process.memoryUsage().rss;
     const base = peak;
     const sampler = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 50);
-    const input: DriftRoundInput = {
-      session_id: `bench-${s}`,
-      round_id: 'r1',
-      mode: 'full',
-      repository_url: repoUrl,
-      cloud: 'aws',
-      scope_id: 'bench',
-      text: 'Reconcile the whole root.',
+    /**
+     * One round on a session of its own (a branch from `main`: the same 50 drifts each time), with
+     * its figures printed; the yardstick plan after it.
+     */
+    const runRound = async (n: number) => {
+      const input: DriftRoundInput = {
+        session_id: `bench-${s}-${n}`,
+        round_id: 'r1',
+        mode: 'full',
+        repository_url: repoUrl,
+        cloud: 'aws',
+        scope_id: 'bench',
+        text: 'Reconcile the whole root.',
+      };
+      const round = { calls: [] as EngineCall[], ends: [] as number[], times: new EngineTimes(), t0: 0 };
+      current = round;
+      const workflowId = driftRoundWorkflowId(input.session_id, input.round_id);
+      round.t0 = performance.now();
+      const result = (await worker.client.workflow.execute('driftRound', {
+        taskQueue,
+        workflowId,
+        args: [input],
+      })) as DriftRoundResult;
+      const wall = (performance.now() - round.t0) / 1000;
+      current = undefined;
+      const timeline = await activityTimeline(worker.client, workflowId);
+      const { calls, ends } = round;
+      // Busy time, not the sum: validate and plan run side by side.
+      const engineMs = round.times.busyMs();
+      const byVerb = new Map<string, { n: number; ms: number }>();
+      for (const c of calls) {
+        // A plan of some addresses (a group's validation) apart from the plans of the whole root.
+        const verb =
+          c.args[0] === 'plan' && c.args.some((a) => a.startsWith('-target='))
+            ? 'plan -target'
+            : (c.args[0] ?? '');
+        const v = byVerb.get(verb) ?? { n: 0, ms: 0 };
+        byVerb.set(verb, { n: v.n + 1, ms: v.ms + c.durationMs });
+      }
+      console.log(
+        `round ${n}: ${result.status}, outcome ${result.outcome}, ${result.remediated.length} remediated, ${result.unreconciled_count} unreconciled, ${result.iterations} iteration(s)`,
+      );
+      console.log(
+        `  wall time ${wall.toFixed(1)} s; engine processes running ${(engineMs / 1000).toFixed(1)} s (sum of the calls ${(round.times.sumMs / 1000).toFixed(1)} s; busy time ${((engineMs / 1000 / wall) * 100).toFixed(0)}% of it): ${[...byVerb].map(([v, x]) => `${v} ×${x.n} ${(x.ms / 1000).toFixed(1)} s`).join(', ')}`,
+      );
+      console.log(
+        `  activities, scheduled to completed: ${[...timeline.byType]
+          .sort((a, b) => b[1].ms - a[1].ms)
+          .map(([t, x]) => `${t} ×${x.n} ${(x.ms / 1000).toFixed(1)} s`)
+          .join(
+            ', ',
+          )}; no main-path activity under way for ${(timeline.idleMs / 1000).toFixed(1)} s of ${(timeline.wallMs / 1000).toFixed(1)} s; ${(timeline.besideMs / 1000).toFixed(1)} s of activity time beside another (a group's targeted plan beside the next group's generation)`,
+      );
+      console.log(
+        `  main path, in seconds from its start: ${timeline.spans
+          .map((x) => `${x.type} ${(x.startMs / 1000).toFixed(1)}–${(x.endMs / 1000).toFixed(1)}`)
+          .join(', ')}`,
+      );
+      console.log(
+        `  engine calls, in seconds from its start: ${calls
+          .map((c, i) => {
+            const end = ends[i] ?? 0;
+            return `${c.args[0]} ${((end - c.durationMs) / 1000).toFixed(1)}–${(end / 1000).toFixed(1)}`;
+          })
+          .join(', ')}`,
+      );
+      const wholeRoot = calls.filter(
+        (c) => c.args[0] === 'plan' && !c.args.some((a) => a.startsWith('-target=')),
+      );
+      const wholeRootS = wholeRoot.map((c) => c.durationMs / 1000);
+      return { input, result, wall, ratio: (wall * 1000) / engineMs, wholeRootS };
     };
-    t0 = performance.now();
-    const result = (await worker.client.workflow.execute('driftRound', {
-      taskQueue,
-      workflowId: driftRoundWorkflowId(input.session_id, input.round_id),
-      args: [input],
-    })) as DriftRoundResult;
-    const wall = (performance.now() - t0) / 1000;
-    clearInterval(sampler);
-    const timeline = await activityTimeline(
-      worker.client,
-      driftRoundWorkflowId(input.session_id, input.round_id),
-    );
-    await worker.stop();
-    // The yardstick again after the round: the same plan, now that the round has run.
-    const after = [await timedPlan(), await timedPlan()];
-    // Busy time, not the sum: validate and plan run side by side.
-    const engineMs = engineTimes.busyMs();
-    const byVerb = new Map<string, { n: number; ms: number }>();
-    for (const c of calls) {
-      // A plan of some addresses (a group's validation) apart from the plans of the whole root.
-      const verb =
-        c.args[0] === 'plan' && c.args.some((a) => a.startsWith('-target='))
-          ? 'plan -target'
-          : (c.args[0] ?? '');
-      const v = byVerb.get(verb) ?? { n: 0, ms: 0 };
-      byVerb.set(verb, { n: v.n + 1, ms: v.ms + c.durationMs });
+
+    // Rounds and yardstick plans alternate: each round's yardstick is the mean of the plans just
+    // before and after it (the machine's speed drifts over the minutes a run takes).
+    const rounds: (Awaited<ReturnType<typeof runRound>> & { yardstick: number; vs: number })[] = [];
+    let before = defaults;
+    for (let n = 1; n <= ROUNDS; n++) {
+      const r = await runRound(n);
+      const after = n === ROUNDS ? [await timedPlan(), await timedPlan()] : [await timedPlan()];
+      const yardstick = mean([...before, ...after]);
+      rounds.push({ ...r, yardstick, vs: r.wall / yardstick });
+      console.log(
+        `  its whole-root plans: ${r.wholeRootS.map((x) => x.toFixed(1)).join(', ')} s; one plan of the root before and after it, alone: ${[...before, ...after].map((x) => x.toFixed(1)).join(', ')} s`,
+      );
+      console.log(
+        `  round ${n} over one whole-root plan (${yardstick.toFixed(1)} s): ${(r.wall / yardstick).toFixed(2)}×`,
+      );
+      before = after.slice(-1);
     }
-    // Derivation on the round's own first plan.
+    clearInterval(sampler);
+    await worker.stop();
+    // Derivation on the first round's own first plan.
     const planJson = join(work, 'plan.json');
     await worker.artifacts.download(
-      roundArtifactKey(input.session_id, 'r1', 'iteration-1/plan.json'),
+      roundArtifactKey(rounds[0]?.input.session_id ?? '', 'r1', 'iteration-1/plan.json'),
       planJson,
     );
     const times: number[] = [];
@@ -312,55 +376,23 @@ async function main(): Promise<void> {
     times.sort((a, b) => a - b);
     if (MODEL_MS > 0) console.log(`each remediation answered ${MODEL_MS} ms later than the offline model's`);
     console.log(
-      `full round: ${result.status}, outcome ${result.outcome}, ${result.remediated.length} remediated, ${result.unreconciled_count} unreconciled, ${result.iterations} iteration(s)`,
-    );
-    console.log(
-      `round wall time ${wall.toFixed(1)} s; engine processes running ${(engineMs / 1000).toFixed(1)} s (sum of the calls ${(engineTimes.sumMs / 1000).toFixed(1)} s; busy time ${((engineMs / 1000 / wall) * 100).toFixed(0)}% of it): ${[...byVerb].map(([v, x]) => `${v} ×${x.n} ${(x.ms / 1000).toFixed(1)} s`).join(', ')}`,
-    );
-    console.log(
-      `the round's activities, scheduled to completed: ${[...timeline.byType]
-        .sort((a, b) => b[1].ms - a[1].ms)
-        .map(([t, x]) => `${t} ×${x.n} ${(x.ms / 1000).toFixed(1)} s`)
-        .join(
-          ', ',
-        )}; no main-path activity under way for ${(timeline.idleMs / 1000).toFixed(1)} s of ${(timeline.wallMs / 1000).toFixed(1)} s; ${(timeline.besideMs / 1000).toFixed(1)} s of activity time beside another (a group's targeted plan beside the next group's generation)`,
-    );
-    console.log(
-      `the round's main path, in seconds from its start: ${timeline.spans
-        .map((x) => `${x.type} ${(x.startMs / 1000).toFixed(1)}–${(x.endMs / 1000).toFixed(1)}`)
-        .join(', ')}`,
-    );
-    console.log(
-      `the round's engine calls, in seconds from its start: ${calls
-        .map((c, i) => {
-          const end = ends[i] ?? 0;
-          return `${c.args[0]} ${((end - c.durationMs) / 1000).toFixed(1)}–${(end / 1000).toFixed(1)}`;
-        })
-        .join(', ')}`,
-    );
-    const wholeRoot = calls.filter(
-      (c) => c.args[0] === 'plan' && !c.args.some((a) => a.startsWith('-target=')),
-    );
-    console.log(
-      `the round's whole-root plans: ${wholeRoot.map((c) => (c.durationMs / 1000).toFixed(1)).join(', ')} s; one plan of the root after the round, alone: ${mean(after).toFixed(1)} s (${after.map((x) => x.toFixed(1)).join(', ')})`,
-    );
-    console.log(
       `drift derivation on the round's plan (${drifted} drifted of 1000): median ${times[2]?.toFixed(0)} ms of 5`,
     );
     console.log(
       `peak RSS of the process running the worker: ${(peak / 1048576).toFixed(0)} MiB (${((peak - base) / 1048576).toFixed(0)} MiB above its start)`,
     );
-    const ratio = (wall * 1000) / engineMs;
-    console.log(`overhead ratio (round wall time over its engine processes): ${ratio.toFixed(3)}`);
-    // The yardstick around the round: its plans before and after (the machine's speed drifts over
-    // the minutes a run takes, and the round sits between them).
-    const yardstick = mean([...defaults, ...after]);
-    const vsOnePlan = wall / yardstick;
+    // The median round (by its ratio to the yardstick) gives the figures.
+    const median = [...rounds].sort((a, b) => a.vs - b.vs)[Math.floor(rounds.length / 2)];
+    if (!median) throw new Error('no round ran');
+    const remediated = Math.min(...rounds.map((r) => r.result.remediated.length));
     console.log(
-      `the round over one whole-root plan (the mean of the ${defaults.length + after.length} before and after it, ${yardstick.toFixed(1)} s): ${vsOnePlan.toFixed(2)}× (target ≤ 2.5×)`,
+      `overhead ratio (round wall time over its engine processes), the median round's: ${median.ratio.toFixed(3)} (each: ${rounds.map((r) => r.ratio.toFixed(3)).join(', ')})`,
     );
     console.log(
-      `BENCH_REAL_ROOT ${JSON.stringify({ round_overhead_ratio_1000: Number(ratio.toFixed(3)), round_wall_s_1000: Number(wall.toFixed(1)), remediated_1000: result.remediated.length, worker_peak_rss_mib_1000: Math.round(peak / 1048576), one_plan_s_1000: Number(yardstick.toFixed(1)), one_plan_before_s_1000: Number(onePlanS.toFixed(1)), one_plan_after_s_1000: Number(mean(after).toFixed(1)), one_plan_wide_s_1000: Number(widePlanS.toFixed(1)), round_1000_vs_one_plan: Number(vsOnePlan.toFixed(2)) })}`,
+      `the round over one whole-root plan, median of ${rounds.length}: ${median.vs.toFixed(2)}× (each: ${rounds.map((r) => `${r.vs.toFixed(2)}×`).join(', ')}; target ≤ 2.5×)`,
+    );
+    console.log(
+      `BENCH_REAL_ROOT ${JSON.stringify({ round_overhead_ratio_1000: Number(median.ratio.toFixed(3)), round_wall_s_1000: Number(median.wall.toFixed(1)), remediated_1000: remediated, worker_peak_rss_mib_1000: Math.round(peak / 1048576), one_plan_s_1000: Number(median.yardstick.toFixed(1)), one_plan_before_s_1000: Number(onePlanS.toFixed(1)), one_plan_wide_s_1000: Number(widePlanS.toFixed(1)), round_1000_vs_one_plan: Number(median.vs.toFixed(2)), round_1000_vs_one_plan_each: rounds.map((r) => Number(r.vs.toFixed(2))), one_plan_range_s_1000: [Number(Math.min(...plans).toFixed(1)), Number(Math.max(...plans).toFixed(1))] })}`,
     );
   } finally {
     rmSync(work, { recursive: true, force: true });

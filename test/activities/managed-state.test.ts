@@ -73,6 +73,17 @@ describe('declaresBackend', () => {
         dirWith({ 'main.tf': TIME_ROOT, [MANAGED_BACKEND_FILE]: 'terraform {\n  backend "s3" {}\n}\n' }),
       ),
     ).toBe(false);
+    // The word elsewhere (a comment, a string, a block of another kind) is not the block.
+    expect(
+      await declaresBackend(
+        dirWith({
+          'main.tf': `${TIME_ROOT}\n# no backend here: the cloud is Kumoss's\nlocals {\n  backend = "cloud"\n}\n`,
+        }),
+      ),
+    ).toBe(false);
+    expect(
+      await declaresBackend(dirWith({ 'a.tf': TIME_ROOT, 'z.tf': 'terraform{backend "local"{}}\n' })),
+    ).toBe(true);
   });
 });
 

@@ -2,6 +2,9 @@
 // real stack (git host, object store, the engine's fmt), with the offline model counted. Proposed
 // changes commit what cycles asking the model one after another commit; a change that overlaps an
 // earlier group's, or a proposal the files no longer fit, is left to the model in its cycle.
+import { mkdtempSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { key, type GenerateOutput } from '../../activities/drift-round';
@@ -116,6 +119,44 @@ describe('changes proposed at once', () => {
     // A retry of the step finds both commits and commits nothing more.
     expect(await at.commitTogether([0, 1])).toEqual(commits);
     expect((await gitClient().run(['rev-parse', at.ref.branch], hosted)).trim()).toBe(second);
+  });
+
+  it('store every proposed answer before the first commit: a store that fails leaves nothing committed', async () => {
+    // The object store refuses group 2's answer once.
+    let refuse = true;
+    const real = artifactStore();
+    const flaky = new Proxy(real, {
+      get(target, prop, receiver) {
+        if (prop === 'putJson')
+          return async (k: string, v: unknown) => {
+            if (refuse && k.endsWith('/group-1/remediation.json')) {
+              refuse = false;
+              throw new Error('object store unavailable');
+            }
+            return target.putJson(k, v);
+          };
+        const value: unknown = Reflect.get(target, prop, receiver);
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const workDir = mkdtempSync(join(tmpdir(), 'kumoss-proposals-'));
+    const env = new MockActivityEnvironment();
+    const at = await twoGroups(b, testActivities({ artifacts: flaky, workDir }), env);
+    expect(await at.propose()).toEqual({ proposed: [0, 1] });
+    await expect(at.commitTogether([0, 1])).rejects.toThrow('object store unavailable');
+    // Not even group 1's change is committed in the worker's checkout: no commit without every
+    // answer stored, so a retry never finds a commit whose answer is missing.
+    const [session] = readdirSync(workDir);
+    const checkout = join(workDir, session ?? '', 'repo');
+    expect(await gitClient().run(['log', '--format=%H', '-F', '--grep=Kumoss-Cycle:'], checkout)).toBe('');
+    // The retry commits both, each with its stored answer.
+    const commits = await at.commitTogether([0, 1]);
+    expect(commits.map((c) => c.changed)).toEqual([true, true]);
+    for (const [g, c] of commits.entries())
+      expect(JSON.parse(await real.getText(c.resultKey))).toMatchObject({
+        commit: c.commit,
+        resultKey: key(at.ref, `iteration-1/group-${g}/remediation.json`),
+      });
   });
 
   it('adopt the commits of an earlier attempt whose push landed after the retry began', async () => {
