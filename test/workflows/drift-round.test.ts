@@ -323,6 +323,86 @@ describe('driftRound when the whole root disagrees with a group’s targeted pla
   });
 });
 
+describe('driftRound when the whole root still disagrees once a change that does not plan is taken back', () => {
+  let h: TemporalHarness;
+  let b: DriftTestBed;
+
+  // Beside app_config's fix, at the end of main.tf, an output naming a variable nobody declared
+  // (every plan meets it); beside the ingress fix, at its start, a data source reading a file that
+  // is not there (a plan targeted at the ingress group never reads it, the whole root's does). The
+  // two additions are apart: both changes are proposed and committed in one step.
+  const model = besideFix(
+    DRIFT_ADDRESSES.attribute,
+    'output "broken" {\n  value = var.undeclared\n}\n',
+    besideFix(
+      DRIFT_ADDRESSES.ingress,
+      'data "local_file" "gone" {\n  filename = "${path.module}/gone.txt"\n}\n',
+      new OfflineModel(),
+      'start',
+    ),
+  );
+
+  beforeAll(async () => {
+    h = await temporalHarness('drift-round-still-disagrees', testActivities({ model }));
+    b = await newTestBed();
+  });
+  afterAll(async () => {
+    await b?.destroy();
+    await h?.close();
+  });
+
+  it('takes that change back, then validates the rest against the whole root and takes back what does not plan', async () => {
+    const { args, result } = await twoGroupRound(h, b);
+    expect(result.remediated).toEqual([]);
+    const prefix = `sessions/${args.session_id}/rounds/${args.round_id}/iteration-1`;
+    // The whole root refused with the broken output; the attribute change failed its own plan and
+    // was taken back; the whole root then refused for the missing file: the disagreement, after
+    // which the ingress change, alone on the root without the changes, did not plan either.
+    const record = JSON.parse(await artifactStore().getText(`${prefix}/confirm/confirm.json`)) as {
+      disagreement: string;
+      reverted: number[];
+      planKey?: string;
+    };
+    expect(record.disagreement).toMatch(/gone\.txt/);
+    expect(record.reverted).toEqual([0, 1]);
+    expect(record.planKey).toBeUndefined();
+    // Of the whole root's plans, only the one without the changes planned (a plan's output is
+    // stored when it plans).
+    const confirmPlans = (await artifactStore().list(`${prefix}/confirm/`))
+      .filter((k) => k.endsWith('.txt'))
+      .map((k) => k.split('/').at(-1));
+    expect(confirmPlans).toEqual(['base.txt']);
+    const report = driftReportSchema.parse(
+      JSON.parse(await artifactStore().getText(result.report_key ?? '')),
+    );
+    expect(report.unreconciled_drift).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({
+          address: DRIFT_ADDRESSES.attribute,
+          reason: expect.stringMatching(
+            /^The proposed change did not validate \(.*Reference to undeclared input variable.*\); it was reverted\.$/,
+          ) as string,
+        }),
+        expect.objectContaining({
+          address: DRIFT_ADDRESSES.ingress,
+          reason: expect.stringMatching(
+            /^The proposed change planned on its own but not with the whole root \(.*gone\.txt.*\); it was reverted\.$/s,
+          ) as string,
+        }),
+      ]),
+    );
+    // The branch says each step, and its tree is the base's again.
+    const clone = await cloneOf(b.repoUrl);
+    await gitClient().run(['checkout', '--quiet', result.branch], clone);
+    const log = (await gitClient().run(['log', '--format=%s', '-4'], clone)).trim().split('\n');
+    expect(log[0]).toBe("Take back iteration 1's changes to validate each against the whole root");
+    expect(log[1]).toBe("Take back iteration 1's changes that do not plan on their own");
+    expect(log[2]).toMatch(/^Reconcile drift: /);
+    expect(log[3]).toMatch(/^Reconcile drift: /);
+    expect((await gitClient().run(['diff', '--stat', 'origin/main', 'HEAD'], clone)).trim()).toBe('');
+  });
+});
+
 describe('driftRound when a group’s change does not validate', () => {
   let h: TemporalHarness;
   let b: DriftTestBed;
@@ -537,15 +617,24 @@ async function twoGroupRound(
   return { args, result };
 }
 
-/** The offline model (or `inner`), whose fix of `address` adds `hcl` to main.tf beside it. */
-function besideFix(address: string, hcl: string, inner: OfflineModel = new OfflineModel()): OfflineModel {
+/**
+ * The offline model (or `inner`), whose fix of `address` adds `hcl` to main.tf beside it: at its
+ * end, or (`at: 'start'`) before its first line.
+ */
+function besideFix(
+  address: string,
+  hcl: string,
+  inner: OfflineModel = new OfflineModel(),
+  at: 'end' | 'start' = 'end',
+): OfflineModel {
   return new (class extends OfflineModel {
     override async remediate(input: Parameters<OfflineModel['remediate']>[0]) {
       const r = await inner.remediate(input);
       if (!input.operations.some((o) => o.address === address)) return r;
+      const added = (text: string) => (at === 'end' ? `${text}\n${hcl}` : `${hcl}\n${text}`);
       return {
         ...r,
-        edits: r.edits.map((e) => (e.path === 'main.tf' ? { ...e, content: `${e.content}\n${hcl}` } : e)),
+        edits: r.edits.map((e) => (e.path === 'main.tf' ? { ...e, content: added(e.content) } : e)),
       };
     }
   })();
