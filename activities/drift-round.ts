@@ -176,6 +176,13 @@ interface Proposal {
   files: { path: string; before: string | null; after: string }[];
   unremediable: Unremediable[];
 }
+/** A proposal as the cycle's change: each edited file's text after it. */
+const remediationOf = (proposal: Proposal): Remediation => ({
+  edits: proposal.files.map((f) => ({ path: f.path, content: f.after })),
+  unremediable: proposal.unremediable,
+});
+/** A file's text in the checkout (null: absent). */
+const textAt = (target: string): string | null => (existsSync(target) ? readFileSync(target, 'utf8') : null);
 const cycleMarker = (ref: RoundRef, iteration: string, group: number) =>
   `Kumoss-Cycle: ${ref.sessionId}/${ref.roundId}/${iteration}/${group}`;
 
@@ -428,19 +435,10 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
     const all = await operations;
     const ops = groupDriftOperations(all, input.groupSize)[group] ?? [];
     // The proposal is this cycle's change when every file it edits holds what it expects.
-    const fits =
-      proposal?.files.every((f) => {
-        const target = editTarget(ws, f.path);
-        return (existsSync(target) ? readFileSync(target, 'utf8') : null) === f.before;
-      }) === true;
+    const fits = proposal?.files.every((f) => textAt(editTarget(ws, f.path)) === f.before) === true;
     const files = fits ? [] : (read ?? (await readFiles()));
     const remediation: Remediation =
-      proposal && fits
-        ? {
-            edits: proposal.files.map((f) => ({ path: f.path, content: f.after })),
-            unremediable: proposal.unremediable,
-          }
-        : await askModel(ref, ops, files, all);
+      proposal && fits ? remediationOf(proposal) : await askModel(ref, ops, files, all);
     const stored = fits && ahead?.stored === true;
     const { uploads: changeUploads, edited } = await writeModelEdits(
       ws,
@@ -490,7 +488,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
     const texts = new Map<string, string | null>();
     const textOf = (path: string) => {
       const target = editTarget(ws, path);
-      if (!texts.has(target)) texts.set(target, existsSync(target) ? readFileSync(target, 'utf8') : null);
+      if (!texts.has(target)) texts.set(target, textAt(target));
       return { target, text: texts.get(target) };
     };
     const answers: { group: number; remediation: Remediation }[] = [];
@@ -498,13 +496,7 @@ export function createDriftRoundActivities(deps: DriftRoundDeps) {
       const proposal = await proposals.get(group);
       if (!proposal?.files.every((f) => textOf(f.path).text === f.before)) return false;
       for (const f of proposal.files) texts.set(textOf(f.path).target, f.after);
-      answers.push({
-        group,
-        remediation: {
-          edits: proposal.files.map((f) => ({ path: f.path, content: f.after })),
-          unremediable: proposal.unremediable,
-        },
-      });
+      answers.push({ group, remediation: remediationOf(proposal) });
     }
     const { ref, iteration } = input;
     await Promise.all(

@@ -1,8 +1,10 @@
-// Benchmark: one full drift round on a real-shaped AWS root of 1,000 resources — 10 root files
+// Benchmark: full drift rounds on a real-shaped AWS root of 1,000 resources — 10 root files
 // (security groups with ingress blocks, tagged buckets, IAM roles with jsonencode policies,
 // instances) and 4 local modules — applied with kumoss/aws into moto, 50 resources drifted through
-// the AWS APIs. Prints the round's wall time and how much of it the engine took, the drift
-// derivation time on the round's own plan, and the peak memory of the process running the worker.
+// the AWS APIs. Three rounds (each on a session of its own) between plans of the whole root, the
+// yardstick: prints each round's wall time, how much of it the engine took and its ratio to the
+// plans beside it, the median round's figures, the drift derivation time on a round's own plan, and
+// the peak memory of the process running the worker.
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -8,7 +8,7 @@ import type { ModelProvider } from '../../activities/model/port';
 import type { Activities } from '../../activities';
 import { type DriftTestBed } from '../support/drift-test-bed';
 import { firstIteration } from '../support/round-steps';
-import { artifactStore, gitClient, stack, testActivities, newTestBed } from '../support/stack';
+import { gitClient, stack, storeRefusingOnce, testActivities, newTestBed } from '../support/stack';
 
 /** A round on `bed` up to its first cycle: prepared, iteration 1 planned, the cycle's input. */
 async function firstCycle(bed: DriftTestBed, acts: Activities, env: MockActivityEnvironment) {
@@ -69,22 +69,7 @@ describe('drift round activities are idempotent', () => {
     await b.inject('attribute');
     // The object store refuses the cycle's answer once: the attempt fails with the edits written
     // to the checkout and nothing committed (as under load, bench/load-sessions.ts).
-    const real = artifactStore();
-    let refuse = true;
-    const flaky = new Proxy(real, {
-      get(target, prop, receiver) {
-        if (prop === 'putJson')
-          return async (k: string, v: unknown) => {
-            if (refuse && k.endsWith('/remediation.json')) {
-              refuse = false;
-              throw new Error('object store unavailable');
-            }
-            return target.putJson(k, v);
-          };
-        const value: unknown = Reflect.get(target, prop, receiver);
-        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-      },
-    });
+    const flaky = storeRefusingOnce((k) => k.endsWith('/remediation.json'));
     const acts = testActivities({ artifacts: flaky });
     const env = new MockActivityEnvironment();
     const { ref, cycle } = await firstCycle(b, acts, env);

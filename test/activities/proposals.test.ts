@@ -14,7 +14,14 @@ import { firstIteration } from '../support/round-steps';
 import type { Activities } from '../../activities';
 import type { CycleInput, ProposeOutput } from '../../shared/round-contracts';
 import { DRIFT_ADDRESSES, type DriftTestBed } from '../support/drift-test-bed';
-import { artifactStore, gitClient, newTestBed, stack, testActivities } from '../support/stack';
+import {
+  artifactStore,
+  gitClient,
+  newTestBed,
+  stack,
+  storeRefusingOnce,
+  testActivities,
+} from '../support/stack';
 
 type RemediateInput = Parameters<OfflineModel['remediate']>[0];
 
@@ -123,22 +130,8 @@ describe('changes proposed at once', () => {
 
   it('store every proposed answer before the first commit: a store that fails leaves nothing committed', async () => {
     // The object store refuses group 2's answer once.
-    let refuse = true;
     const real = artifactStore();
-    const flaky = new Proxy(real, {
-      get(target, prop, receiver) {
-        if (prop === 'putJson')
-          return async (k: string, v: unknown) => {
-            if (refuse && k.endsWith('/group-1/remediation.json')) {
-              refuse = false;
-              throw new Error('object store unavailable');
-            }
-            return target.putJson(k, v);
-          };
-        const value: unknown = Reflect.get(target, prop, receiver);
-        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-      },
-    });
+    const flaky = storeRefusingOnce((k) => k.endsWith('/group-1/remediation.json'), real);
     const workDir = mkdtempSync(join(tmpdir(), 'kumoss-proposals-'));
     const env = new MockActivityEnvironment();
     const at = await twoGroups(b, testActivities({ artifacts: flaky, workDir }), env);

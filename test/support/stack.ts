@@ -46,6 +46,29 @@ export function stack(): TestStack {
 let indexDb: Db | undefined;
 
 /** The run's object store, recording what it writes in the artifact index as the worker's does. */
+/**
+ * The object store (or `real`), refusing the first `putJson` of a key `refused` matches (an object
+ * store unavailable for a moment): that write throws 'object store unavailable', every other goes
+ * through.
+ */
+export function storeRefusingOnce(refused: (key: string) => boolean, real = artifactStore()): ArtifactStore {
+  let refuse = true;
+  return new Proxy(real, {
+    get(target, prop, receiver) {
+      if (prop === 'putJson')
+        return async (k: string, v: unknown) => {
+          if (refuse && refused(k)) {
+            refuse = false;
+            throw new Error('object store unavailable');
+          }
+          return target.putJson(k, v);
+        };
+      const value: unknown = Reflect.get(target, prop, receiver);
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}
+
 export function artifactStore(): ArtifactStore {
   const s = stack();
   indexDb ??= createDb(s.databaseUrl, { max: 2 });
