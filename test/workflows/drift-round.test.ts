@@ -23,6 +23,28 @@ import {
   roundInput,
 } from '../support/stack';
 
+/** An output naming a variable nobody declared: every plan of the root meets it. */
+const BROKEN_OUTPUT = 'output "broken" {\n  value = var.undeclared\n}\n';
+/**
+ * A data source reading a file that is not there: `validate` and a plan targeted elsewhere never
+ * read it, a plan of the whole root does.
+ */
+const MISSING_FILE_DATA = 'data "local_file" "gone" {\n  filename = "${path.module}/gone.txt"\n}\n';
+
+/** A worker answering with `model` and a drift test bed of its own, for the describe block that calls it. */
+function harnessWithBed(name: string, model: OfflineModel): { h: TemporalHarness; b: DriftTestBed } {
+  const bed = {} as { h: TemporalHarness; b: DriftTestBed };
+  beforeAll(async () => {
+    bed.h = await temporalHarness(name, testActivities({ model }));
+    bed.b = await newTestBed();
+  });
+  afterAll(async () => {
+    await bed.b?.destroy();
+    await bed.h?.close();
+  });
+  return bed;
+}
+
 describe('driftRound on the drift test bed', () => {
   let h: TemporalHarness;
   const beds: DriftTestBed[] = [];
@@ -268,27 +290,14 @@ describe('driftRound when a remediation adds a provider', () => {
 });
 
 describe('driftRound when the whole root disagrees with a group’s targeted plan', () => {
-  let h: TemporalHarness;
-  let b: DriftTestBed;
-
   // The offline fix, plus — beside app_config's fix — a data source reading a file that is not
   // there: `validate` and a plan targeted at app_config never read it, a plan of the whole root does.
-  const model = besideFix(
-    DRIFT_ADDRESSES.attribute,
-    'data "local_file" "gone" {\n  filename = "${path.module}/gone.txt"\n}\n',
-  );
+  const model = besideFix(DRIFT_ADDRESSES.attribute, MISSING_FILE_DATA);
 
-  beforeAll(async () => {
-    h = await temporalHarness('drift-round-confirm', testActivities({ model }));
-    b = await newTestBed();
-  });
-  afterAll(async () => {
-    await b?.destroy();
-    await h?.close();
-  });
+  const bed = harnessWithBed('drift-round-confirm', model);
 
   it('says so, validates each group against the whole root, and keeps only the change that plans', async () => {
-    const { args, result } = await twoGroupRound(h, b);
+    const { args, result } = await twoGroupRound(bed.h, bed.b);
     expect(result.outcome).toBe('Partial');
     expect(result.remediated).toEqual([DRIFT_ADDRESSES.ingress]);
     const prefix = `sessions/${args.session_id}/rounds/${args.round_id}/iteration-1`;
@@ -310,49 +319,34 @@ describe('driftRound when the whole root disagrees with a group’s targeted pla
       }),
     ]);
     // The branch says what happened, and plans with only the ingress fix on it.
-    const clone = await cloneOf(b.repoUrl);
+    const clone = await cloneOf(bed.b.repoUrl);
     await gitClient().run(['checkout', '--quiet', result.branch], clone);
     const log = await gitClient().run(['log', '--format=%s'], clone);
     expect(log).toContain("Take back iteration 1's changes to validate each against the whole root");
-    const fresh = await h.client.workflow.execute(detectDrift, {
-      taskQueue: h.taskQueue,
+    const fresh = await bed.h.client.workflow.execute(detectDrift, {
+      taskQueue: bed.h.taskQueue,
       workflowId: `verify-${randomUUID()}`,
-      args: [{ repositoryUrl: b.repoUrl, branch: result.branch, scopeId: 'scope-test' }],
+      args: [{ repositoryUrl: bed.b.repoUrl, branch: result.branch, scopeId: 'scope-test' }],
     });
     expect(fresh.drifted).toEqual([DRIFT_ADDRESSES.attribute]);
   });
 });
 
 describe('driftRound when the whole root still disagrees once a change that does not plan is taken back', () => {
-  let h: TemporalHarness;
-  let b: DriftTestBed;
-
   // Beside app_config's fix, at the end of main.tf, an output naming a variable nobody declared
   // (every plan meets it); beside the ingress fix, at its start, a data source reading a file that
   // is not there (a plan targeted at the ingress group never reads it, the whole root's does). The
   // two additions are apart: both changes are proposed and committed in one step.
   const model = besideFix(
     DRIFT_ADDRESSES.attribute,
-    'output "broken" {\n  value = var.undeclared\n}\n',
-    besideFix(
-      DRIFT_ADDRESSES.ingress,
-      'data "local_file" "gone" {\n  filename = "${path.module}/gone.txt"\n}\n',
-      new OfflineModel(),
-      'start',
-    ),
+    BROKEN_OUTPUT,
+    besideFix(DRIFT_ADDRESSES.ingress, MISSING_FILE_DATA, new OfflineModel(), 'start'),
   );
 
-  beforeAll(async () => {
-    h = await temporalHarness('drift-round-still-disagrees', testActivities({ model }));
-    b = await newTestBed();
-  });
-  afterAll(async () => {
-    await b?.destroy();
-    await h?.close();
-  });
+  const bed = harnessWithBed('drift-round-still-disagrees', model);
 
   it('takes that change back, then validates the rest against the whole root and takes back what does not plan', async () => {
-    const { args, result } = await twoGroupRound(h, b);
+    const { args, result } = await twoGroupRound(bed.h, bed.b);
     expect(result.remediated).toEqual([]);
     const prefix = `sessions/${args.session_id}/rounds/${args.round_id}/iteration-1`;
     // The whole root refused with the broken output; the attribute change failed its own plan and
@@ -392,7 +386,7 @@ describe('driftRound when the whole root still disagrees once a change that does
       ]),
     );
     // The branch says each step, and its tree is the base's again.
-    const clone = await cloneOf(b.repoUrl);
+    const clone = await cloneOf(bed.b.repoUrl);
     await gitClient().run(['checkout', '--quiet', result.branch], clone);
     const log = (await gitClient().run(['log', '--format=%s', '-4'], clone)).trim().split('\n');
     expect(log[0]).toBe("Take back iteration 1's changes to validate each against the whole root");
@@ -404,14 +398,11 @@ describe('driftRound when the whole root still disagrees once a change that does
 });
 
 describe('driftRound when a group’s change does not validate', () => {
-  let h: TemporalHarness;
-  let b: DriftTestBed;
-
   // The offline fix, plus — beside app_config's fix — an output naming a variable nobody declared:
   // an error outside the addresses the group's plan targets, which the plan finds all the same
   // (no `validate` process runs beside it). `failNext`: the next request for the ingress group's
   // change fails (a model's overloaded answer), as a request for the iteration's proposals may.
-  const fix = besideFix(DRIFT_ADDRESSES.attribute, 'output "broken" {\n  value = var.undeclared\n}\n');
+  const fix = besideFix(DRIFT_ADDRESSES.attribute, BROKEN_OUTPUT);
   const failNext = { ingress: false };
   const model = new (class extends OfflineModel {
     override async remediate(input: Parameters<OfflineModel['remediate']>[0]) {
@@ -423,14 +414,7 @@ describe('driftRound when a group’s change does not validate', () => {
     }
   })();
 
-  beforeAll(async () => {
-    h = await temporalHarness('drift-round-invalid', testActivities({ model }));
-    b = await newTestBed();
-  });
-  afterAll(async () => {
-    await b?.destroy();
-    await h?.close();
-  });
+  const bed = harnessWithBed('drift-round-invalid', model);
 
   /** The round's report, with the attribute's change taken back for the engine's diagnostic. */
   const takenBackReport = async (result: DriftRoundResult) => {
@@ -447,7 +431,7 @@ describe('driftRound when a group’s change does not validate', () => {
         ) as string,
       }),
     ]);
-    const clone = await cloneOf(b.repoUrl);
+    const clone = await cloneOf(bed.b.repoUrl);
     await gitClient().run(['checkout', '--quiet', result.branch], clone);
     return (await gitClient().run(['log', '--format=%s', '-3'], clone)).trim().split('\n');
   };
@@ -455,7 +439,7 @@ describe('driftRound when a group’s change does not validate', () => {
   it('plans the next change apart from it, takes it back alone and keeps the one that plans', async () => {
     // Both changes proposed at once and committed in turn: no targeted plan ran beside them, and
     // the whole root's plan is the first to meet the broken output.
-    const { args, result } = await twoGroupRound(h, b);
+    const { args, result } = await twoGroupRound(bed.h, bed.b);
     const log = await takenBackReport(result);
     const prefix = `sessions/${args.session_id}/rounds/${args.round_id}/iteration-1`;
     // The ingress change planned without the broken one (reverted in its checkout), so it stays.
@@ -473,7 +457,7 @@ describe('driftRound when a group’s change does not validate', () => {
     // No proposal for the ingress group: its cycle asks the model itself, and the first group's
     // targeted plan runs meanwhile.
     failNext.ingress = true;
-    const { args, result } = await twoGroupRound(h, b);
+    const { args, result } = await twoGroupRound(bed.h, bed.b);
     const log = await takenBackReport(result);
     const prefix = `sessions/${args.session_id}/rounds/${args.round_id}/iteration-1`;
     expect(JSON.parse(await artifactStore().getText(`${prefix}/take-back.json`))).toEqual({ takenBack: [0] });
@@ -483,25 +467,15 @@ describe('driftRound when a group’s change does not validate', () => {
 });
 
 describe('driftRound when the last group’s change does not plan', () => {
-  let h: TemporalHarness;
-  let b: DriftTestBed;
-
   // The offline fix, plus — beside the last group's (ingress) fix — an output naming a variable
   // nobody declared: no targeted plan ran for the last group, so the whole root's plan is the first
   // to meet it.
-  const model = besideFix(DRIFT_ADDRESSES.ingress, 'output "broken" {\n  value = var.undeclared\n}\n');
+  const model = besideFix(DRIFT_ADDRESSES.ingress, BROKEN_OUTPUT);
 
-  beforeAll(async () => {
-    h = await temporalHarness('drift-round-last', testActivities({ model }));
-    b = await newTestBed();
-  });
-  afterAll(async () => {
-    await b?.destroy();
-    await h?.close();
-  });
+  const bed = harnessWithBed('drift-round-last', model);
 
   it('plans that change on its own, takes it back alone, and plans the whole root once more', async () => {
-    const { args, result } = await twoGroupRound(h, b);
+    const { args, result } = await twoGroupRound(bed.h, bed.b);
     expect(result.outcome).toBe('Partial');
     expect(result.remediated).toEqual([DRIFT_ADDRESSES.attribute]);
     const prefix = `sessions/${args.session_id}/rounds/${args.round_id}/iteration-1`;
@@ -531,44 +505,34 @@ describe('driftRound when the last group’s change does not plan', () => {
         ) as string,
       }),
     ]);
-    const clone = await cloneOf(b.repoUrl);
+    const clone = await cloneOf(bed.b.repoUrl);
     await gitClient().run(['checkout', '--quiet', result.branch], clone);
     const log = (await gitClient().run(['log', '--format=%s', '-2'], clone)).trim().split('\n');
     expect(log[0]).toBe("Take back iteration 1's changes that do not plan on their own");
     expect(log[1]).toMatch(/^Reconcile drift: /);
-    const fresh = await h.client.workflow.execute(detectDrift, {
-      taskQueue: h.taskQueue,
+    const fresh = await bed.h.client.workflow.execute(detectDrift, {
+      taskQueue: bed.h.taskQueue,
       workflowId: `verify-${randomUUID()}`,
-      args: [{ repositoryUrl: b.repoUrl, branch: result.branch, scopeId: 'scope-test' }],
+      args: [{ repositoryUrl: bed.b.repoUrl, branch: result.branch, scopeId: 'scope-test' }],
     });
     expect(fresh.drifted).toEqual([DRIFT_ADDRESSES.ingress]);
   });
 });
 
 describe('driftRound when a later group edited the lines an invalid change added', () => {
-  let h: TemporalHarness;
-  let b: DriftTestBed;
-
   // The first group's fix adds a broken output at the end of main.tf; the second group, generated
   // on top of it while the first group's plan ran, adds a valid output right after it: the first
   // change no longer reverts apart from the second's.
   const model = besideFix(
     DRIFT_ADDRESSES.attribute,
-    'output "broken" {\n  value = var.undeclared\n}\n',
+    BROKEN_OUTPUT,
     besideFix(DRIFT_ADDRESSES.ingress, 'output "fine" {\n  value = "ok"\n}\n'),
   );
 
-  beforeAll(async () => {
-    h = await temporalHarness('drift-round-take-back', testActivities({ model }));
-    b = await newTestBed();
-  });
-  afterAll(async () => {
-    await b?.destroy();
-    await h?.close();
-  });
+  const bed = harnessWithBed('drift-round-take-back', model);
 
   it('takes both changes back, each with its reason, and leaves the branch as it began', async () => {
-    const { args, result } = await twoGroupRound(h, b);
+    const { args, result } = await twoGroupRound(bed.h, bed.b);
     expect(result.remediated).toEqual([]);
     expect(result.stopped_because).toBe('no-progress');
     const prefix = `sessions/${args.session_id}/rounds/${args.round_id}/iteration-1`;
@@ -592,7 +556,7 @@ describe('driftRound when a later group edited the lines an invalid change added
       ]),
     );
     // The branch's tree is the base's again: both changes taken back in one commit.
-    const clone = await cloneOf(b.repoUrl);
+    const clone = await cloneOf(bed.b.repoUrl);
     await gitClient().run(['checkout', '--quiet', result.branch], clone);
     const diff = await gitClient().run(['diff', '--stat', 'origin/main', 'HEAD'], clone);
     expect(diff.trim()).toBe('');
