@@ -4,14 +4,15 @@
 // a provider or a module). The scope id reaches every call as TF_VAR_kumoss_scope_id: a root that
 // declares `variable "kumoss_scope_id"` sees it, one that does not is unaffected.
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
+import { tmpdir } from 'node:os';
 import { z } from 'zod';
 import { inSpan } from '../shared/infra/tracing';
 import type { EngineSlots } from './engine-slots';
 import type { RunCredentials } from './cloud-credentials';
-import { gitDirOf, type ManagedRoot, type ManagedState } from './managed-state';
+import type { ManagedRoot, ManagedState } from './managed-state';
 import { ProcessError, runProcess, type RunResult } from './process';
-import { SANDBOX_HOME, SandboxUnavailable, type EngineSandbox } from './sandbox';
+import { checkoutOf, gitMetadataOf, SANDBOX_HOME, SandboxUnavailable, type EngineSandbox } from './sandbox';
 import { stateVersionOf } from './plan-reader';
 import { providersStillBuilding, waitForTool } from '../shared/infra/tools.mjs';
 
@@ -279,7 +280,7 @@ export class EngineClient {
     args: string[],
     hooks: CallHooks = {},
     stdoutFile?: string,
-    io: { stdin?: string; timeoutMs?: number } = {},
+    io: { stdin?: string; timeoutMs?: number; writable?: string[] } = {},
   ): Promise<RunResult> {
     const verb = args[0] ?? '';
     const managed = await this.managed();
@@ -299,8 +300,16 @@ export class EngineClient {
     return this.exec(args, hooks, stdoutFile, io);
   }
 
-  /** The program and arguments that run the engine with `args`: inside the sandbox when it is on. */
-  private commandLine(args: string[], env: Record<string, string>): { command: string; args: string[] } {
+  /**
+   * The program and arguments that run the engine with `args`: inside the sandbox when it is on,
+   * writing the run's directory and the checkout it plans in — but that checkout's `.git` — and
+   * `writable` (a call's own scratch directory).
+   */
+  private commandLine(
+    args: string[],
+    env: Record<string, string>,
+    writable: string[] = [],
+  ): { command: string; args: string[]; fd3?: string } {
     // `npm start` builds only the configured engine; a run that asks for the other one says so.
     if (!existsSync(this.opts.binary))
       throw new EngineError(
@@ -316,20 +325,24 @@ export class EngineClient {
       if (err instanceof SandboxUnavailable) throw new EngineError(err.message, true, '');
       throw err;
     }
-    const gitDir = gitDirOf(this.opts.workdir);
-    const root = this.opts.runDir ?? (gitDir ? dirname(gitDir) : this.opts.workdir);
-    return sandbox.wrap(this.opts.binary, args, { root, cwd: this.opts.workdir, env });
+    const checkout = checkoutOf(this.opts.workdir);
+    return sandbox.wrap(this.opts.binary, args, {
+      writable: [...(this.opts.runDir ? [this.opts.runDir] : []), checkout ?? this.opts.workdir, ...writable],
+      protect: checkout ? gitMetadataOf(checkout, this.opts.runDir) : [],
+      cwd: this.opts.workdir,
+      env,
+    });
   }
 
   private async exec(
     args: string[],
     hooks: CallHooks,
     stdoutFile: string | undefined,
-    io: { stdin?: string; timeoutMs?: number; env?: Record<string, string> },
+    io: { stdin?: string; timeoutMs?: number; env?: Record<string, string>; writable?: string[] },
   ): Promise<RunResult> {
     const verb = args[0] ?? '';
     const env = await this.env(io.env);
-    const cmd = this.commandLine(args, env);
+    const cmd = this.commandLine(args, env, io.writable);
     const start = () =>
       inSpan(
         `${this.opts.kind} ${verb}`,
@@ -342,6 +355,7 @@ export class EngineClient {
             timeoutMs: io.timeoutMs ?? this.opts.timeoutMs ?? 30 * 60 * 1000,
             signal: hooks.signal,
             stdoutFile,
+            ...(cmd.fd3 !== undefined ? { fd3: cmd.fd3 } : {}),
             niceness: ENGINE_NICENESS,
             ...(io.stdin !== undefined ? { stdin: io.stdin } : {}),
             onHeartbeat: (ms) =>
@@ -647,17 +661,14 @@ export class EngineClient {
     hooks: CallHooks = {},
   ): Promise<(string | undefined)[]> {
     if (texts.length === 0) return [];
-    const gitDir = gitDirOf(this.opts.workdir);
-    const root = this.opts.runDir ?? (gitDir ? dirname(gitDir) : this.opts.workdir);
-    // Inside `.git/` when the checkout has one (git ignores what it does not know there, so no
-    // `git add` can pick the scratch files up), else in the run's directory.
-    const base = gitDir?.startsWith(`${root}/`) ? gitDir : root;
-    const dir = mkdtempSync(join(base, 'kumoss-fmt-'));
+    // Outside the checkout (no `git add` can pick the files up), writable by this call alone.
+    const dir = mkdtempSync(join(tmpdir(), 'kumoss-fmt-'));
     try {
       const names = texts.map((t, i) => `f${i}.${t.tfvars ? 'tfvars' : 'tf'}`);
       texts.forEach((t, i) => writeFileSync(join(dir, names[i] as string), t.text));
       const r = await this.run(['fmt', '-no-color', '-list=false', dir], hooks, undefined, {
         timeoutMs: 60_000,
+        writable: [dir],
       });
       if (r.exitCode === 0) return names.map((n) => readFileSync(join(dir, n), 'utf8'));
     } finally {

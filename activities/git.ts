@@ -13,7 +13,7 @@
 // 1 KB/s for the client's timeout), with a total of an hour as a backstop.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { ApplicationFailure } from '@temporalio/activity';
 import { vulnerabilityCheck } from '@simple-git/argv-parser';
 import { ErrorTypes } from '../shared/errors';
@@ -51,6 +51,42 @@ export class GitError extends Error {
   ) {
     super(message);
   }
+}
+
+/**
+ * Settings every git process of the worker runs with, at the command level (GIT_CONFIG_COUNT),
+ * which wins over a repository's `.git/config`: git outside the sandbox runs nothing a repository
+ * or the engine could have put in the checkout. The engine cannot write `.git/` (it is read-only in
+ * its sandbox); these hold even where it could.
+ */
+export const UNTRUSTING_CONFIG: [string, string][] = [
+  ['core.hooksPath', '/dev/null'],
+  ['core.fsmonitor', 'false'],
+  ['core.sshCommand', 'false'],
+  ['core.askPass', ''],
+  ['core.pager', 'cat'],
+  ['core.editor', 'true'],
+  ['credential.helper', ''],
+  ['protocol.allow', 'never'],
+  ['protocol.https.allow', 'always'],
+  ['protocol.file.allow', 'always'],
+  ['http.followRedirects', 'false'],
+  ['submodule.recurse', 'false'],
+  ['fetch.recurseSubmodules', 'false'],
+  ['diff.ignoreSubmodules', 'all'],
+];
+
+/** `env` with `entries` added to its GIT_CONFIG_COUNT settings. */
+function withConfig(env: Record<string, string>, entries: [string, string][]): Record<string, string> {
+  if (entries.length === 0) return env;
+  const out = { ...env };
+  const at = Number(out.GIT_CONFIG_COUNT ?? 0);
+  entries.forEach(([key, value], i) => {
+    out[`GIT_CONFIG_KEY_${at + i}`] = key;
+    out[`GIT_CONFIG_VALUE_${at + i}`] = value;
+  });
+  out.GIT_CONFIG_COUNT = String(at + entries.length);
+  return out;
 }
 
 /** Verbs that talk to the git host: stopped when the transfer stalls, not after a short total. */
@@ -102,14 +138,32 @@ export class GitClient {
     for (const [origin, token] of Object.entries(this.opts.hostTokens ?? {})) {
       entries.push([`http.${new URL(origin).origin}/.extraHeader`, header(token)]);
     }
-    if (entries.length > 0) {
-      env.GIT_CONFIG_COUNT = String(entries.length);
-      entries.forEach(([key, value], i) => {
-        env[`GIT_CONFIG_KEY_${i}`] = key;
-        env[`GIT_CONFIG_VALUE_${i}`] = value;
-      });
-    }
-    return env;
+    return withConfig(env, entries);
+  }
+
+  /**
+   * The whole environment of a git process of this client run in `cwd`: {@link env}, and git
+   * trusting nothing a repository's code could have written — no system or user config, no
+   * attributes of the system, command-level settings that win over the repository's own config
+   * (no hook, no fsmonitor, no credential helper, no submodule entered, only https and local
+   * repositories, no redirect followed), no editor or password program, and no look for a `.git`
+   * above `cwd` (a directory the engine writes could hold one).
+   */
+  processEnv(cwd?: string, extra: Record<string, string> = {}): Record<string, string> {
+    const env = withConfig({ ...this.env(), ...extra }, UNTRUSTING_CONFIG);
+    return {
+      ...env,
+      GIT_CONFIG_NOSYSTEM: '1',
+      GIT_CONFIG_GLOBAL: '/dev/null',
+      GIT_ATTR_NOSYSTEM: '1',
+      GIT_ASKPASS: '',
+      SSH_ASKPASS: '',
+      GIT_EDITOR: 'true',
+      GIT_SEQUENCE_EDITOR: 'true',
+      GIT_PAGER: 'cat',
+      GIT_PROTOCOL_FROM_USER: '0',
+      ...(cwd ? { GIT_CEILING_DIRECTORIES: dirname(resolve(cwd)) } : {}),
+    };
   }
 
   /**
@@ -132,15 +186,18 @@ export class GitClient {
     timeoutMs: number,
     extraEnv: Record<string, string> = {},
   ): Promise<string> {
-    const env = { ...this.env(), ...extraEnv };
+    // The check is of the arguments (they carry refs, URLs and paths from requests) with the
+    // credential entries; the settings processEnv adds are this client's own.
+    const checked = { ...this.env(), ...extraEnv };
     const allowed: Partial<Record<string, boolean>> = {
-      allowUnsafeConfigEnvCount: env.GIT_CONFIG_COUNT !== undefined,
+      allowUnsafeConfigEnvCount: checked.GIT_CONFIG_COUNT !== undefined,
     };
-    const refused = vulnerabilityCheck(args, env).find((v) => allowed[v.category] !== true);
+    const refused = vulnerabilityCheck(args, checked).find((v) => allowed[v.category] !== true);
     if (refused) throw new GitError(`git ${args[0]} refused: ${refused.message}`, '');
+    const dir = cwd ?? tmpdir();
     const r = await runProcess('git', args, {
-      cwd: cwd ?? tmpdir(),
-      env,
+      cwd: dir,
+      env: this.processEnv(dir, extraEnv),
       timeoutMs,
       maxOutputBytes: 256 * 1024 * 1024,
     });
@@ -248,7 +305,7 @@ export class GitClient {
     if (paths.length === 0) return out;
     const r = await runProcess('git', ['cat-file', '--batch'], {
       cwd: dir,
-      env: this.env(),
+      env: this.processEnv(dir),
       stdin: paths.map((p) => `${rev}:${p}\n`).join(''),
       stdoutEncoding: 'latin1',
       maxOutputBytes: 256 * 1024 * 1024,
@@ -285,7 +342,7 @@ export class GitClient {
       [ours, base, theirs].forEach((t, i) => writeFileSync(join(dir, names[i] as string), t));
       const r = await runProcess('git', ['merge-file', '-p', '--quiet', ...names], {
         cwd: dir,
-        env: this.env(),
+        env: this.processEnv(dir),
         maxOutputBytes: 64 * 1024 * 1024,
         timeoutMs: this.opts.timeoutMs ?? 5 * 60 * 1000,
       });

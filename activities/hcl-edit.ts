@@ -3,7 +3,7 @@
 // file, the tfvars entry or variable default, the local, or the for_each entry it comes from —
 // keeping every other line, comment and block as it was. What cannot be rewritten that way throws
 // `Unfixable` with the reason a person needs.
-import { deepEqual, SENSITIVE, type DriftOperation } from '../shared/drift';
+import { deepEqual, holdsSensitive, SENSITIVE, type DriftOperation } from '../shared/drift';
 import { blockLabels, hclString, renderHcl, type HclNode } from './hcl';
 import {
   attributeExpr,
@@ -709,7 +709,7 @@ export async function reconcileOperation(
   const tops = Object.keys(op.attributes);
   for (const top of tops) {
     const { declared, actual } = op.attributes[top] as { declared: unknown; actual: unknown };
-    if (declared === SENSITIVE)
+    if (holdsSensitive(declared) || holdsSensitive(actual))
       throw new Unfixable(`Attribute ${top} is sensitive; its value is never copied into code.`);
     if (top === 'tags_all') {
       // tags_all is the provider's default_tags merged with tags: fixed through tags.

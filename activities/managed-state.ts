@@ -12,7 +12,15 @@
 // and a grant valid for that process only in its environment (`TF_HTTP_*`), which Terraform keeps
 // neither in `.terraform/` nor in a saved plan. The store's keys never leave the worker process.
 import { randomUUID } from 'node:crypto';
-import { appendFileSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  existsSync,
+  lstatSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -177,7 +185,11 @@ export class ManagedState {
     const gitDir = gitDirOf(iacDir);
     const ensureOverride = () => {
       const file = join(iacDir, MANAGED_BACKEND_FILE);
-      if (!existsSync(file)) writeFileSync(file, BACKEND_BLOCK);
+      // Only a file of its own: a symbolic link put there (committed, or by the engine) is removed,
+      // never written through.
+      const st = lstatSync(file, { throwIfNoEntry: false });
+      if (st && !st.isFile()) rmSync(file, { recursive: true, force: true });
+      if (!st?.isFile()) writeFileSync(file, BACKEND_BLOCK, { flag: 'wx' });
       if (!gitDir) return;
       const exclude = join(gitDir, 'info', 'exclude');
       const current = existsSync(exclude) ? readFileSync(exclude, 'utf8') : '';

@@ -16,6 +16,11 @@ export interface RunOptions {
   /** Output beyond this many bytes per stream is dropped from memory (the tail is kept). */
   maxOutputBytes?: number;
   stdin?: string;
+  /**
+   * A text written to the program's descriptor 3 (a pipe): bubblewrap reads its arguments there
+   * (`--args 3`), where no other process of the machine can read them.
+   */
+  fd3?: string;
   /** How stdout is decoded (default utf8; latin1 keeps one character per byte). */
   stdoutEncoding?: BufferEncoding;
   /** Write stdout to this file instead of memory (large outputs such as `show -json`). */
@@ -142,6 +147,7 @@ export function runProcess(command: string, args: string[], opts: RunOptions = {
     cwd: opts.cwd,
     env: opts.env ?? process.env,
     stdin: opts.stdin,
+    fd3: opts.fd3,
     stdoutFile: opts.stdoutFile,
     maxOutputBytes: max,
     niceness: opts.niceness,

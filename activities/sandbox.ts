@@ -1,13 +1,28 @@
-// The engine's sandbox (issue 26 item 3). A Terraform root is code Kumoss did not write: its
-// plan-time functions (`file`, `fileset`, `filebase64`, `pathexpand`) and its provisioners run as
-// the engine process. Under bubblewrap that process sees only what the run needs — the run's own
-// directory read-write (the checkout and its plan files), the engine binaries, the CLI config and
-// the provider mirror read-only, the system's programs and libraries read-only, a private `/tmp`,
-// its own `/proc` (own pid namespace, so `/proc/self/environ` is the clean environment it was
-// given) — and nothing else of the machine: no other checkout, no `.kumoss/`, no tool cache, no
-// worker files, no home directory. The network is shared: providers and the state backend need it.
+// The engine's sandbox. A Terraform root is code Kumoss did not write: its plan-time functions
+// (`file`, `fileset`, `filebase64`, `pathexpand`) and its provisioners run as the engine process.
+// Under bubblewrap that process sees only what the run needs — the run's own directories read-write
+// (the checkout and its plan files) but the checkout's git metadata (`.git/`, read-only: a hook or
+// a config entry written there would run in the worker's next git call, outside the sandbox), the
+// engine binaries, the CLI config and the provider mirror read-only, the system's programs and
+// libraries read-only, a private `/tmp`, its own `/proc` (own pid namespace, so
+// `/proc/self/environ` is the clean environment it was given) — and nothing else of the machine: no
+// other checkout, no `.kumoss/`, no tool cache, no worker files, no home directory. Its arguments
+// and environment reach bubblewrap through a pipe (`--args 3`), never its command line, which
+// every process of the machine can read in `/proc/<pid>/cmdline`.
 import { spawnSync } from 'node:child_process';
-import { existsSync, lstatSync, readlinkSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  lstatSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readlinkSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 
 export type SandboxMode = 'bubblewrap' | 'off';
 
@@ -26,14 +41,44 @@ export interface SandboxOptions {
 
 /** What an engine process of one call gets. */
 export interface SandboxCall {
-  /** The run's directory: read-write (the checkout, its plans). */
-  root: string;
+  /** The run's directories: read-write (the checkout, its plans). */
+  writable: string[];
+  /**
+   * Paths inside those bound read-only over them (the checkout's `.git`, a directory or a
+   * worktree's file): what the engine writes is never run by the worker's git.
+   */
+  protect?: string[];
   /** The working directory (inside `root`). */
   cwd: string;
   /** Further files this call reads (a `-backend-config` file written outside the run's directory). */
   readOnly?: string[];
   /** The whole environment of the process: nothing of the worker's is inherited. */
   env: Record<string, string>;
+}
+
+/**
+ * The checkout holding `dir`: the nearest directory at or above it with a `.git` entry (a
+ * directory, or a worktree's file naming its git directory).
+ */
+export function checkoutOf(dir: string): string | undefined {
+  for (let d = dir; ; d = dirname(d)) {
+    if (lstatSync(join(d, '.git'), { throwIfNoEntry: false })) return d;
+    if (dirname(d) === d) return undefined;
+  }
+}
+
+/**
+ * What an engine process must not write of the git metadata it can reach: the checkout's `.git`
+ * and that of every checkout directly inside the run's directory (a worktree's `.git` file names
+ * the git directory its commands read).
+ */
+export function gitMetadataOf(checkout: string, runDir?: string): string[] {
+  const out = [join(checkout, '.git')];
+  if (runDir && existsSync(runDir))
+    for (const e of readdirSync(runDir, { withFileTypes: true }))
+      if (e.isDirectory() && lstatSync(join(runDir, e.name, '.git'), { throwIfNoEntry: false }))
+        out.push(join(runDir, e.name, '.git'));
+  return out;
 }
 
 /** A sandbox that cannot run: every engine call is refused with this reason. */
@@ -74,8 +119,12 @@ export class EngineSandbox {
     return this.opts.mode;
   }
 
-  /** The command line that runs `command args…` in the sandbox for `call`. */
-  wrap(command: string, args: string[], call: SandboxCall): { command: string; args: string[] } {
+  /**
+   * What runs `command args…` in the sandbox for `call`: bubblewrap's command line (`--args 3`,
+   * then the command) and the NUL-separated options to write on its descriptor 3 — the binds and
+   * the environment, which no other process of the machine may read.
+   */
+  wrap(command: string, args: string[], call: SandboxCall): { command: string; args: string[]; fd3: string } {
     const bw: string[] = [
       '--die-with-parent',
       '--unshare-pid',
@@ -101,10 +150,19 @@ export class EngineSandbox {
     for (const p of new Set([command, ...this.opts.readOnly, ...(call.readOnly ?? [])])) {
       if (existsSync(p)) bw.push('--ro-bind', p, p);
     }
-    for (const p of new Set([...(this.opts.readWrite ?? []), call.root])) bw.push('--bind', p, p);
+    for (const p of new Set([...(this.opts.readWrite ?? []), ...call.writable])) bw.push('--bind', p, p);
+    // After the writable binds, so that the read-only one is what the engine sees there.
+    for (const p of new Set(call.protect ?? [])) if (existsSync(p)) bw.push('--ro-bind', p, p);
     for (const [k, v] of Object.entries(call.env)) bw.push('--setenv', k, v);
-    bw.push('--chdir', call.cwd, '--', command, ...args);
-    return { command: this.opts.bwrap ?? 'bwrap', args: bw };
+    bw.push('--chdir', call.cwd);
+    for (const a of bw)
+      if (a.includes('\0')) throw new SandboxUnavailable('a sandbox setting holds a NUL character');
+    // bubblewrap takes its options from the descriptor and the command from its command line.
+    return {
+      command: this.opts.bwrap ?? 'bwrap',
+      args: ['--args', '3', '--', command, ...args],
+      fd3: `${bw.join('\0')}\0`,
+    };
   }
 
   /**
@@ -115,11 +173,26 @@ export class EngineSandbox {
     if (this.opts.mode === 'off') return { ok: true };
     if (this.probed) return this.probed;
     const probe = this.wrap('/bin/sh', ['-c', 'test ! -e /etc/passwd'], {
-      root: '/tmp',
+      writable: ['/tmp'],
       cwd: '/tmp',
       env: {},
     });
-    const r = spawnSync(probe.command, probe.args, { encoding: 'utf8', timeout: 10_000 });
+    // The probe's arguments hold nothing secret: a file serves as its descriptor 3.
+    const dir = mkdtempSync(join(tmpdir(), 'kumoss-bwrap-probe-'));
+    const argsFile = join(dir, 'args');
+    writeFileSync(argsFile, probe.fd3);
+    const fd = openSync(argsFile, 'r');
+    let r;
+    try {
+      r = spawnSync(probe.command, probe.args, {
+        encoding: 'utf8',
+        timeout: 10_000,
+        stdio: ['ignore', 'pipe', 'pipe', fd],
+      });
+    } finally {
+      closeSync(fd);
+      rmSync(dir, { recursive: true, force: true });
+    }
     if (r.error) {
       const missing = (r.error as NodeJS.ErrnoException).code === 'ENOENT';
       this.probed = {

@@ -5,19 +5,20 @@
 // still (docs/benchmarks.md, the SSE delay by segment). Plain JavaScript, no loader: it stays small.
 //
 // Messages from the worker (activities/process.ts): a run request
-//   {id, command, args, cwd, env, stdin?, stdoutFile?, maxOutputBytes, niceness?}
+//   {id, command, args, cwd, env, stdin?, fd3?, stdoutFile?, maxOutputBytes, niceness?}
+// (fd3: a text written to the program's descriptor 3, a pipe — bubblewrap's `--args 3`);
 // answered once with {id, code, signal, stdout, stderr, droppedOut, droppedErr} or {id, error};
 // and {kill: id, signal}, which signals the run's whole process group. When the worker goes away
 // (its channel closes, even on SIGKILL), every run still going is killed and the spawner exits.
 import { spawn } from 'node:child_process';
-import { createWriteStream } from 'node:fs';
+import { createWriteStream, rmSync } from 'node:fs';
 
 /** @type {Map<number, import('node:child_process').ChildProcess>} */
 const running = new Map();
 
 /**
  * @typedef {{ id: number, command: string, args: string[], cwd?: string, env?: NodeJS.ProcessEnv,
- *   stdin?: string, stdoutFile?: string, maxOutputBytes: number, niceness?: number }} RunRequest
+ *   stdin?: string, fd3?: string, stdoutFile?: string, maxOutputBytes: number, niceness?: number }} RunRequest
  * @typedef {{ kill: number, signal: NodeJS.Signals }} KillRequest
  */
 
@@ -87,10 +88,12 @@ process.on('message', (/** @type {RunRequest | KillRequest} */ message) => {
     const [file, argv] = m.niceness
       ? ['nice', ['-n', String(m.niceness), m.command, ...m.args]]
       : [m.command, m.args];
+    /** @type {'ignore' | 'pipe'} */
+    const stdin = m.stdin === undefined ? 'ignore' : 'pipe';
     child = spawn(file, argv, {
       cwd: m.cwd,
       env: m.env,
-      stdio: [m.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+      stdio: m.fd3 === undefined ? [stdin, 'pipe', 'pipe'] : [stdin, 'pipe', 'pipe', 'pipe'],
       detached: true, // own process group, so a kill reaches provider plugins too
     });
   } catch (e) {
@@ -102,7 +105,10 @@ process.on('message', (/** @type {RunRequest | KillRequest} */ message) => {
   const err = bounded(m.maxOutputBytes);
   const fileDone = new Promise((resolve, reject) => {
     if (!m.stdoutFile) return resolve(undefined);
-    const sink = createWriteStream(m.stdoutFile);
+    // A new file, never one that is there: a name the engine could have made a symbolic link in a
+    // directory it writes would otherwise send the output wherever the link points.
+    rmSync(m.stdoutFile, { force: true });
+    const sink = createWriteStream(m.stdoutFile, { flags: 'wx' });
     sink.once('error', reject);
     sink.once('finish', () => resolve(undefined));
     child.stdout?.pipe(sink);
@@ -110,6 +116,11 @@ process.on('message', (/** @type {RunRequest | KillRequest} */ message) => {
   if (!m.stdoutFile) child.stdout?.on('data', (d) => out.push(d));
   child.stderr?.on('data', (d) => err.push(d));
   if (m.stdin !== undefined) child.stdin?.end(m.stdin);
+  if (m.fd3 !== undefined) {
+    const fd3 = /** @type {import('node:stream').Writable} */ (child.stdio[3]);
+    fd3.on('error', () => undefined); // a program that exits before reading it: its exit says why
+    fd3.end(m.fd3);
+  }
   child.once('error', (e) => answer({ error: e.message }));
   child.once('close', (code, signal) => {
     fileDone.then(

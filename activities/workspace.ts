@@ -8,9 +8,11 @@
 import { createHash } from 'node:crypto';
 import {
   existsSync,
+  lstatSync,
   mkdirSync,
   readdirSync,
   readFileSync,
+  realpathSync,
   renameSync,
   rmSync,
   statSync,
@@ -18,7 +20,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { rm } from 'node:fs/promises';
-import { basename, join, normalize, relative, sep } from 'node:path';
+import { basename, dirname, join, normalize, relative, sep } from 'node:path';
 import { EngineClient } from './engine';
 import type { EngineDeps } from './drift-detection';
 import type { GitAccess } from './git-access';
@@ -105,7 +107,7 @@ export class RoundWorkspaces {
    * Returns the directories removed.
    */
   sweep(maxAgeMs = STALE_CHECKOUT_MS, now = Date.now()): string[] {
-    const held = new Set([...this.open.values()].map((o) => o.ws.scratch));
+    const held = new Set([...this.open.values()].map((o) => dirname(o.ws.dir)));
     const removed = staleDirectories(this.root, held, maxAgeMs, now, (dir) =>
       Math.max(
         statSync(dir).mtimeMs,
@@ -155,14 +157,19 @@ export class RoundWorkspaces {
       });
       return known.ws;
     }
-    const scratch = join(this.root, safe(ref.sessionId));
-    const dir = join(scratch, 'repo');
+    // The session's directory: its checkout (`repo`), the round's own files (`run`, the engine's
+    // writable directory besides the checkout it plans in) and the snapshot checkouts
+    // (`validate-N`), side by side — an engine process of one of them cannot reach the others'.
+    const sessionDir = join(this.root, safe(ref.sessionId));
+    const dir = join(sessionDir, 'repo');
+    const scratch = join(sessionDir, 'run');
     const target = { url: ref.repositoryUrl, dir, branch: ref.branch, base: ref.baseBranch };
     const git = this.access ? await this.access.forSession(ref.sessionId, ref.repositoryUrl) : this.git;
     const { warm: reused } = await fetchOrClone(git, target, KEEP, () => {
       rmSync(dir, { recursive: true, force: true });
-      mkdirSync(scratch, { recursive: true });
+      mkdirSync(sessionDir, { recursive: true });
     });
+    mkdirSync(scratch, { recursive: true });
     const iacDir = resolveIacDir(dir, ref.iacPath);
     if (!existsSync(iacDir))
       throw new Error(`IaC path ${ref.iacPath} does not exist in ${ref.repositoryUrl}`);
@@ -208,8 +215,8 @@ export class RoundWorkspaces {
 
   /**
    * A snapshot checkout of the round at `commit`, not in use by another step: a worktree of the
-   * round's checkout in the round's directory (the engine sandbox's root, as the checkout's),
-   * brought to the commit and cleaned but for the engine's working directory; each keeps its engine
+   * round's checkout beside it in the session's directory (what its engine writes: it and the
+   * round's own files), brought to the commit and cleaned but for the engine's working directory; each keeps its engine
    * client, which runs init once a round. The branch and the round's checkout are left alone — a
    * step on them may be under way. `release` hands the snapshot back.
    */
@@ -224,7 +231,7 @@ export class RoundWorkspaces {
     const snap =
       pool.free.pop() ??
       ((): Snapshot => {
-        const dir = join(ws.scratch, `validate-${pool.count++}`);
+        const dir = join(dirname(ws.dir), `validate-${pool.count++}`);
         const iacDir = resolveIacDir(dir, ref.iacPath);
         return { dir, iacDir, scratch: ws.scratch, engine: this.engineFor(ref, iacDir, ws.scratch) };
       })();
@@ -294,8 +301,12 @@ export async function readConfigFiles(
     const abs = normalize(join(iacDir, rel));
     if (relative(checkoutDir, abs).startsWith('..') || !existsSync(abs) || !statSync(abs).isDirectory())
       return out;
+    // Through no symbolic link: a committed `x.tf -> /proc/self/environ` (or a module directory
+    // linked outside) would otherwise hand the worker's own files to the model and the artifacts.
+    if (relative(realpathSync(checkoutDir), realpathSync(abs)).startsWith('..')) return out;
     for (const f of readdirSync(abs).sort()) {
       if (!CONFIG_FILE.test(f) || f === MANAGED_BACKEND_FILE) continue;
+      if (!lstatSync(join(abs, f)).isFile()) continue;
       const path = (rel ? `${rel}/${f}` : f).split(sep).join('/');
       out.set(path.replace(/^\.\//, ''), readFileSync(join(abs, f), 'utf8'));
     }

@@ -66,13 +66,16 @@ try {
       const wrapped =
         mode === 'sandbox'
           ? sandbox.wrap(toolPath('terraform'), ['version'], {
-              root: base,
+              writable: [base],
               cwd: root,
               env: { HOME: '/home' },
             })
-          : { command: toolPath('terraform'), args: ['version'] };
+          : { command: toolPath('terraform'), args: ['version'], fd3: undefined };
       let t = Date.now();
-      await runProcess(wrapped.command, wrapped.args, { cwd: root });
+      await runProcess(wrapped.command, wrapped.args, {
+        cwd: root,
+        ...(wrapped.fd3 !== undefined ? { fd3: wrapped.fd3 } : {}),
+      });
       times[mode].version.push(Date.now() - t);
       const e = engine(mode);
       t = Date.now();

@@ -13,6 +13,7 @@ const changeSchema = z.object({
   after: z.unknown().optional(),
   after_unknown: z.unknown().optional(),
   after_sensitive: z.unknown().optional(),
+  before_sensitive: z.unknown().optional(),
 });
 
 const resourceChangeSchema = z.object({
@@ -42,6 +43,57 @@ export function parsePlanJson(raw: unknown): PlanJson {
 
 /** Placeholder for a sensitive value: Kumoss never copies one out of a plan. */
 export const SENSITIVE = '(sensitive)';
+
+/**
+ * The engine's sensitivity marks (`after_sensitive`, `before_sensitive`): `true` where a value is
+ * sensitive, else an object or list of the value's shape holding marks for its parts.
+ */
+export type SensitiveMarks = unknown;
+
+/** Both sets of marks: a part is sensitive when either says so. */
+export function unionMarks(a: SensitiveMarks, b: SensitiveMarks): SensitiveMarks {
+  if (a === true || b === true) return true;
+  if (Array.isArray(a) && Array.isArray(b))
+    return Array.from({ length: Math.max(a.length, b.length) }, (_, i) => unionMarks(a[i], b[i]));
+  if (isPlainObject(a) && isPlainObject(b)) {
+    const out: Record<string, unknown> = {};
+    for (const k of new Set([...Object.keys(a), ...Object.keys(b)])) out[k] = unionMarks(a[k], b[k]);
+    return out;
+  }
+  return isPlainObject(a) || Array.isArray(a) ? a : b;
+}
+
+/** The marks of the part at a dotted `path` (`true` when the part or one holding it is sensitive). */
+export function marksAt(marks: SensitiveMarks, path: string): SensitiveMarks {
+  let m = marks;
+  for (const segment of path ? path.split('.') : []) {
+    if (m === true) return true;
+    if (isPlainObject(m)) m = m[segment];
+    else if (Array.isArray(m) && /^\d+$/.test(segment)) m = m[Number(segment)];
+    else return undefined;
+  }
+  return m;
+}
+
+/** `value` with every part its marks call sensitive replaced by {@link SENSITIVE}, at any depth. */
+export function redact(value: unknown, marks: SensitiveMarks): unknown {
+  if (marks === true) return value === null || value === undefined ? value : SENSITIVE;
+  if (Array.isArray(value) && Array.isArray(marks)) return value.map((v, i) => redact(v, marks[i]));
+  if (isPlainObject(value) && isPlainObject(marks)) {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) out[k] = redact(v, marks[k]);
+    return out;
+  }
+  return value;
+}
+
+/** Whether a redacted value holds {@link SENSITIVE} anywhere: such a value never goes into code. */
+export function holdsSensitive(value: unknown): boolean {
+  if (value === SENSITIVE) return true;
+  if (Array.isArray(value)) return value.some(holdsSensitive);
+  if (isPlainObject(value)) return Object.values(value).some(holdsSensitive);
+  return false;
+}
 
 const isNoop = (actions: string[]): boolean =>
   actions.length === 0 || actions.every((a) => a === 'no-op' || a === 'read');
@@ -213,19 +265,25 @@ export function deriveDrift(plan: PlanJson): DriftOperation[] {
     if (isNoop(plannedActions)) continue; // the code already matches reality
     const gone = d.change.actions.includes('delete');
     // Values the engine will only know after apply (computed) are not drift; sensitive values
-    // never leave the plan.
+    // never leave the plan: a part any of the plan's marks calls sensitive — the code's, the
+    // provider's, before or after, at any depth — is redacted on both sides. Differences are
+    // found on the values themselves, so a sensitive value that drifted is still drift.
     const unknown = isPlainObject(p?.change.after_unknown) ? p.change.after_unknown : {};
-    const sensitive = isPlainObject(p?.change.after_sensitive) ? p.change.after_sensitive : {};
+    const marks = [
+      p?.change.after_sensitive,
+      p?.change.before_sensitive,
+      d.change.after_sensitive,
+      d.change.before_sensitive,
+    ].reduce<SensitiveMarks>((a, b) => unionMarks(a, b), undefined);
     const changes: AttributeChange[] = gone
       ? [{ path: '', declared: null, actual: null }]
       : foldMirrors(
           diffValues(p?.change.after, d.change.after, '')
             .filter((c) => unknown[c.path.split('.')[0] ?? ''] !== true)
-            .map((c) =>
-              sensitive[c.path.split('.')[0] ?? ''] === true
-                ? { ...c, declared: SENSITIVE, actual: SENSITIVE }
-                : c,
-            ),
+            .map((c) => {
+              const at = marksAt(marks, c.path);
+              return { ...c, declared: redact(c.declared, at), actual: redact(c.actual, at) };
+            }),
         );
     const attributes: DriftOperation['attributes'] = {};
     const declaredAll = isPlainObject(p?.change.after) ? p.change.after : {};
@@ -233,10 +291,8 @@ export function deriveDrift(plan: PlanJson): DriftOperation[] {
     for (const c of changes) {
       const top = c.path.split('.')[0] ?? '';
       if (!top || top in attributes) continue;
-      attributes[top] =
-        sensitive[top] === true
-          ? { declared: SENSITIVE, actual: SENSITIVE }
-          : { declared: declaredAll[top], actual: actualAll[top] };
+      const at = marksAt(marks, top);
+      attributes[top] = { declared: redact(declaredAll[top], at), actual: redact(actualAll[top], at) };
     }
     ops.push({
       address: d.address,

@@ -148,6 +148,44 @@ resource "local_file" "after" {
     expect(environ).not.toContain('TF_DISABLE_PLUGIN_TLS');
   });
 
+  it("no process of the machine reads the run's secrets on a command line (`/proc/<pid>/cmdline`)", async () => {
+    // While the engine runs (a local-exec waits for the test), every process's command line is
+    // read, as any user of the machine may: the run's secret is in none, bubblewrap's is there.
+    const { engine, root } = run({
+      'main.tf': `resource "terraform_data" "wait" {
+  provisioner "local-exec" {
+    command = "touch running; for i in $(seq 1 400); do [ -e looked ] && break; sleep 0.05; done"
+  }
+}
+`,
+    });
+    await engine.init();
+    const applied = engine.apply();
+    await vi.waitFor(
+      () => {
+        if (!existsSync(join(root, 'running'))) throw new Error('not running yet');
+      },
+      { timeout: 30_000, interval: 50 },
+    );
+    const lines: string[] = [];
+    for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+      try {
+        lines.push(
+          readFileSync(join('/proc', pid, 'cmdline'), 'utf8')
+            .split('\0')
+            .join(' '),
+        );
+      } catch {
+        // gone meanwhile
+      }
+    }
+    writeFileSync(join(root, 'looked'), '');
+    await applied;
+    const engines = lines.filter((l) => /\bbwrap --args 3 -- \S*terraform apply/.test(l));
+    expect(engines.length, lines.filter((l) => l.includes('terraform')).join('\n')).toBeGreaterThan(0);
+    expect(lines.filter((l) => l.includes('run-secret') || l.includes('--setenv'))).toEqual([]);
+  });
+
   it('file() and fileset() of another checkout, the data directory, the home and the tool cache find nothing', async () => {
     for (const [what, path] of [
       ["another session's checkout", join(otherCheckout, 'main.tf')],

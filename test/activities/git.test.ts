@@ -1,13 +1,15 @@
 // Proof (c): clone over HTTPS from the local git host, commit on a branch, push, see the branch.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createServer, type AddressInfo, type Socket } from 'node:net';
+import { type AddressInfo, type Socket } from 'node:net';
+import { createServer as createTlsServer } from 'node:tls';
 import { ApplicationFailure } from '@temporalio/common';
 import { afterAll, describe, expect, it } from 'vitest';
 import { GitClient, GitError } from '../../activities/git';
 import { gitClient, stack } from '../support/stack';
+import { makeTlsFiles } from '../support/tls-proxy';
 
 describe('git over HTTPS on the embedded git host', () => {
   const dirs: string[] = [];
@@ -126,18 +128,23 @@ describe('git over HTTPS on the embedded git host', () => {
   });
 
   it('stops a call to a git host whose transfer stalls, with git’s own error', async () => {
-    // A host that accepts the connection and the request and then says nothing.
+    // A host that completes the TLS handshake, takes the request and then says nothing (git
+    // speaks only https to a host).
+    const tls = await makeTlsFiles(tmp());
     const held: Socket[] = [];
-    const server = createServer((socket) => {
-      held.push(socket);
-      socket.on('error', () => undefined);
-    });
+    const server = createTlsServer(
+      { key: readFileSync(tls.serverKey), cert: readFileSync(tls.serverCert) },
+      (socket) => {
+        held.push(socket);
+        socket.on('error', () => undefined);
+      },
+    );
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     const { port } = server.address() as AddressInfo;
     try {
       const started = Date.now();
-      const err = await new GitClient({ timeoutMs: 2000 })
-        .run(['ls-remote', `http://127.0.0.1:${port}/team/stalled.git`])
+      const err = await new GitClient({ timeoutMs: 2000, caFile: tls.caPath })
+        .run(['ls-remote', `https://127.0.0.1:${port}/team/stalled.git`])
         .then(
           () => undefined,
           (e: unknown) => e,

@@ -86,6 +86,64 @@ describe('deriveDrift', () => {
     expect(op?.attributes.password).toEqual({ declared: SENSITIVE, actual: SENSITIVE });
   });
 
+  it('redacts a value marked sensitive at any depth — map, list, object — by the code or the provider, before or after', () => {
+    const actual = {
+      tags: { Team: 'ops', token: 'tok-live-2' },
+      environment: [{ variables: { PW: 'pw-live-2', MODE: 'b' } }],
+      settings: { nested: { secret: 's-live-2', plain: 2 } },
+      note: 'n2',
+    };
+    const plan = parsePlanJson({
+      format_version: '1.2',
+      resource_drift: [
+        rc('aws_lambda_function.f', ['update'], actual, {
+          // The provider's marks on the refreshed value.
+          after_sensitive: { environment: [{ variables: { PW: true } }] },
+        }),
+      ],
+      resource_changes: [
+        rc(
+          'aws_lambda_function.f',
+          ['update'],
+          {
+            tags: { Team: 'dev', token: 'tok-code-1' },
+            environment: [{ variables: { PW: 'pw-code-1', MODE: 'a' } }],
+            settings: { nested: { secret: 's-code-1', plain: 1 } },
+            note: 'n1',
+          },
+          {
+            // The code's marks: a map key, an object member; before_sensitive names the list's.
+            after_sensitive: { tags: { token: true }, settings: { nested: { secret: true } } },
+            before_sensitive: { environment: [{ variables: { PW: true } }] },
+          },
+        ),
+      ],
+    });
+    const [op] = deriveDrift(plan);
+    const text = JSON.stringify(op);
+    for (const secret of ['tok-live-2', 'tok-code-1', 'pw-live-2', 'pw-code-1', 's-live-2', 's-code-1'])
+      expect(text).not.toContain(secret);
+    // A sensitive value that drifted is still drift, shown redacted; what is not sensitive is shown.
+    expect(op?.changes).toEqual(
+      expect.arrayContaining([
+        { path: 'tags.Team', declared: 'dev', actual: 'ops' },
+        { path: 'tags.token', declared: SENSITIVE, actual: SENSITIVE },
+        { path: 'settings.nested.secret', declared: SENSITIVE, actual: SENSITIVE },
+        { path: 'settings.nested.plain', declared: 1, actual: 2 },
+        {
+          path: 'environment',
+          declared: [{ variables: { PW: SENSITIVE, MODE: 'a' } }],
+          actual: [{ variables: { PW: SENSITIVE, MODE: 'b' } }],
+        },
+      ]),
+    );
+    expect(op?.attributes.tags).toEqual({
+      declared: { Team: 'dev', token: SENSITIVE },
+      actual: { Team: 'ops', token: SENSITIVE },
+    });
+    expect(op?.attributes.note).toEqual({ declared: 'n1', actual: 'n2' });
+  });
+
   it('sorts by address and exposes the addresses', () => {
     const plan = parsePlanJson({
       format_version: '1.2',
