@@ -1,16 +1,18 @@
-// A run's own cloud credentials (issue 26 item 2). When the organization of a run has a cloud
-// connection for the run's cloud, the engine gets credentials from it and none of the worker's own
-// cloud credentials (for any cloud: AWS keys, profiles, web-identity and container settings, Google
-// credential files and tokens, ARM_*/AZURE_*, OCI_* are dropped):
+// A run's own cloud credentials. An engine process gets cloud credentials only from its
+// organization's cloud connection for the run's cloud, and never any of the worker's own (for any
+// cloud: AWS keys, profiles, web-identity and container settings, Google credential files and
+// tokens, ARM_*/AZURE_*, OCI_*, KUBECONFIG and KUBE_* are dropped from every engine environment):
 // - AWS with a role: the worker assumes it with its own identity — STS AssumeRole, a session named
-//   after the run, lasting as long as an engine call may — and the run gets those temporary keys;
+//   after the run, the organization's id as the external id (a role trusts one organization:
+//   another that names it is refused by STS), lasting as long as an engine call may — and the run
+//   gets those temporary keys;
 // - GCP: the connection's Google credential (a service account key or a workload identity
 //   federation configuration) gives a short-lived access token through google-auth-library;
 // - AWS static keys, Azure and OCI: the static credentials an admin stored, sealed, in the
 //   connection, as the variables their providers read.
-// Another organization's run has its own and never sees these. An organization without such a
-// connection runs with the worker's cloud variables, as a single-tenant deployment does (README:
-// threat model).
+// Another organization's run has its own and never sees these. A run of an organization without
+// such a connection has no cloud credential at all — but for the AWS emulator the worker is
+// configured with (moto on loopback under `npm start`), whose fixed keys are nobody's identity.
 import { KUMOSS_SESSION_PREFIX } from '../shared/audit-events';
 import { AssumeRoleCommand, type STSClient } from '@aws-sdk/client-sts';
 import { IdentityPoolClient, JWT } from 'google-auth-library';
@@ -20,11 +22,8 @@ import { engineCloudConnection, openConnectionCredentials } from '../shared/infr
 import { sessionOrganization } from '../shared/infra/db/sessions';
 import type { SecretBox } from '../shared/infra/secret-box';
 
-/**
- * The worker's own cloud credential settings, of every cloud: never given to a run that has
- * credentials of its own.
- */
-const WORKER_CLOUD_CREDENTIALS = new RegExp(
+/** The worker's own cloud credential settings, of every cloud: never given to an engine process. */
+export const WORKER_CLOUD_CREDENTIALS = new RegExp(
   [
     '^AWS_(ACCESS_KEY_ID|SECRET_ACCESS_KEY|SESSION_TOKEN|SECURITY_TOKEN|PROFILE|DEFAULT_PROFILE|SHARED_CREDENTIALS_FILE|CONFIG_FILE|WEB_IDENTITY_TOKEN_FILE|ROLE_ARN|ROLE_SESSION_NAME|CONTAINER_CREDENTIALS_RELATIVE_URI|CONTAINER_CREDENTIALS_FULL_URI|CONTAINER_AUTHORIZATION_TOKEN)$',
     '^GOOGLE_(APPLICATION_CREDENTIALS|CREDENTIALS|CLOUD_KEYFILE_JSON|OAUTH_ACCESS_TOKEN|IMPERSONATE_SERVICE_ACCOUNT)$',
@@ -33,6 +32,8 @@ const WORKER_CLOUD_CREDENTIALS = new RegExp(
     '^ARM_',
     '^AZURE_',
     '^OCI_',
+    '^KUBECONFIG$',
+    '^KUBE_',
   ].join('|'),
 );
 
@@ -67,15 +68,19 @@ export async function googleAccessToken(
 export interface RunCredentials {
   /** The variables to set for the engine. */
   env: Record<string, string>;
-  /** The variables of the worker's own environment to drop for it. */
-  drop: RegExp;
   /** When they stop working (epoch ms). */
   expiresAt: number;
+  /**
+   * Set when the run has no credential for its cloud: which connection is missing. An engine call
+   * that fails says so beside the engine's own message.
+   */
+  missing?: string;
 }
 
 /** What a run is, for the session name the cloud's audit log shows. */
 export interface RunIdentity {
-  organization_uuid: string;
+  /** Undefined: a run of no organization (a round started from the Temporal CLI), with no connection. */
+  organization_uuid: string | undefined;
   cloud: string;
   /** `session <id> round <id>` or `stack <id> run <id>`: shortened to the role session name. */
   run: string;
@@ -98,19 +103,37 @@ export class CloudCredentials {
       box?: SecretBox;
       /** Google endpoints besides Google's own a stored Google credential may name (runners.gcp.endpoint_url). */
       googleEndpoints?: string[];
+      /**
+       * The keys of the AWS emulator the engine is configured with (moto on loopback): what an AWS
+       * run of an organization without an AWS connection gets. Absent: such a run gets none.
+       */
+      awsEmulator?: Record<string, string>;
     },
   ) {}
 
-  /** The run's credentials, or undefined when its organization has no connection for its cloud. */
-  async forRun(id: RunIdentity): Promise<RunCredentials | undefined> {
-    const connection = await engineCloudConnection(this.deps.db, id.organization_uuid, id.cloud);
-    if (!connection) return undefined;
-    const drop = WORKER_CLOUD_CREDENTIALS;
+  /** The run's credentials: its connection's, the emulator's, or none (`missing` says why). */
+  async forRun(id: RunIdentity): Promise<RunCredentials> {
+    const org = id.organization_uuid;
+    const connection = org ? await engineCloudConnection(this.deps.db, org, id.cloud) : undefined;
+    if (!org || !connection) {
+      if (id.cloud === 'aws' && this.deps.awsEmulator)
+        return { env: this.deps.awsEmulator, expiresAt: Number.POSITIVE_INFINITY };
+      return {
+        env: {},
+        expiresAt: Number.POSITIVE_INFINITY,
+        missing:
+          `${org ? 'the organization has' : 'a run of no organization has'} no ${id.cloud} cloud connection, so the engine ran without cloud credentials ` +
+          '(an admin registers one: POST /api/v1/cloud-connections)',
+      };
+    }
     if (connection.provider === 'aws' && connection.role_arn) {
       const r = await this.deps.sts().send(
         new AssumeRoleCommand({
           RoleArn: connection.role_arn,
           RoleSessionName: roleSessionName(id.run),
+          // The role's trust policy names the organization (sts:ExternalId): a role of one
+          // organization is never assumed for another that names it.
+          ExternalId: org,
           DurationSeconds: Math.min(43_200, Math.max(900, this.deps.durationSeconds)),
         }),
       );
@@ -124,7 +147,6 @@ export class CloudCredentials {
           AWS_SESSION_TOKEN: c.SessionToken,
           AWS_REGION: connection.region,
         },
-        drop,
         expiresAt: c.Expiration ? c.Expiration.getTime() : Date.now() + this.deps.durationSeconds * 1000,
       };
     }
@@ -142,11 +164,7 @@ export class CloudCredentials {
     const forRun = (
       env: Record<string, string>,
       expiresAt = Date.now() + this.deps.durationSeconds * 1000,
-    ) => ({
-      env,
-      drop,
-      expiresAt,
-    });
+    ) => ({ env, expiresAt });
     switch (connection.provider) {
       case 'aws':
         return forRun({

@@ -15,7 +15,7 @@ import type { GitClient } from './git';
 import type { EngineSlots } from './engine-slots';
 import type { ManagedState } from './managed-state';
 import type { EngineSandbox } from './sandbox';
-import type { CloudCredentials } from './cloud-credentials';
+import type { CloudCredentials, RunCredentials } from './cloud-credentials';
 import { readPlanForDrift } from './plan-reader';
 import { legacyStateProjectId } from '../shared/infra/db/sessions';
 
@@ -24,8 +24,13 @@ export interface EngineDeps {
   binary: string;
   cliConfigFile: string;
   timeoutMs: number;
-  /** Cloud credentials and endpoints for the providers (never logged). */
+  /** Cloud settings for the providers (endpoints, a region); credential variables are dropped. */
   env?: NodeJS.ProcessEnv;
+  /**
+   * Credentials of engine clients built outside a run of an organization (a test bed's own
+   * applies); a run's come from `cloudCredentials`.
+   */
+  runCredentials?: () => Promise<RunCredentials | undefined>;
   /** EngineOptions.goMemoryLimitMib (engine.go_memory_limit_mib). */
   goMemoryLimitMib?: number;
   onCall?: (call: EngineCall) => void;

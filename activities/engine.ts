@@ -12,6 +12,7 @@ import type { EngineSlots } from './engine-slots';
 import type { RunCredentials } from './cloud-credentials';
 import type { ManagedRoot, ManagedState } from './managed-state';
 import { ProcessError, runProcess, type RunResult } from './process';
+import { WORKER_CLOUD_CREDENTIALS } from './cloud-credentials';
 import { checkoutOf, gitMetadataOf, SANDBOX_HOME, SandboxUnavailable, type EngineSandbox } from './sandbox';
 import { stateVersionOf } from './plan-reader';
 import { providersStillBuilding, waitForTool } from '../shared/infra/tools.mjs';
@@ -224,9 +225,12 @@ export class EngineClient {
   private async env(extra: Record<string, string> = {}): Promise<Record<string, string>> {
     const sandboxed = Boolean(this.sandboxed());
     const run = await this.runCredentials();
+    this.missingCredentials = run?.missing;
+    // The cloud settings given (an endpoint, a region), never a credential: a run's credentials
+    // are its own connection's.
     const cloud: Record<string, string> = {};
     for (const [k, v] of Object.entries(this.opts.env ?? {}))
-      if (v !== undefined && !run?.drop.test(k)) cloud[k] = v;
+      if (v !== undefined && !WORKER_CLOUD_CREDENTIALS.test(k)) cloud[k] = v;
     const env: NodeJS.ProcessEnv = {
       PATH: sandboxed ? '/usr/local/bin:/usr/bin:/bin' : process.env.PATH,
       HOME: sandboxed ? SANDBOX_HOME : process.env.HOME,
@@ -249,6 +253,15 @@ export class EngineClient {
     const out: Record<string, string> = {};
     for (const [k, v] of Object.entries(env)) if (v !== undefined) out[k] = v;
     return out;
+  }
+
+  /** Why the last engine process had no cloud credentials (no connection for the run's cloud). */
+  private missingCredentials?: string;
+
+  /** An engine failure, with why the run had no cloud credentials when that is so. */
+  private engineError(message: string, permanent: boolean, output: string): EngineError {
+    const why = this.missingCredentials;
+    return new EngineError(why ? `${message} (${why})` : message, permanent, output);
   }
 
   private credentials?: Promise<RunCredentials | undefined>;
@@ -410,9 +423,9 @@ export class EngineClient {
     const v =
       verb === 'validate' ? r : (validated ?? (await this.run(['validate', '-json', '-no-color'], hooks)));
     const diagnostic = firstErrorDiagnostic(v.stdout);
-    if (diagnostic) throw new EngineError(`${this.opts.kind} ${verb} failed: ${diagnostic}`, true, output);
+    if (diagnostic) throw this.engineError(`${this.opts.kind} ${verb} failed: ${diagnostic}`, true, output);
     const match = /Error: (.*)/.exec(output);
-    throw new EngineError(
+    throw this.engineError(
       `${this.opts.kind} ${verb} failed: ${match ? `Error: ${match[1]}` : `exit code ${r.exitCode}`}`,
       false,
       output,
@@ -425,7 +438,7 @@ export class EngineClient {
     const firstError = match
       ? `Error: ${match[1]}${match[2] ? ` (${match[2]} line ${match[3]})` : ''}`
       : `exit code ${r.exitCode}`;
-    throw new EngineError(
+    throw this.engineError(
       `${this.opts.kind} ${verb} failed: ${firstError}`,
       isPermanentEngineFailure(output),
       output,

@@ -196,16 +196,13 @@ export class RoundWorkspaces {
       // The session's organization's own cloud credentials, when it has a role for this cloud.
       ...(credentials
         ? {
-            runCredentials: async () => {
-              const org = await credentials.sessionOrganization(ref.sessionId);
-              return org
-                ? credentials.forRun({
-                    organization_uuid: org,
-                    cloud: ref.cloud,
-                    run: `${ref.sessionId}-${ref.roundId}`,
-                  })
-                : undefined;
-            },
+            // A round of no organization's session (started from the Temporal CLI) has none.
+            runCredentials: async () =>
+              credentials.forRun({
+                organization_uuid: await credentials.sessionOrganization(ref.sessionId),
+                cloud: ref.cloud,
+                run: `${ref.sessionId}-${ref.roundId}`,
+              }),
           }
         : {}),
       scopeId: ref.scopeId,

@@ -192,6 +192,8 @@ export interface SessionOperation {
   targets?: string[];
   /** A generate round that reverts these addresses in the cloud (the code unchanged, no model). */
   revert?: string[];
+  /** For an apply: the approval the caller saw recorded for the pinned plan (its hash, and who). */
+  approval?: { sha256: string; by: string };
   /** For a merge: which pull request, on which host (`local` is what sessions before 0.2 recorded). */
   pull_request?: { provider: PullRequestProvider | 'local'; number: number | null };
 }
@@ -237,6 +239,11 @@ export interface SessionSettings {
   activity_heartbeat_seconds?: number;
   /** Repair cycles of its generate rounds (orchestration.max_repair_cycles; absent: the default, 2). */
   max_repair_cycles?: number;
+  /**
+   * Four eyes: an apply runs only with a second person's approval of the very plan pinned at the
+   * time it runs (SessionOperation.approval), checked by the session's workflow.
+   */
+  apply_requires_approval?: boolean;
 }
 
 export interface SessionState extends SessionSettings {

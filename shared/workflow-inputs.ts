@@ -205,6 +205,8 @@ export const pinnedPlanSchema = z.object({
   impact: planImpactSchema,
   /** The compliance audit of this plan (absent: plans pinned before the audit). */
   compliance: complianceResultSchema.optional(),
+  /** Who started the round that pinned it (user uuid; null: a run nobody started by hand). */
+  pinned_by: z.string().nullable().optional(),
 });
 export type PinnedPlan = z.infer<typeof pinnedPlanSchema>;
 

@@ -28,29 +28,35 @@ import {
 } from '../shared/infra/config';
 import { cliConfigPath, providerMirrorDir, toolPath } from '../shared/infra/tools.mjs';
 import { EngineSandbox } from '../activities/sandbox';
-import { CloudCredentials } from '../activities/cloud-credentials';
+import { CloudCredentials, WORKER_CLOUD_CREDENTIALS } from '../activities/cloud-credentials';
 import { STSClient } from '@aws-sdk/client-sts';
 import { secretBoxFromEnv } from '../shared/infra/secret-box';
 
-/** Environment variables that carry cloud credentials and settings to the engine's providers. */
-const CLOUD_ENV = /^(AWS_|GOOGLE_|CLOUDSDK_|ARM_|AZURE_|OCI_|KUBECONFIG$|KUBE_)/;
+/** Environment variables that carry cloud settings to the engine's providers. */
+const CLOUD_ENV = /^(AWS_|GOOGLE_|CLOUDSDK_|ARM_|AZURE_|OCI_)/;
 
-/** The cloud part of the engine's environment: the worker's own cloud variables, and the AWS
- * endpoint of the configuration (with emulator credentials when it is on loopback and none are set). */
+/** The keys of an AWS emulator on loopback (moto takes any): nobody's cloud identity. */
+export const EMULATOR_KEYS = {
+  AWS_ACCESS_KEY_ID: 'kumoss-emulator',
+  AWS_SECRET_ACCESS_KEY: 'kumoss-emulator',
+};
+
+/**
+ * The cloud settings of the engine's environment: the worker's cloud variables that are settings
+ * (a region, an endpoint) — never a credential of the worker's, which no run gets
+ * (activities/cloud-credentials.ts) — and the AWS endpoint of the configuration.
+ */
 export function engineCloudEnv(
   config: KumossConfig,
   env: NodeJS.ProcessEnv = process.env,
 ): NodeJS.ProcessEnv {
   const out: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(env)) if (CLOUD_ENV.test(k) && v !== undefined) out[k] = v;
+  for (const [k, v] of Object.entries(env))
+    if (CLOUD_ENV.test(k) && !WORKER_CLOUD_CREDENTIALS.test(k) && v !== undefined) out[k] = v;
   const endpoint = config.engine.aws_endpoint_url;
   if (endpoint) {
     out.AWS_ENDPOINT_URL = endpoint;
     out.AWS_REGION ??= config.storage.region;
-    if (isLoopback(endpoint) && !out.AWS_ACCESS_KEY_ID) {
-      out.AWS_ACCESS_KEY_ID = 'kumoss-emulator';
-      out.AWS_SECRET_ACCESS_KEY = 'kumoss-emulator';
-    }
   }
   return out;
 }
@@ -94,6 +100,9 @@ export function cloudCredentials(config: KumossConfig, db: Db): CloudCredentials
   return new CloudCredentials({
     db,
     durationSeconds: config.engine.timeout_seconds,
+    // The embedded AWS emulator (`npm start`'s moto): its keys for the AWS runs of organizations
+    // without an AWS connection. A real AWS endpoint gives such runs none.
+    ...(endpoint && isLoopback(endpoint) ? { awsEmulator: EMULATOR_KEYS } : {}),
     ...(box ? { box } : {}),
     ...(config.runners.gcp.endpoint_url
       ? { googleEndpoints: [new URL(config.runners.gcp.endpoint_url).origin] }

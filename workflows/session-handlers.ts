@@ -11,6 +11,7 @@ import {
   type DriftRoundInput,
   type DriftRoundResult,
   type GenerateRoundResult,
+  type PinnedPlan,
 } from '../shared/workflow-inputs';
 import type {
   ApplyRoundResult,
@@ -173,17 +174,42 @@ async function pullRequest(ctx: OperationContext): Promise<OperationOutcome> {
   return outcome;
 }
 
+/**
+ * Why an apply of `pinned` may not run under four eyes, or undefined when it may: the approval the
+ * operation carries must name this very plan (a plan pinned after the approval is unapproved) and
+ * come from someone else than who pinned it, whatever lock is held.
+ */
+export function approvalProblem(pinned: PinnedPlan, op: SessionOperation): string | undefined {
+  const approval = op.approval;
+  if (!approval)
+    return 'Applying needs a second devops or admin to approve the pinned plan first; nothing was applied.';
+  if (approval.sha256 !== pinned.sha256)
+    return (
+      `The pinned plan (${pinned.sha256.slice(0, 12)}) is not the plan that was approved (${approval.sha256.slice(0, 12)}): ` +
+      'a later generate round pinned it. Nothing was applied; a second devops or admin approves the plan pinned now.'
+    );
+  if (pinned.pinned_by && approval.by === pinned.pinned_by)
+    return 'The approval is by the person who pinned the plan; another devops or admin approves it. Nothing was applied.';
+  return undefined;
+}
+
 /** Apply: exactly the pinned plan, in its own round; a refused plan (stale, denied) leaves the session going. */
 async function apply(ctx: OperationContext): Promise<OperationOutcome> {
   const { id, state, op, round } = ctx;
   const outcome: OperationOutcome = { events: [] };
   // Only a generate round pins a plan; drift rounds never do.
   const pinned = state.pinned;
+  const unapproved = pinned && state.apply_requires_approval ? approvalProblem(pinned, op) : undefined;
   if (!state.pinned_plan || !pinned) {
     round.status = 'failed';
     round.failure_reason = NO_PINNED_PLAN;
     state.status = 'FAILED';
     log.warn(`Session ${id}: ${NO_PINNED_PLAN}`);
+  } else if (unapproved) {
+    // Refused where the plan is applied: nothing ran, the plan stays pinned for its approval.
+    round.status = 'uncompleted';
+    round.reason = unapproved;
+    log.warn(`Session ${id}: ${unapproved}`);
   } else {
     try {
       const result: ApplyRoundResult = await executeChild(applyRound, {
@@ -255,12 +281,13 @@ async function generate(ctx: OperationContext): Promise<OperationOutcome> {
     if (result.reason) round.reason = result.reason;
     if (result.pinned_plan) {
       // The new plan replaces any earlier one; the session is locked until it is applied.
-      state.pinned_plan = result.pinned_plan.key;
-      state.pinned = result.pinned_plan;
+      const pinned = { ...result.pinned_plan, pinned_by: op.actor_uuid ?? null };
+      state.pinned_plan = pinned.key;
+      state.pinned = pinned;
       // A revert changes no code: nothing for a pull request to propose.
       if (!op.revert?.length) state.has_changes = true;
       outcome.planChange = {
-        pinned: result.pinned_plan,
+        pinned,
         lock: { reason: planLockReason(op.round_id), locked_by: op.actor_uuid ?? null },
       };
     }

@@ -39,7 +39,7 @@ export const runnerGroupOperations = {
     method: 'post',
     path: '/api/v1/cloud-connections',
     summary:
-      'Register a cloud connection (devops; credentials: admin): a role to assume, or static credentials stored sealed and never returned',
+      'Register a cloud connection (devops; a role_arn or credentials: admin): a role to assume, or static credentials stored sealed and never returned',
     body: cloudConnectionSchema,
     responses: {
       201: {
@@ -129,9 +129,12 @@ export function createRunnerGroupsRouter(deps: { db: Db; secrets?: SecretBox }):
 
   route(router, ops.createConnection, auth, requireRole('devops'), async (req, res) => {
     const spec = parseBody(cloudConnectionSchema, req.body);
-    // Credentials every engine run of the organization will hold: an admin's decision.
+    // Credentials every engine run of the organization will hold, or a role the worker assumes
+    // for them (in whatever account the ARN names): an admin's decision.
     if (spec.credentials && !roleAtLeast(currentUser(req).role, 'admin'))
       throw new HttpError(403, 'forbidden', 'Only an admin stores credentials in a cloud connection.');
+    if (spec.role_arn && !roleAtLeast(currentUser(req).role, 'admin'))
+      throw new HttpError(403, 'forbidden', 'Only an admin names a role in a cloud connection.');
     const conn = await createCloudConnection(deps.db, org(req), spec, deps.secrets).catch(registryError);
     res.status(201).location(`/api/v1/cloud-connections/${conn.cloud_connection_uuid}`).json(conn);
   });

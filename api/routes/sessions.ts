@@ -274,6 +274,10 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
       round_id,
       kind: 'apply',
       actor_uuid: currentUser(req).user_uuid,
+      // What the caller saw approved: the session's workflow applies only that very plan.
+      ...(row.plan_approval
+        ? { approval: { sha256: row.plan_approval.sha256, by: row.plan_approval.by } }
+        : {}),
     });
     res
       .status(202)
@@ -330,8 +334,10 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
     const user = currentUser(req);
     const pinned = row.pinned_plan;
     if (!pinned) throw new HttpError(409, 'no_pinned_plan', 'No plan is pinned for this session.');
+    // Who started the round that pinned it (recorded with the plan); for a plan pinned before that
+    // was recorded, the plan's lock, else the session's creator.
     const lock = await sessionLock(deps.db, row.session_id);
-    const pinnedBy = lock?.kind === 'plan' ? lock.locked_by : row.created_by;
+    const pinnedBy = pinned.pinned_by ?? (lock?.kind === 'plan' ? lock.locked_by : row.created_by);
     if (pinnedBy === user.user_uuid)
       throw new HttpError(
         403,

@@ -21,11 +21,18 @@ export interface StorageConfig {
   secretAccessKey?: string;
 }
 
-/** The store's credentials: configured, else the process's AWS variables, else s3rver's own. */
-export function storageCredentials(cfg: StorageConfig): { accessKeyId: string; secretAccessKey: string } {
+/**
+ * The store's credentials: given, else `KUMOSS_STORAGE_ACCESS_KEY_ID` /
+ * `KUMOSS_STORAGE_SECRET_ACCESS_KEY`, else the embedded store's own (s3rver's). Never the process's
+ * `AWS_*` variables: those are a cloud identity, and the store's keys are nobody's cloud keys.
+ */
+export function storageCredentials(
+  cfg: StorageConfig,
+  env: NodeJS.ProcessEnv = process.env,
+): { accessKeyId: string; secretAccessKey: string } {
   return {
-    accessKeyId: cfg.accessKeyId ?? process.env.AWS_ACCESS_KEY_ID ?? 'S3RVER',
-    secretAccessKey: cfg.secretAccessKey ?? process.env.AWS_SECRET_ACCESS_KEY ?? 'S3RVER',
+    accessKeyId: cfg.accessKeyId ?? env.KUMOSS_STORAGE_ACCESS_KEY_ID ?? 'S3RVER',
+    secretAccessKey: cfg.secretAccessKey ?? env.KUMOSS_STORAGE_SECRET_ACCESS_KEY ?? 'S3RVER',
   };
 }
 

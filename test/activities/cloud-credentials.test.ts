@@ -1,4 +1,4 @@
-// A run's cloud credentials are its own (issue 26 item 2): a root that reads `/proc/self/environ`
+// A run's cloud credentials are its own: a root that reads `/proc/self/environ`
 // finds the temporary credentials of its organization's role — assumed by the worker through STS,
 // in a session named after the run — and not the worker's own keys; another organization's run gets
 // other credentials. Real terraform in the real sandbox, moto's STS through the real AWS SDK.
@@ -8,7 +8,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { GetCallerIdentityCommand, STSClient } from '@aws-sdk/client-sts';
 import { afterAll, describe, expect, it } from 'vitest';
-import { CloudCredentials, roleSessionName } from '../../activities/cloud-credentials';
+import {
+  CloudCredentials,
+  roleSessionName,
+  WORKER_CLOUD_CREDENTIALS,
+} from '../../activities/cloud-credentials';
+import { startStsLoopback } from '../support/sts-loopback';
 import { RoundWorkspaces, type RoundRef } from '../../activities/workspace';
 import { createDb } from '../../shared/infra/db';
 import { createCloudConnection } from '../../shared/infra/db/runners';
@@ -31,6 +36,7 @@ const WORKER_OTHER_CLOUDS = {
   GOOGLE_OAUTH_ACCESS_TOKEN: `${SECRET_MARKER}-worker-google-token`,
   ARM_CLIENT_SECRET: `${SECRET_MARKER}-worker-azure-secret`,
   OCI_PRIVATE_KEY: `${SECRET_MARKER}-worker-oci-key`,
+  KUBECONFIG: '/etc/kumoss/worker-kubeconfig',
 };
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
@@ -154,10 +160,67 @@ describe("a run's own cloud credentials", () => {
     }).send(new GetCallerIdentityCommand({}));
     expect(who.Arn).toBe(`arn:aws:sts::123456789012:assumed-role/kumoss-a/${roleSessionName(`${a}-r-1`)}`);
 
-    // An organization without a role for the cloud runs with the worker's cloud variables.
-    const worker = await environ(plain);
-    expect(worker.AWS_ACCESS_KEY_ID).toBe('kumoss-emulator');
-    expect(worker.AWS_SECRET_ACCESS_KEY).toBe(TEST_ENGINE_AWS_SECRET);
+    // An organization without a connection for the cloud: no credential at all, never the worker's.
+    const none = await environ(plain);
+    expect(none.AWS_ACCESS_KEY_ID).toBeUndefined();
+    expect(none.AWS_SECRET_ACCESS_KEY).toBeUndefined();
+  });
+
+  it('without a connection for its cloud — aws, kubernetes, azure, gcp — a run holds no credential, and none of the worker’s', async () => {
+    const plain = await organization();
+    for (const cloud of ['aws', 'kubernetes', 'azure', 'gcp'] as const) {
+      const env = await environ(plain, cloud);
+      noneOfTheWorkers(env);
+      const credentials = Object.keys(env).filter((k) => WORKER_CLOUD_CREDENTIALS.test(k));
+      expect(credentials, cloud).toEqual([]);
+      // Settings are not credentials: the endpoint the worker is configured with stays.
+      expect(env.AWS_ENDPOINT_URL, cloud).toBe(s.awsEndpoint);
+    }
+    // What the run says when the engine fails for want of them.
+    expect(
+      await credentials.forRun({ organization_uuid: randomUUID(), cloud: 'gcp', run: 'x' }),
+    ).toMatchObject({
+      env: {},
+      missing: expect.stringContaining('no gcp cloud connection') as unknown,
+    });
+  });
+
+  it("another organization naming a role of the first is refused by STS: AssumeRole carries the run's organization as the external id", async () => {
+    const roleA = 'arn:aws:iam::123456789012:role/kumoss-org-a';
+    const orgOf = async (role: string) => {
+      const name = `deputy-${randomUUID().slice(0, 8)}`;
+      const { user } = await createUser(db, { name: `admin-${name}`, role: 'admin', organization: name });
+      await createCloudConnection(db, user.organization_uuid, {
+        name: 'engine',
+        provider: 'aws',
+        region: 'eu-west-1',
+        role_arn: role,
+      });
+      return user.organization_uuid;
+    };
+    const [a, b] = [await orgOf(roleA), await orgOf(roleA)];
+    // The role's trust policy names organization A (the README's trust policy), as AWS enforces it.
+    const trust = await startStsLoopback({ [roleA]: a });
+    try {
+      const checked = new CloudCredentials({
+        db,
+        durationSeconds: 900,
+        sts: () =>
+          new STSClient({
+            region: 'us-east-1',
+            endpoint: trust.endpoint,
+            credentials: { accessKeyId: 'worker', secretAccessKey: 'worker' },
+          }),
+      });
+      const own = await checked.forRun({ organization_uuid: a, cloud: 'aws', run: 's-a-r-1' });
+      expect(own.env.AWS_SESSION_TOKEN?.length).toBeGreaterThan(0);
+      await expect(checked.forRun({ organization_uuid: b, cloud: 'aws', run: 's-b-r-1' })).rejects.toThrow(
+        /not authorized to perform: sts:AssumeRole/,
+      );
+      expect(trust.requests.map((r) => r.externalId)).toEqual([a, b]);
+    } finally {
+      await trust.close();
+    }
   });
 
   /** No value of the worker's own cloud credentials, of any cloud, is in `env`. */

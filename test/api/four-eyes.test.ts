@@ -45,8 +45,8 @@ describe('apply with orchestration.apply_requires_approval', () => {
     ).token;
   }
 
-  /** A session whose generate round (started by the first devops user) pinned a plan. */
-  async function pinned(sha256: string): Promise<string> {
+  /** A session (`creator`'s) whose generate round, started by the first devops user, pinned a plan. */
+  async function pinned(sha256: string, creator = tokens.devops): Promise<string> {
     const sessionId = `s-eyes-${randomUUID().slice(0, 8)}`;
     const plan: PinnedPlan = {
       round_id: 'r-gen',
@@ -67,9 +67,10 @@ describe('apply with orchestration.apply_requires_approval', () => {
         not_in_plan: [],
       },
     };
-    const { user: devops } = await insertSessionRow(db, tokens.devops, {
+    const devops = await findUserByToken(db, tokens.devops);
+    await insertSessionRow(db, creator, {
       session_id: sessionId,
-      pinned_plan: JSON.stringify(plan) as never,
+      pinned_plan: JSON.stringify({ ...plan, pinned_by: devops?.user_uuid }) as never,
     });
     await db
       .insertInto('session_locks')
@@ -77,7 +78,7 @@ describe('apply with orchestration.apply_requires_approval', () => {
         session_id: sessionId,
         reason: 'plan pinned',
         kind: 'plan',
-        locked_by: devops.user_uuid,
+        locked_by: devops?.user_uuid,
       } as never)
       .execute();
     return sessionId;
@@ -137,6 +138,22 @@ describe('apply with orchestration.apply_requires_approval', () => {
     expect((await approve(tokens.admin)).status).toBe(200);
     const accepted = await apply(tokens.devops);
     expect(accepted.status).toBe(202);
+  });
+
+  it('an admin lock does not let the pinner approve their own plan', async () => {
+    // The session is the admin's; its generate round was the devops user's.
+    const sessionId = await pinned('c'.repeat(64), tokens.admin);
+    const admin = await findUserByToken(db, tokens.admin);
+    // An admin's lock replaces the plan's: the plan still names who pinned it.
+    await db
+      .updateTable('session_locks')
+      .set({ kind: 'admin', reason: 'change freeze', locked_by: admin?.user_uuid } as never)
+      .where('session_id', '=', sessionId)
+      .execute();
+    const own = await api.call('POST', `/api/v1/sessions/${sessionId}/approve`, tokens.devops);
+    expect(own.status).toBe(403);
+    expect((own.body.error as { code: string }).code).toBe('own_plan');
+    expect((await api.call('POST', `/api/v1/sessions/${sessionId}/approve`, secondDevops)).status).toBe(200);
   });
 
   it('leaves the seed contract alone: apply without a pinned plan is accepted (the round then fails with its message)', async () => {

@@ -180,6 +180,23 @@ describe('git connections', () => {
     expect((await drift(a.devops, repo())).status).toBe(202);
   });
 
+  it('a cloud connection naming a role to assume is an admin’s: a devops user gets 403 and nothing is stored', async () => {
+    const spec = {
+      name: `role-${randomUUID().slice(0, 6)}`,
+      provider: 'aws',
+      region: 'eu-west-1',
+      role_arn: 'arn:aws:iam::210987654321:role/someone-elses-role',
+    };
+    const byDevops = await api.call('POST', '/api/v1/cloud-connections', a.devops, spec);
+    expect(byDevops.status).toBe(403);
+    expect(byDevops.body).toMatchObject({
+      error: { message: 'Only an admin names a role in a cloud connection.' },
+    });
+    const listed = await api.call('GET', '/api/v1/cloud-connections', a.admin);
+    expect(JSON.stringify(listed.body)).not.toContain(spec.name);
+    expect((await api.call('POST', '/api/v1/cloud-connections', a.admin, spec)).status).toBe(201);
+  });
+
   it("a cloud connection's credentials are stored by an admin only, sealed, and never returned", async () => {
     const secret = `${SECRET_MARKER}-azure-${randomUUID().slice(0, 6)}`;
     const spec = {

@@ -214,6 +214,12 @@ export function awsEngineEnv(awsEndpoint: string): NodeJS.ProcessEnv {
  */
 export const TEST_ENGINE_AWS_SECRET = `kumoss-emulator-${SECRET_MARKER}-engine`;
 
+/** The emulator's keys in the tests, as a run of an organization without an AWS connection gets them. */
+export const TEST_AWS_EMULATOR = {
+  AWS_ACCESS_KEY_ID: 'kumoss-emulator',
+  AWS_SECRET_ACCESS_KEY: TEST_ENGINE_AWS_SECRET,
+};
+
 /**
  * The object store's secret key the tests' workers hold for Kumoss-managed state (s3rver checks the
  * key id only): it carries SECRET_MARKER, so the closing scan fails if a plan or state carries it.
@@ -241,7 +247,15 @@ export function stackEngineDeps(kind: EngineKind = 'terraform', awsEndpoint?: st
     timeoutMs: 10 * 60 * 1000,
     // What the worker runs the engine with by default.
     goMemoryLimitMib: DEFAULT_GO_MEMORY_LIMIT_MIB,
-    ...(awsEndpoint ? { env: awsEngineEnv(awsEndpoint) } : {}),
+    // The endpoint as a setting; the keys as a run's credentials (an engine never takes a
+    // credential from its settings).
+    ...(awsEndpoint
+      ? {
+          env: awsEngineEnv(awsEndpoint),
+          runCredentials: () =>
+            Promise.resolve({ env: TEST_AWS_EMULATOR, expiresAt: Number.POSITIVE_INFINITY }),
+        }
+      : {}),
   };
 }
 
@@ -329,6 +343,7 @@ export function stackActivities(stack: TestStack, o: TestActivityOptions = {}) {
   const credentials = new CloudCredentials({
     db,
     durationSeconds: 900,
+    awsEmulator: TEST_AWS_EMULATOR,
     ...(box ? { box } : {}),
     sts: () =>
       new STSClient({

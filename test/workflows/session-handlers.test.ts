@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   NO_PINNED_PLAN,
   NOTHING_TO_PROPOSE,
+  type PinnedPlan,
   type SessionSettings,
   type SessionState,
 } from '../../shared/contracts';
@@ -145,6 +146,95 @@ describe('session handlers (stub activities)', () => {
       status: 'failed',
       failure_reason: `Session ${s.session_id} is locked: A reviewed plan is pinned.`,
     });
+  });
+
+  it('four eyes at apply: only an approval of the very plan pinned now, by someone else than its pinner, applies — whatever the API saw', async () => {
+    const s = { ...settings(), apply_requires_approval: true };
+    const plan = (sha256: string): PinnedPlan => ({
+      round_id: 'r-gen',
+      key: `sessions/${s.session_id}/rounds/r-gen/generate/cycle-1/plan.tfplan`,
+      sha256,
+      commit: 'c0ffee',
+      state_serial: 1,
+      state_lineage: 'l',
+      impact: {
+        create: 0,
+        update: 1,
+        replace: 0,
+        destroy: 0,
+        destroyed: [],
+        replaced: [],
+        changes: [{ address: 'aws_security_group.web', action: 'update' }],
+        targets: ['aws_security_group.web'],
+        not_in_plan: [],
+      },
+      // Pinned by alice's generate round.
+      pinned_by: 'alice',
+    });
+    // The plan pinned now is B: a follow-up generate round pinned it after A was approved.
+    const pinned = plan('b'.repeat(64));
+    const applied: string[] = [];
+    await withWorker(
+      {
+        applyPinnedPlan: (input: { pinned: PinnedPlan }) => {
+          applied.push(input.pinned.sha256);
+          return Promise.resolve({ summary: 'Applied.', logKey: 'log', stateSerial: 2 });
+        },
+      },
+      async (tq) => {
+        const handle = await env.client.workflow.start('session', {
+          workflowId: sessionWorkflowId(s.session_id),
+          taskQueue: tq,
+          args: [
+            {
+              settings: s,
+              state: {
+                ...s,
+                status: 'ACTIVE',
+                pinned_plan: pinned.key,
+                pinned,
+                in_flight: null,
+                round_count: 1,
+                has_changes: true,
+                pull_request: null,
+              } satisfies SessionState,
+            },
+          ],
+        });
+        const attempt = async (round_id: string, approval?: { sha256: string; by: string }) => {
+          await handle.executeUpdate(operationUpdate, {
+            args: [{ round_id, kind: 'apply', actor_uuid: 'carol', ...(approval ? { approval } : {}) }],
+          });
+          await expect
+            .poll(async () => (await handle.query(sessionQuery)).in_flight, { timeout: 30_000 })
+            .toBeNull();
+          return roundsOf(s.session_id)
+            .filter((r) => r.round_id === round_id)
+            .at(-1);
+        };
+        // Four clients fire at once as the API saw it: no approval, A's approval (the race), the
+        // pinner's own approval of B; one after the other, as the session takes them.
+        expect(await attempt('r-none')).toMatchObject({
+          status: 'uncompleted',
+          reason: expect.stringMatching(/needs a second devops or admin/) as unknown,
+        });
+        expect(await attempt('r-stale', { sha256: 'a'.repeat(64), by: 'bob' })).toMatchObject({
+          status: 'uncompleted',
+          reason: expect.stringMatching(/is not the plan that was approved/) as unknown,
+        });
+        expect(await attempt('r-own', { sha256: 'b'.repeat(64), by: 'alice' })).toMatchObject({
+          status: 'uncompleted',
+          reason: expect.stringMatching(/by the person who pinned the plan/) as unknown,
+        });
+        expect(applied).toEqual([]);
+        expect((await handle.query(sessionQuery)).pinned?.sha256).toBe('b'.repeat(64));
+        expect(await attempt('r-ok', { sha256: 'b'.repeat(64), by: 'bob' })).toMatchObject({
+          status: 'completed',
+        });
+        expect(applied).toEqual(['b'.repeat(64)]);
+        await handle.terminate('test over');
+      },
+    );
   });
 
   it('a drift round child that fails fails the session, with its innermost reason', async () => {

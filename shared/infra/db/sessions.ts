@@ -59,6 +59,8 @@ export interface SessionDefaults {
   drift_group_operations: number;
   activity_heartbeat_seconds?: number;
   max_repair_cycles?: number;
+  /** Four eyes (orchestration.apply_requires_approval): the session's workflow checks it at apply. */
+  apply_requires_approval?: boolean;
 }
 
 /**
@@ -90,6 +92,7 @@ export async function insertSession(
     max_drift_reports: defaults.max_drift_reports,
     drift_group_operations: defaults.drift_group_operations,
     ...(defaults.max_repair_cycles !== undefined ? { max_repair_cycles: defaults.max_repair_cycles } : {}),
+    ...(defaults.apply_requires_approval ? { apply_requires_approval: true } : {}),
     ...(defaults.activity_heartbeat_seconds
       ? { activity_heartbeat_seconds: defaults.activity_heartbeat_seconds }
       : {}),

@@ -879,6 +879,7 @@ export interface paths {
                                     report_key: string;
                                     policies: string | null;
                                 };
+                                pinned_by?: string | null;
                             } | null;
                             compliance_override: {
                                 round_id: string;
@@ -3860,7 +3861,7 @@ export interface paths {
             };
         };
         put?: never;
-        /** Register a cloud connection (devops; credentials: admin): a role to assume, or static credentials stored sealed and never returned */
+        /** Register a cloud connection (devops; a role_arn or credentials: admin): a role to assume, or static credentials stored sealed and never returned */
         post: {
             parameters: {
                 query?: never;
