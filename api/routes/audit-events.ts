@@ -39,7 +39,7 @@ import {
   gcpAuditSource,
   setGcpAuditSource,
   ingestionSecretMatches,
-  isOwnRunSession,
+  isOwnRunChange,
   listAuditChanges,
   recordAuditChanges,
   rotateIngestionSecret,
@@ -154,7 +154,7 @@ export function createAuditEventsRouter(deps: SessionRouteDeps): Router {
       const { change } = reading;
       if (
         change.session_name?.startsWith(KUMOSS_SESSION_PREFIX) &&
-        (await isOwnRunSession(deps.db, organization, change.session_name))
+        (await isOwnRunChange(deps.db, organization, change))
       ) {
         drop('kumoss_run');
         continue;

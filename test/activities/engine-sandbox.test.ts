@@ -55,8 +55,12 @@ describe('the engine sandbox (bubblewrap): a root reaches its own run directory 
     for (const [name, text] of Object.entries(files)) writeFileSync(join(root, name), text);
     const engine = new EngineClient({
       ...engineDeps(),
-      // The run's cloud credentials, as the worker passes them.
-      env: { AWS_ACCESS_KEY_ID: 'run-key', AWS_SECRET_ACCESS_KEY: 'run-secret' },
+      // The run's cloud credentials, as its connection gives them.
+      runCredentials: () =>
+        Promise.resolve({
+          env: { AWS_ACCESS_KEY_ID: 'run-key', AWS_SECRET_ACCESS_KEY: 'run-secret' },
+          expiresAt: Number.POSITIVE_INFINITY,
+        }),
       ...(opts.sandbox ? { sandbox: opts.sandbox } : {}),
       workdir: root,
       runDir,

@@ -6,6 +6,7 @@
 // (but not a session merely named like one), keeps unknown resources on the unmanaged feed, and
 // records a repeated delivery once. The drift test bed's REST "cloud" stands in for AWS here:
 // moto records no audit trail, so the event is posted as AWS documents it, with the bed's id.
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,6 +16,7 @@ import { ingressEvent, SAMPLE_ACTOR } from '../support/audit-events';
 import { startGoogleCerts, type GoogleCerts } from '../support/google-oidc';
 import { startWebhookReceiver, type WebhookReceiver } from '../support/webhook-receiver';
 import { roleTokens, startTestApi, type TestApi } from '../support/api';
+import { createCloudConnection } from '../../shared/infra/db/runners';
 import { triggerStackRun, type StackRun } from '../support/stack-runs';
 import { DRIFT_ADDRESSES, type DriftTestBed } from '../support/drift-test-bed';
 import { newTestBed, stack, temporalHarness, testActivities, type TemporalHarness } from '../support/stack';
@@ -215,12 +217,24 @@ describe('audit events: targeted detection with the actor', () => {
       text: 'Reconcile everything.',
     });
     const own = `kumoss-${session.body.session_id as string}-${session.body.round_id as string}`;
-    const roleArn = (name: string) => `arn:aws:sts::123456789012:assumed-role/kumoss-runs/${name}`;
+    // The organization's AWS connection names the role its runs assume.
+    await createCloudConnection(db, org, {
+      name: `runs-${randomUUID().slice(0, 6)}`,
+      provider: 'aws',
+      region: 'us-east-1',
+      role_arn: 'arn:aws:iam::123456789012:role/automation/kumoss-runs',
+    });
+    const roleArn = (name: string, role = 'kumoss-runs') =>
+      `arn:aws:sts::123456789012:assumed-role/${role}/${name}`;
     const impostor = 'kumoss-s-00000000-0000-4000-8000-000000000000-r-deadbeef';
+    const now = new Date().toISOString();
     const before = (await runs()).length;
     const answer = await post([
       event('evt-read', 'sg-web-demo', { eventName: 'DescribeSecurityGroups', readOnly: true }),
-      event('evt-own', 'sg-web-demo', { userIdentity: { type: 'AssumedRole', arn: roleArn(own) } }),
+      event('evt-own', 'sg-web-demo', {
+        userIdentity: { type: 'AssumedRole', arn: roleArn(own) },
+        eventTime: now,
+      }),
       event('evt-failed', 'sg-web-demo', { errorCode: 'UnauthorizedOperation' }),
       event('evt-unknown', 'sg-0123456789abcdef0'),
     ]);
@@ -233,11 +247,24 @@ describe('audit events: targeted detection with the actor', () => {
       dropped: { read_only: 1, kumoss_run: 1, failed_call: 1 },
     });
     expect((await changes('?unmanaged=true')).map((c) => c.event_id)).toEqual(['evt-unknown']);
-    // A session merely named like a run of ours is someone else's change: it runs a detection.
-    const spoofed = await post(
-      event('evt-impostor', 'sg-web-demo', { userIdentity: { type: 'AssumedRole', arn: roleArn(impostor) } }),
-    );
-    expect(spoofed.body).toMatchObject({ changes: 1, stacks: 1, dropped: {} });
+    // A session merely named like a run of ours is someone else's change: it runs a detection. So
+    // is a real run's name on another role (an insider's PowerUser session named after the round),
+    // and the run's own role session outside the round's time.
+    const spoofed = await post([
+      event('evt-impostor', 'sg-web-demo', {
+        userIdentity: { type: 'AssumedRole', arn: roleArn(impostor) },
+        eventTime: now,
+      }),
+      event('evt-insider', 'sg-web-demo', {
+        userIdentity: { type: 'AssumedRole', arn: roleArn(own, 'PowerUser') },
+        eventTime: now,
+      }),
+      event('evt-before', 'sg-web-demo', {
+        userIdentity: { type: 'AssumedRole', arn: roleArn(own) },
+        eventTime: new Date(Date.now() - 60 * 60 * 1000).toISOString(),
+      }),
+    ]);
+    expect(spoofed.body).toMatchObject({ changes: 3, stacks: 1, dropped: {} });
     await expect.poll(async () => (await runs()).length, { timeout: 60_000 }).toBe(before + 1);
     // Another organization's feed holds none of it.
     expect((await api.call('GET', '/api/v1/audit-changes', other.developer)).body.changes).toEqual([]);

@@ -92,24 +92,51 @@ export async function listAuditChanges(
   }));
 }
 
+/** How long after a round ended a change by its role session still counts as the round's own. */
+export const OWN_RUN_GRACE_MS = 60_000;
+
 /**
- * Whether a role session name is one of the organization's own runs: `kumoss-<session>-<round>` of
- * a session of this organization. Anyone can name a session `kumoss-…`; only a real run is dropped.
+ * Whether a change is one of the organization's own runs — never by a name alone, which anyone who
+ * may assume any role can choose: the actor is an assumed-role session of the role the
+ * organization's AWS connection names (same account, same role), the session is named after a
+ * round of a session of this organization (`kumoss-<session>-<round>`), and the change was made
+ * while that round ran (from its start to a minute after its end).
  */
-export async function isOwnRunSession(
+export async function isOwnRunChange(
   db: Db,
   organization_uuid: string,
-  sessionName: string,
+  change: { actor: string; session_name?: string; time: string },
 ): Promise<boolean> {
-  const m = /^kumoss-(s-[0-9a-f-]{36})-r-[0-9a-f]{1,16}$/.exec(sessionName);
-  if (!m) return false;
-  const row = await db
-    .selectFrom('sessions')
-    .select('session_id')
-    .where('session_id', '=', m[1] as string)
+  const m = /^kumoss-(s-[0-9a-f-]{36})-(r-[0-9a-f]{1,16})$/.exec(change.session_name ?? '');
+  const who = /^arn:aws[a-z-]*:sts::(\d{12}):assumed-role\/([^/]+)\/[^/]+$/.exec(change.actor);
+  if (!m || !who) return false;
+  const connection = await db
+    .selectFrom('cloud_connections')
+    .select('role_arn')
     .where('organization_uuid', '=', organization_uuid)
+    .where('provider', '=', 'aws')
+    .where('role_arn', 'is not', null)
+    .execute();
+  const ownRole = connection.some((c) => {
+    const role = /^arn:aws[a-z-]*:iam::(\d{12}):role\/(?:.*\/)?([^/]+)$/.exec(c.role_arn ?? '');
+    return role !== null && role[1] === who[1] && role[2] === who[2];
+  });
+  if (!ownRole) return false;
+  const round = await db
+    .selectFrom('session_rounds')
+    .innerJoin('sessions', 'sessions.session_id', 'session_rounds.session_id')
+    .select(['session_rounds.status', 'session_rounds.created_at', 'session_rounds.updated_at'])
+    .where('session_rounds.session_id', '=', m[1] as string)
+    .where('session_rounds.round_id', '=', m[2] as string)
+    .where('sessions.organization_uuid', '=', organization_uuid)
     .executeTakeFirst();
-  return row !== undefined;
+  if (!round) return false;
+  const at = Date.parse(change.time);
+  if (!Number.isFinite(at)) return false;
+  const ended = ['completed', 'uncompleted', 'failed'].includes(round.status);
+  const until = (ended ? new Date(round.updated_at).getTime() : Date.now()) + OWN_RUN_GRACE_MS;
+  // An event's time has whole seconds.
+  return at >= new Date(round.created_at).getTime() - 1000 && at <= until;
 }
 
 /** Sets where the organization's GCP audit events come from (its push subscription's identity). */
