@@ -9,6 +9,9 @@ import type { Db } from '../shared/infra/db';
 import { gitConnectionFor, openGitCredential, repositoryOrigin } from '../shared/infra/db/git-connections';
 import { sessionOrganization } from '../shared/infra/db/sessions';
 import type { SecretBox } from '../shared/infra/secret-box';
+import { ApplicationFailure } from '@temporalio/activity';
+import { ErrorTypes } from '../shared/errors';
+import { checkTarget, type TargetPolicy } from '../shared/infra/network-targets';
 import type { GitClient } from './git';
 
 export interface GitAccessDeps {
@@ -22,6 +25,12 @@ export interface GitAccessDeps {
   db?: Db;
   /** KUMOSS_SECRETS_KEY's box; absent: sealed credentials cannot be opened (the call fails). */
   box?: SecretBox;
+  /**
+   * Which private targets a repository may be on (security.private_targets_allowed): checked again
+   * at every clone and fetch — a name may resolve elsewhere since the API let it in — and git
+   * connects to the address checked. Absent: no check (the tests' own clients).
+   */
+  targets?: TargetPolicy;
 }
 
 export class GitAccess {
@@ -67,9 +76,26 @@ export class GitAccess {
 
   /** The git client of one repository for a run of `organization_uuid` (none: an operator's). */
   async forRepository(repositoryUrl: string, organization_uuid: string | undefined): Promise<GitClient> {
+    const pinned = await this.checked(repositoryUrl);
     const token = await this.tokenFor(repositoryUrl, organization_uuid);
     const origin = repositoryOrigin(repositoryUrl);
-    return this.deps.git.withHostTokens(token && origin ? { [origin]: token } : {});
+    return this.deps.git.withHostTokens(token && origin ? { [origin]: token } : {}, pinned);
+  }
+
+  /** The address git must connect to for `repositoryUrl`; throws when the target is refused. */
+  private async checked(repositoryUrl: string): Promise<string[]> {
+    if (!this.deps.targets) return [];
+    const check = await checkTarget(repositoryUrl, this.deps.targets);
+    if (check.refused !== undefined)
+      throw ApplicationFailure.nonRetryable(
+        `Repository ${repositoryUrl} is refused: ${check.refused}.`,
+        ErrorTypes.TargetRefused,
+      );
+    if (!check.address) return [];
+    const url = new URL(repositoryUrl);
+    const port = url.port || (url.protocol === 'https:' ? '443' : '80');
+    const ip = check.address.family === 6 ? `[${check.address.address}]` : check.address.address;
+    return [`${url.hostname}:${port}:${ip}`];
   }
 
   /** The git client of a session's repository: its organization's credential. */

@@ -33,6 +33,8 @@ export interface GitOptions {
   hostTokens?: Record<string, string>;
   author?: { name: string; email: string };
   timeoutMs?: number;
+  /** Addresses git connects to (`host:port:address`): the ones a target was checked at. */
+  resolve?: string[];
 }
 
 export interface CommitResult {
@@ -109,9 +111,12 @@ export function hasMarkerLine(message: string, marker: string): boolean {
 export class GitClient {
   constructor(private readonly opts: GitOptions = {}) {}
 
-  /** This client's settings with these tokens instead of its own (none: no credential at all). */
-  withHostTokens(hostTokens: Record<string, string>): GitClient {
-    return new GitClient({ ...this.opts, hostTokens });
+  /**
+   * This client's settings with these tokens instead of its own (none: no credential at all), and
+   * connecting to the addresses `resolve` names (`host:port:address`, libcurl's form).
+   */
+  withHostTokens(hostTokens: Record<string, string>, resolve: string[] = []): GitClient {
+    return new GitClient({ ...this.opts, hostTokens, resolve });
   }
 
   env(): Record<string, string> {
@@ -138,6 +143,7 @@ export class GitClient {
     for (const [origin, token] of Object.entries(this.opts.hostTokens ?? {})) {
       entries.push([`http.${new URL(origin).origin}/.extraHeader`, header(token)]);
     }
+    for (const r of this.opts.resolve ?? []) entries.push(['http.curloptResolve', r]);
     return withConfig(env, entries);
   }
 

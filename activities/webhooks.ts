@@ -7,7 +7,9 @@
 import { ApplicationFailure } from '@temporalio/common';
 import type { Db } from '../shared/infra/db';
 import { recordDeliveryAttempt, subscribedEndpoints, wasDelivered } from '../shared/infra/db/webhooks';
-import { refusedTarget, type TargetPolicy } from '../shared/infra/network-targets';
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { checkTarget, pinnedLookup, type TargetPolicy } from '../shared/infra/network-targets';
 import { SIGNATURE_HEADER, signatureHeader, type WebhookEvent } from '../shared/infra/webhooks';
 
 export interface WebhookDeliveryInput {
@@ -18,6 +20,40 @@ export interface WebhookDeliveryInput {
   data: Record<string, unknown>;
   /** When the event happened (the workflow's clock). */
   at: string;
+}
+
+/**
+ * POSTs `body` to `url` and answers the status code (a redirect is an answer, never followed),
+ * reading nothing of what the endpoint says; connected to `address` when given.
+ */
+function post(
+  url: string,
+  headers: Record<string, string>,
+  body: string,
+  timeoutMs: number,
+  address?: { address: string; family: 4 | 6 },
+): Promise<number> {
+  const target = new URL(url);
+  const request = target.protocol === 'https:' ? httpsRequest : httpRequest;
+  return new Promise((resolve, reject) => {
+    const req = request(
+      target,
+      {
+        method: 'POST',
+        headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
+        timeout: timeoutMs,
+        ...(address ? { lookup: pinnedLookup(address) as never } : {}),
+      },
+      (res) => {
+        res.resume();
+        res.on('error', () => undefined);
+        resolve(res.statusCode ?? 0);
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
+    req.on('error', reject);
+    req.end(body);
+  });
 }
 
 export function createWebhookActivities(deps: { db: Db; timeoutMs?: number; targets?: TargetPolicy }) {
@@ -40,14 +76,15 @@ export function createWebhookActivities(deps: { db: Db; timeoutMs?: number; targ
         }
         let status: number | null = null;
         let error: string | null = null;
-        // Checked at every delivery, not only at registration: a name may resolve elsewhere now.
-        const refused = await refusedTarget(ep.url, policy);
-        if (refused) error = `refused: ${refused}`;
+        // Checked at every delivery, not only at registration: a name may resolve elsewhere now;
+        // and the delivery goes to the address checked, not to what the name resolves to next.
+        const check = await checkTarget(ep.url, policy);
+        if (check.refused !== undefined) error = `refused: ${check.refused}`;
         else
           try {
-            const res = await fetch(ep.url, {
-              method: 'POST',
-              headers: {
+            status = await post(
+              ep.url,
+              {
                 'content-type': 'application/json',
                 'user-agent': 'Kumoss-Webhooks',
                 'kumoss-event': input.event,
@@ -55,11 +92,9 @@ export function createWebhookActivities(deps: { db: Db; timeoutMs?: number; targ
                 [SIGNATURE_HEADER]: signatureHeader(ep.secret, body),
               },
               body,
-              redirect: 'manual',
-              signal: AbortSignal.timeout(deps.timeoutMs ?? 10_000),
-            });
-            status = res.status;
-            await res.body?.cancel();
+              deps.timeoutMs ?? 10_000,
+              check.address,
+            );
             if (status < 200 || status >= 300) error = `answered ${status}`;
           } catch (err) {
             error = (err as Error).message;

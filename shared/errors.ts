@@ -7,6 +7,8 @@ export const ErrorTypes = {
   EngineUnavailable: 'EngineUnavailableError',
   /** The repository, branch or IaC path does not exist. */
   RepositoryNotFound: 'RepositoryNotFoundError',
+  /** A target (a repository's host) is, or resolves to, an address the configuration does not allow. */
+  TargetRefused: 'TargetRefusedError',
   /** A push was rejected because the branch moved on the remote. */
   BranchMoved: 'BranchMovedError',
   /** Input that no retry will make valid. */

@@ -206,6 +206,7 @@ export function buildActivities(
     git: new GitClient({ caFile: gitTrustBundle(config) }),
     operatorTokens: gitHostTokens(config, process.env),
     operatorOrganizations: config.security.operator_git_credentials_for,
+    targets: targetPolicy(config),
     db,
     ...(secretBox ? { box: secretBox } : {}),
   });

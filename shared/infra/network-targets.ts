@@ -59,29 +59,62 @@ function allowedBy(url: URL, policy: TargetPolicy): boolean {
   });
 }
 
+/** A target's check: why it is refused, or the address it was checked at (absent: the policy names it). */
+export type TargetCheck =
+  { refused: string } | { refused?: undefined; address?: { address: string; family: 4 | 6 } };
+
 /**
- * Why `raw` is refused as a target, or undefined when it may be used: its host is, or resolves to,
- * a non-public address that the policy does not name.
+ * Checks `raw` as a target: refused when its host is, or resolves to, a non-public address that the
+ * policy does not name; else the address it was checked at — what a connection must use, so that
+ * a name resolving elsewhere a moment later (DNS rebinding) reaches nothing it was not checked for.
  */
-export async function refusedTarget(raw: string, policy: TargetPolicy): Promise<string | undefined> {
+export async function checkTarget(raw: string, policy: TargetPolicy): Promise<TargetCheck> {
   let url: URL;
   try {
     url = new URL(raw);
   } catch {
-    return 'is not a URL';
+    return { refused: 'is not a URL' };
   }
-  if (allowedBy(url, policy)) return undefined;
+  if (allowedBy(url, policy)) return {};
   const host = url.hostname.replace(/^\[|\]$/g, '');
-  let addresses: string[];
-  if (isIP(host)) addresses = [host];
+  let addresses: { address: string; family: number }[];
+  if (isIP(host)) addresses = [{ address: host, family: isIP(host) }];
   else {
     try {
-      addresses = (await lookup(host, { all: true, verbatim: true })).map((a) => a.address);
+      addresses = await lookup(host, { all: true, verbatim: true });
     } catch {
-      return undefined;
+      return {};
     }
   }
-  const bad = addresses.find(isNonPublicAddress);
-  if (!bad) return undefined;
-  return `${host} ${host === bad ? 'is' : `resolves to ${bad},`} a private, loopback or link-local address; such targets are refused unless security.private_targets_allowed names them`;
+  const bad = addresses.find((a) => isNonPublicAddress(a.address))?.address;
+  if (bad)
+    return {
+      refused: `${host} ${host === bad ? 'is' : `resolves to ${bad},`} a private, loopback or link-local address; such targets are refused unless security.private_targets_allowed names them`,
+    };
+  const first = addresses[0];
+  return first ? { address: { address: first.address, family: first.family === 6 ? 6 : 4 } } : {};
+}
+
+/** Why `raw` is refused as a target, or undefined when it may be used (checkTarget). */
+export async function refusedTarget(raw: string, policy: TargetPolicy): Promise<string | undefined> {
+  return (await checkTarget(raw, policy)).refused;
+}
+
+/**
+ * A `lookup` for node:http(s) that answers `address` whatever it is asked: a connection to the
+ * address a target was checked at.
+ */
+export function pinnedLookup(address: { address: string; family: 4 | 6 }) {
+  return (
+    _host: string,
+    options: { all?: boolean },
+    callback: (
+      err: Error | null,
+      address: string | { address: string; family: number }[],
+      family?: number,
+    ) => void,
+  ): void => {
+    if (options.all) callback(null, [address]);
+    else callback(null, address.address, address.family);
+  };
 }

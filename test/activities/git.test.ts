@@ -5,9 +5,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type AddressInfo, type Socket } from 'node:net';
 import { createServer as createTlsServer } from 'node:tls';
+import { createServer as createHttpsServer } from 'node:https';
 import { ApplicationFailure } from '@temporalio/common';
 import { afterAll, describe, expect, it } from 'vitest';
 import { GitClient, GitError } from '../../activities/git';
+import { GitAccess } from '../../activities/git-access';
 import { gitClient, stack } from '../support/stack';
 import { makeTlsFiles } from '../support/tls-proxy';
 
@@ -125,6 +127,59 @@ describe('git over HTTPS on the embedded git host', () => {
     await expect(
       gitClient().remoteBranches(`${stack().gitHostUrl}/missing-${Date.now()}.git`),
     ).rejects.toThrow();
+  });
+
+  it('follows no redirect: a host that sends the clone elsewhere gets a refusal, the other origin nothing', async () => {
+    const tls = await makeTlsFiles(tmp());
+    const elsewhere: string[] = [];
+    const other = createHttpsServer(
+      { key: readFileSync(tls.serverKey), cert: readFileSync(tls.serverCert) },
+      (req, res) => {
+        elsewhere.push(req.url ?? '');
+        res.writeHead(404).end();
+      },
+    );
+    await new Promise<void>((r) => other.listen(0, '127.0.0.1', r));
+    const otherPort = (other.address() as AddressInfo).port;
+    const redirecting = createHttpsServer(
+      { key: readFileSync(tls.serverKey), cert: readFileSync(tls.serverCert) },
+      (req, res) => {
+        res.writeHead(301, { location: `https://127.0.0.1:${otherPort}${req.url ?? '/'}` }).end();
+      },
+    );
+    await new Promise<void>((r) => redirecting.listen(0, '127.0.0.1', r));
+    const port = (redirecting.address() as AddressInfo).port;
+    try {
+      const err = await new GitClient({ caFile: tls.caPath })
+        .remoteBranches(`https://127.0.0.1:${port}/team/moved.git`)
+        .catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(GitError);
+      expect(elsewhere).toEqual([]);
+    } finally {
+      redirecting.close();
+      other.close();
+    }
+  });
+
+  it('checks a repository’s host again at clone time and connects to the address it checked', async () => {
+    const access = new GitAccess({ git: gitClient(), operatorTokens: {}, targets: { allowed: [] } });
+    for (const url of ['https://localhost:8443/team/x.git', 'https://169.254.169.254/latest.git'])
+      await expect(access.forRepository(url, undefined)).rejects.toMatchObject({
+        type: 'TargetRefusedError',
+        message: expect.stringMatching(/is refused: .*private, loopback or link-local/) as unknown,
+      });
+    // The embedded host, as the configuration names it: allowed, and cloned.
+    const allowed = new GitAccess({
+      git: gitClient(),
+      operatorTokens: {},
+      targets: { allowed: [new URL(stack().gitHostUrl).origin] },
+    });
+    const url = seedRepository(`team/git-target-${Date.now()}`);
+    const git = await allowed.forRepository(url, undefined);
+    expect((await git.remoteBranches(url)).has('main')).toBe(true);
+    // A public name is pinned to the address it was checked at (libcurl's resolve list).
+    const pinned = await allowed.forRepository('https://8.8.8.8/team/x.git', undefined);
+    expect(Object.values(pinned.env())).toContain('8.8.8.8:443:8.8.8.8');
   });
 
   it('stops a call to a git host whose transfer stalls, with git’s own error', async () => {

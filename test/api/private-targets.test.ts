@@ -2,14 +2,19 @@
 // metadata service, the worker's own services) are refused unless the configuration allows them —
 // at the API where they enter, and again by the worker before each webhook delivery.
 import { randomUUID } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
+import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createWebhookActivities } from '../../activities/webhooks';
 import { createDb, migrate, type Db } from '../../shared/infra/db';
 import { findUserByToken } from '../../shared/infra/db/users';
 import { createWebhook, listDeliveries } from '../../shared/infra/db/webhooks';
-import { isNonPublicAddress, refusedTarget } from '../../shared/infra/network-targets';
+import {
+  checkTarget,
+  isNonPublicAddress,
+  pinnedLookup,
+  refusedTarget,
+} from '../../shared/infra/network-targets';
 import { roleTokens, startTestApi, type TestApi } from '../support/api';
 import { stack, temporalHarness, type TemporalHarness } from '../support/stack';
 
@@ -45,6 +50,45 @@ describe('non-public addresses', () => {
       await refusedTarget('https://127.0.0.1:22/a.git', { allowed: ['https://127.0.0.1:8443'] }),
     ).toMatch(/^127\.0\.0\.1 is a private/);
     expect(await refusedTarget('https://10.0.0.5/a.git', { allowed: ['10.0.0.5'] })).toBe(undefined);
+  });
+});
+
+describe('a checked target is connected to at the address checked', () => {
+  it('checkTarget answers the address, and a request through pinnedLookup goes there whatever the name resolves to', async () => {
+    const hits: string[] = [];
+    const server = createServer((req, res) => {
+      hits.push(req.headers.host ?? '');
+      res.end('ok');
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const { port } = server.address() as AddressInfo;
+    try {
+      // A public name is checked once; the delivery uses that answer (here: a name no resolver
+      // knows, so only the pinned address can reach anything).
+      const pinned = pinnedLookup({ address: '127.0.0.1', family: 4 });
+      const status = await new Promise<number>((resolve, reject) => {
+        const req = httpRequest(
+          `http://kumoss-rebinding.invalid:${port}/hook`,
+          { method: 'POST', lookup: pinned as never },
+          (res) => {
+            res.resume();
+            resolve(res.statusCode ?? 0);
+          },
+        );
+        req.on('error', reject);
+        req.end('{}');
+      });
+      expect(status).toBe(200);
+      expect(hits).toEqual([`kumoss-rebinding.invalid:${port}`]);
+      expect(await checkTarget(`http://127.0.0.1:${port}/`, { allowed: [] })).toMatchObject({
+        refused: expect.stringMatching(/^127\.0\.0\.1 is a private/) as unknown,
+      });
+      expect(await checkTarget('https://8.8.8.8/hook', { allowed: [] })).toEqual({
+        address: { address: '8.8.8.8', family: 4 },
+      });
+    } finally {
+      server.close();
+    }
   });
 });
 
