@@ -42,7 +42,7 @@ function post(
         method: 'POST',
         headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
         timeout: timeoutMs,
-        ...(address ? { lookup: pinnedLookup(address) as never } : {}),
+        ...(address ? { lookup: pinnedLookup(address) } : {}),
       },
       (res) => {
         res.resume();

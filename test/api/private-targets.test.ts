@@ -69,7 +69,7 @@ describe('a checked target is connected to at the address checked', () => {
       const status = await new Promise<number>((resolve, reject) => {
         const req = httpRequest(
           `http://kumoss-rebinding.invalid:${port}/hook`,
-          { method: 'POST', lookup: pinned as never },
+          { method: 'POST', lookup: pinned },
           (res) => {
             res.resume();
             resolve(res.statusCode ?? 0);
