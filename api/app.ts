@@ -12,6 +12,13 @@ import { traceRequests } from './request-trace';
 import { documentOperation, openApiDocument } from './openapi';
 import { createAdminRouter } from './routes/admin';
 import { createAuthSessionRouter } from './routes/auth-session';
+import {
+  DEFAULT_RATE_LIMITS,
+  failedAuthLimit,
+  ingestionLimit,
+  signInLimit,
+  type RateLimitConfig,
+} from './rate-limits';
 import { createAuthorizeRouter } from './routes/authorize';
 import { createCodecRouter, type CodecRouteDeps } from './routes/codec';
 import { createDriftRouter } from './routes/drift';
@@ -56,6 +63,8 @@ export interface AppDeps {
   requestLog?: Logger;
   /** GET /metrics (Prometheus); default true. */
   metrics?: boolean;
+  /** security.rate_limits (api/rate-limits.ts); default DEFAULT_RATE_LIMITS. */
+  rateLimits?: RateLimitConfig;
 }
 
 /** A caller's own `x-request-id` when it is a plain token; else a new one. */
@@ -125,6 +134,11 @@ export function createApp(deps: AppDeps): Express {
         },
       }),
     );
+  // Before anything reads a body or a credential: a client past its limit gets 429 and nothing runs.
+  const limits = deps.rateLimits ?? DEFAULT_RATE_LIMITS;
+  app.use(failedAuthLimit(limits));
+  app.use('/api/v1/auth/session', signInLimit(limits));
+  app.use('/api/v1/audit-events', ingestionLimit(limits));
   if (deps.codec) app.use(createCodecRouter(deps.codec, deps.sessions?.db));
   app.use(express.json({ limit: '1mb' }));
   if (deps.checkResponses) app.use(checkResponses());

@@ -42,6 +42,7 @@ const app = createApp({
   log: (err) => log.error({ err }, 'unhandled error'),
   ...(config.observability.request_log ? { requestLog: log.child({ component: 'http' }) } : {}),
   metrics: config.observability.api_metrics,
+  rateLimits: config.security.rate_limits,
   // Built by the launcher when missing or stale (scripts/web-build.ts).
   webDist: join(projectRoot, 'web', 'dist'),
   artifactOrigin: config.storage.endpoint,

@@ -212,8 +212,20 @@ export const configSchema = z.object({
        * own, and for pull requests on the forges. Another organization uses its own credential.
        */
       operator_git_credentials_for: z.array(z.string().min(1)).default(['default']),
+      /** Per API process (api/rate-limits.ts): over a limit, 429 with Retry-After. */
+      rate_limits: z
+        .object({
+          sign_in_per_minute: z.number().int().min(1).default(30),
+          failed_auth_per_minute: z.number().int().min(1).default(300),
+          ingestion_per_minute: z.number().int().min(1).default(600),
+        })
+        .default({ sign_in_per_minute: 30, failed_auth_per_minute: 300, ingestion_per_minute: 600 }),
     })
-    .default({ private_targets_allowed: [], operator_git_credentials_for: ['default'] }),
+    .default({
+      private_targets_allowed: [],
+      operator_git_credentials_for: ['default'],
+      rate_limits: { sign_in_per_minute: 30, failed_auth_per_minute: 300, ingestion_per_minute: 600 },
+    }),
   /** Traces, metrics and request logs (README "Running in production"). */
   observability: z
     .object({
