@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { authorizeAnswerSchema, authorizeRequestSchema } from '../../shared/contracts';
 import type { Db } from '../../shared/infra/db';
 import { authenticate, requireRole } from '../auth';
-import { askAuthz, type AuthzConfig } from '../authz';
+import { askAuthz, callerOf, type AuthzConfig } from '../authz';
 import { errorBodySchema } from '../errors';
 import { operation, route } from '../contract';
 import { parseBody } from '../validation';
@@ -53,11 +53,11 @@ export function createAuthorizeRouter(deps: AuthzDeps): Router {
         });
         return;
       }
-      const answer = await askAuthz(deps.authz, {
-        cloud: body.cloud,
-        repository_url: body.repository_url,
-        iac_path: body.iac_path ?? '',
-      });
+      const answer = await askAuthz(
+        deps.authz,
+        { cloud: body.cloud, repository_url: body.repository_url, iac_path: body.iac_path ?? '' },
+        callerOf(req, 'preflight'),
+      );
       res.status(answer.authorized ? 200 : 403).json({
         authorized: answer.authorized,
         checked: true,

@@ -58,7 +58,7 @@ export function createDriftRouter(deps: SessionRouteDeps): Router {
     if (followUp) {
       const r = parseBody(followUpRequestSchema, body);
       const row = await ownSession(deps, req, r.session_id);
-      await requireAuthorized(deps.authz, row);
+      await requireAuthorized(deps.authz, req, kind, row);
       session_id = r.session_id;
       outcome = await submitOperation(deps, row, { ...op, text: r.text });
     } else {
@@ -67,7 +67,11 @@ export function createDriftRouter(deps: SessionRouteDeps): Router {
       const iac_path = r.iac_path ?? '';
       await requireAllowedTarget(deps.targets, 'repository_url', r.repository_url);
       await requireConnectedRepository(deps.db, user.organization_uuid, 'repository_url', r.repository_url);
-      await requireAuthorized(deps.authz, { cloud: r.cloud, repository_url: r.repository_url, iac_path });
+      await requireAuthorized(deps.authz, req, kind, {
+        cloud: r.cloud,
+        repository_url: r.repository_url,
+        iac_path,
+      });
       await openSession(
         deps,
         {

@@ -10,6 +10,7 @@ import { Router } from 'express';
 import { SessionRefusals } from '../../shared/contracts';
 import { sessionLock, sessionPullRequest, sessionRounds } from '../../shared/infra/db/sessions';
 import { authenticate, currentUser, requireRole } from '../auth';
+import { requireAuthorized } from '../authz';
 import { HttpError } from '../errors';
 import {
   acceptedBody,
@@ -72,6 +73,7 @@ export function createPullRequestRouter(deps: SessionRouteDeps): Router {
 
   route(router, pullRequestOperations.open, auth, requireRole('devops'), async (req, res) => {
     const row = await ownSession(deps, req, req.params.id as string);
+    await requireAuthorized(deps.authz, req, 'pull_request.open', row);
     const existing = await sessionPullRequest(deps.db, row.session_id);
     if (existing) {
       res.status(200).json(existing);
@@ -105,6 +107,7 @@ export function createPullRequestRouter(deps: SessionRouteDeps): Router {
 
   route(router, pullRequestOperations.merge, auth, requireRole('devops'), async (req, res) => {
     const row = await ownSession(deps, req, req.params.id as string);
+    await requireAuthorized(deps.authz, req, 'pull_request.merge', row);
     const lock = await sessionLock(deps.db, row.session_id);
     if (lock) {
       throw new HttpError(

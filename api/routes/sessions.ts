@@ -256,7 +256,7 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
 
   route(router, sessionOperations.apply, authenticate(deps.db), requireRole('devops'), async (req, res) => {
     const row = await ownSession(deps, req, req.params.id as string);
-    await requireAuthorized(deps.authz, row);
+    await requireAuthorized(deps.authz, req, 'sessions.apply', row);
     // Four eyes: a pinned plan is applied only once a second person approved that very plan. (No
     // pinned plan: the seed's contract — accepted, then the round fails with its message.)
     if (
@@ -302,7 +302,7 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
   route(router, sessionOperations.revert, authenticate(deps.db), requireRole('devops'), async (req, res) => {
     const { addresses } = parseBody(revertBodySchema, req.body);
     const row = await ownSession(deps, req, req.params.id as string);
-    await requireAuthorized(deps.authz, row);
+    await requireAuthorized(deps.authz, req, 'sessions.revert', row);
     const allowed = await revertableAddresses(deps.db, deps.artifacts, row.session_id);
     const wanted = [...new Set(addresses)];
     const unknown = wanted.filter((a) => !allowed.includes(a));
@@ -331,6 +331,7 @@ export function createSessionsRouter(deps: SessionDetailDeps): Router {
   // A second person approves the pinned plan (its hash): devops or admin, not who pinned it.
   route(router, sessionOperations.approve, authenticate(deps.db), requireRole('devops'), async (req, res) => {
     const row = await ownSession(deps, req, req.params.id as string);
+    await requireAuthorized(deps.authz, req, 'sessions.approve', row);
     const user = currentUser(req);
     const pinned = row.pinned_plan;
     if (!pinned) throw new HttpError(409, 'no_pinned_plan', 'No plan is pinned for this session.');

@@ -189,7 +189,7 @@ export function createStacksRouter(deps: StacksDeps): Router {
     const spec = parseBody(stackSpecSchema, req.body);
     await requireAllowedTarget(deps.targets, 'repository_url', spec.repository_url);
     await requireConnectedRepository(deps.db, org(req), 'repository_url', spec.repository_url);
-    await requireAuthorized(deps.authz, {
+    await requireAuthorized(deps.authz, req, 'stacks.create', {
       cloud: spec.cloud,
       repository_url: spec.repository_url,
       iac_path: spec.iac_path ?? '',
@@ -220,6 +220,13 @@ export function createStacksRouter(deps: StacksDeps): Router {
   route(router, stackOperations.update, auth, requireRole('devops'), async (req, res) => {
     const before = await own(req);
     const change = parseBody(stackUpdateSchema, req.body);
+    // The stack as it is and as it would be: a change moves its schedule's work to the new target.
+    await requireAuthorized(deps.authz, req, 'stacks.update', before);
+    await requireAuthorized(deps.authz, req, 'stacks.update', {
+      cloud: change.cloud ?? before.cloud,
+      repository_url: change.repository_url ?? before.repository_url,
+      iac_path: change.iac_path ?? before.iac_path,
+    });
     if (change.repository_url) {
       await requireAllowedTarget(deps.targets, 'repository_url', change.repository_url);
       await requireConnectedRepository(
@@ -256,6 +263,7 @@ export function createStacksRouter(deps: StacksDeps): Router {
     route(router, stackOperations[verb], auth, requireRole('devops'), async (req, res) => {
       const stack = await own(req);
       const { note } = parseBody(scheduleNoteSchema, req.body ?? {});
+      await requireAuthorized(deps.authz, req, `stacks.${verb}`, stack);
       await schedules[verb](stack.stack_uuid, note).catch(unavailable);
       res.json(await withSchedule(stack));
     });
@@ -263,7 +271,7 @@ export function createStacksRouter(deps: StacksDeps): Router {
 
   route(router, stackOperations.trigger, auth, requireRole('devops'), async (req, res) => {
     const stack = await own(req);
-    await requireAuthorized(deps.authz, stack);
+    await requireAuthorized(deps.authz, req, 'stacks.trigger', stack);
     const run_id = await schedules.trigger(stack.stack_uuid).catch(unavailable);
     res.status(202).json({ ...(await withSchedule(stack)), run_id });
   });
@@ -271,7 +279,7 @@ export function createStacksRouter(deps: StacksDeps): Router {
   route(router, stackOperations.backfill, auth, requireRole('devops'), async (req, res) => {
     const stack = await own(req);
     const b = parseBody(backfillSchema, req.body);
-    await requireAuthorized(deps.authz, stack);
+    await requireAuthorized(deps.authz, req, 'stacks.backfill', stack);
     await schedules.backfill(stack.stack_uuid, new Date(b.start), new Date(b.end)).catch(unavailable);
     res.status(202).json(await withSchedule(stack));
   });
@@ -321,7 +329,7 @@ export function createStacksRouter(deps: StacksDeps): Router {
         );
     }
     const stack = await getStack(deps.db, items[0]!.stack_uuid, user.organization_uuid).catch(registryError);
-    await requireAuthorized(deps.authz, stack);
+    await requireAuthorized(deps.authz, req, `drift_items.${verb}`, stack);
     return { user, items, stack };
   };
 

@@ -67,8 +67,9 @@ describe('POST /api/v1/auth/authorize', () => {
     }
   });
 
-  it('asks the sidecar with cloud, project and environment, never the scope id', async () => {
+  it('asks the sidecar with cloud, project and environment and who asks, never the scope id', async () => {
     const api = await startTestApi(h, db, undefined, { enabled: true, url: sidecarUrl });
+    const me = await findUserByToken(db, token);
     try {
       const ok = await api.call('POST', '/api/v1/auth/authorize', token, request);
       expect(ok.status).toBe(200);
@@ -79,6 +80,11 @@ describe('POST /api/v1/auth/authorize', () => {
           cloud: 'gcp',
           project: 'https://git.example.com/team/infra.git',
           environment: 'envs/dev',
+          organization: me?.organization_uuid,
+          user: me?.user_uuid,
+          user_name: me?.name,
+          role: 'developer',
+          operation: 'preflight',
         },
       ]);
       expect(JSON.stringify(seen)).not.toContain('my-gcp-project-123');
@@ -151,6 +157,73 @@ describe('POST /api/v1/auth/authorize', () => {
       expect(stacks).toEqual([]);
       expect(seen).toHaveLength(5);
       expect(JSON.stringify(seen)).not.toContain(prod.scope_id);
+    } finally {
+      api.close();
+    }
+  });
+
+  it('is asked by every route that changes work — stack change, pause, resume, pull request, merge, approval — with who asks; each refused changes nothing', async () => {
+    const tokens = await roleTokens(db, 'authz-change');
+    const devops = await findUserByToken(db, tokens.devops);
+    if (!devops) throw new Error('no user');
+    const api = await startTestApi(h, db, undefined, { enabled: true, url: sidecarUrl });
+    const dev = { ...request, repository_url: `${stack().gitHostUrl}/team/authz-change.git` };
+    const refused = (r: { status: number; body: Record<string, unknown> }) => {
+      expect(r.status).toBe(403);
+      expect((r.body.error as { code: string }).code).toBe('not_authorized');
+    };
+    try {
+      const created = await api.call('POST', '/api/v1/stacks', tokens.devops, {
+        name: `authz-change-${Date.now()}`,
+        ...dev,
+        schedule: { interval_minutes: 60 },
+      });
+      expect(created.status).toBe(201);
+      const stackId = created.body.stack_uuid as string;
+      seen.length = 0;
+      // Moving the stack to a path the sidecar refuses: refused, the stack unchanged.
+      refused(await api.call('PATCH', `/api/v1/stacks/${stackId}`, tokens.devops, { iac_path: 'envs/prod' }));
+      const after = await api.call('GET', `/api/v1/stacks/${stackId}`, tokens.devops);
+      expect(after.body.iac_path).toBe('envs/dev');
+      // A session and a stack whose target is refused now (opened before the sidecar said no).
+      const { sessionId } = await insertSessionRow(db, tokens.devops, {
+        repository_url: dev.repository_url,
+        cloud: 'gcp',
+        scope_id: dev.scope_id,
+        iac_path: 'envs/prod',
+      });
+      await db
+        .updateTable('stacks')
+        .set({ iac_path: 'envs/prod' })
+        .where('stack_uuid', '=', stackId)
+        .execute();
+      refused(await api.call('POST', `/api/v1/stacks/${stackId}/pause`, tokens.devops, {}));
+      refused(await api.call('POST', `/api/v1/stacks/${stackId}/resume`, tokens.devops, {}));
+      refused(await api.call('POST', `/api/v1/sessions/${sessionId}/pull-request`, tokens.devops));
+      refused(await api.call('POST', `/api/v1/sessions/${sessionId}/merge`, tokens.devops));
+      refused(await api.call('POST', `/api/v1/sessions/${sessionId}/approve`, tokens.admin));
+      const asked = seen as { operation: string; organization: string; role: string; environment: string }[];
+      expect(asked.filter((q) => q.environment === 'envs/prod').map((q) => [q.operation, q.role])).toEqual([
+        ['stacks.update', 'devops'],
+        ['stacks.pause', 'devops'],
+        ['stacks.resume', 'devops'],
+        ['pull_request.open', 'devops'],
+        ['pull_request.merge', 'devops'],
+        ['sessions.approve', 'admin'],
+      ]);
+      expect(new Set(asked.map((q) => q.organization))).toEqual(new Set([devops.organization_uuid]));
+      expect(JSON.stringify(seen)).not.toContain(dev.scope_id);
+      // Nothing changed: no pull request, no approval, the schedule not paused.
+      expect(
+        await db
+          .selectFrom('pull_requests')
+          .select('session_id')
+          .where('session_id', '=', sessionId)
+          .execute(),
+      ).toEqual([]);
+      expect((await api.call('GET', `/api/v1/stacks/${stackId}`, tokens.devops)).body).toMatchObject({
+        schedule_state: expect.objectContaining({ paused: false }) as unknown,
+      });
     } finally {
       api.close();
     }
