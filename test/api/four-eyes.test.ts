@@ -2,12 +2,12 @@
 // devops or admin approved that very plan — not the person who pinned it, and not an earlier plan.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { PinnedPlan } from '../../shared/contracts';
 import { createDb, migrate, type Db } from '../../shared/infra/db';
 import { createUserInOrganization, findUserByToken, type Role } from '../../shared/infra/db/users';
 import { notifySessionChanged } from '../../shared/infra/db/sessions';
 import { insertSessionRow, roleTokens, startTestApi, type TestApi } from '../support/api';
 import { stack, temporalHarness, type TemporalHarness } from '../support/stack';
+import { testPinnedPlan } from '../support/pinned-plan';
 
 describe('apply with orchestration.apply_requires_approval', () => {
   let h: TemporalHarness;
@@ -48,25 +48,7 @@ describe('apply with orchestration.apply_requires_approval', () => {
   /** A session (`creator`'s) whose generate round, started by the first devops user, pinned a plan. */
   async function pinned(sha256: string, creator = tokens.devops): Promise<string> {
     const sessionId = `s-eyes-${randomUUID().slice(0, 8)}`;
-    const plan: PinnedPlan = {
-      round_id: 'r-gen',
-      key: `sessions/${sessionId}/rounds/r-gen/generate/cycle-1/plan.tfplan`,
-      sha256,
-      commit: 'c0ffee',
-      state_serial: 1,
-      state_lineage: 'l',
-      impact: {
-        create: 0,
-        update: 1,
-        replace: 0,
-        destroy: 0,
-        destroyed: [],
-        replaced: [],
-        changes: [{ address: 'aws_security_group.web', action: 'update' }],
-        targets: ['aws_security_group.web'],
-        not_in_plan: [],
-      },
-    };
+    const plan = testPinnedPlan(sessionId, sha256);
     const devops = await findUserByToken(db, tokens.devops);
     await insertSessionRow(db, creator, {
       session_id: sessionId,

@@ -18,6 +18,7 @@ import {
 } from '../../shared/contracts';
 import type { SessionRecord } from '../../shared/infra/db/sessions';
 import { sessionWorkflowId } from '../../shared/ids';
+import { testPinnedPlan } from '../support/pinned-plan';
 import { operationUpdate, sessionQuery } from '../../shared/messages';
 import { ensureSearchAttributes } from '../../shared/infra/temporal-setup';
 import { toolPath, waitForTool } from '../../shared/infra/tools.mjs';
@@ -150,27 +151,8 @@ describe('session handlers (stub activities)', () => {
 
   it('four eyes at apply: only an approval of the very plan pinned now, by someone else than its pinner, applies — whatever the API saw', async () => {
     const s = { ...settings(), apply_requires_approval: true };
-    const plan = (sha256: string): PinnedPlan => ({
-      round_id: 'r-gen',
-      key: `sessions/${s.session_id}/rounds/r-gen/generate/cycle-1/plan.tfplan`,
-      sha256,
-      commit: 'c0ffee',
-      state_serial: 1,
-      state_lineage: 'l',
-      impact: {
-        create: 0,
-        update: 1,
-        replace: 0,
-        destroy: 0,
-        destroyed: [],
-        replaced: [],
-        changes: [{ address: 'aws_security_group.web', action: 'update' }],
-        targets: ['aws_security_group.web'],
-        not_in_plan: [],
-      },
-      // Pinned by alice's generate round.
-      pinned_by: 'alice',
-    });
+    // Pinned by alice's generate round.
+    const plan = (sha256: string): PinnedPlan => testPinnedPlan(s.session_id, sha256, { pinned_by: 'alice' });
     // The plan pinned now is B: a follow-up generate round pinned it after A was approved.
     const pinned = plan('b'.repeat(64));
     const applied: string[] = [];
