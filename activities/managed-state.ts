@@ -23,6 +23,7 @@ import {
 } from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname, join } from 'node:path';
+import { checkoutOf } from './sandbox';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Db } from '../shared/infra/db';
 import {
@@ -107,12 +108,15 @@ export async function declaresBackend(iacDir: string): Promise<boolean> {
   return false;
 }
 
-/** The checkout holding `dir` (the nearest directory up with a `.git` directory), if any. */
-export function gitDirOf(dir: string): string | undefined {
-  for (let d = dir; ; d = dirname(d)) {
-    if (existsSync(join(d, '.git', 'info')) || existsSync(join(d, '.git', 'HEAD'))) return join(d, '.git');
-    if (dirname(d) === d) return undefined;
-  }
+/**
+ * The git directory of the checkout holding `dir` (activities/sandbox.ts: checkoutOf), when it is
+ * a directory there; a worktree's `.git` is a file, and its checkout has none of its own.
+ */
+function gitDirOf(dir: string): string | undefined {
+  const checkout = checkoutOf(dir);
+  if (!checkout) return undefined;
+  const gitDir = join(checkout, '.git');
+  return lstatSync(gitDir).isDirectory() ? gitDir : undefined;
 }
 
 /** What the engine client does for one root whose state Kumoss manages. */
