@@ -16,6 +16,7 @@
 import { KUMOSS_SESSION_PREFIX } from '../shared/audit-events';
 import { AssumeRoleCommand, type STSClient } from '@aws-sdk/client-sts';
 import { IdentityPoolClient, JWT } from 'google-auth-library';
+import { CLOUD_DOMAINS } from './egress';
 import { GOOGLE_AUTH_ORIGINS, googleCredentialProblem } from '../shared/google-credentials';
 import type { Db } from '../shared/infra/db';
 import { engineCloudConnection, openConnectionCredentials } from '../shared/infra/db/runners';
@@ -75,6 +76,8 @@ export interface RunCredentials {
    * that fails says so beside the engine's own message.
    */
   missing?: string;
+  /** The cloud's API domains the engine's network reaches with them (activities/egress.ts). */
+  domains?: string[];
 }
 
 /** What a run is, for the session name the cloud's audit log shows. */
@@ -111,10 +114,22 @@ export class CloudCredentials {
     },
   ) {}
 
-  /** The run's credentials: its connection's, the emulator's, or none (`missing` says why). */
+  /**
+   * The run's credentials: its connection's, the emulator's, or none (`missing` says why); with a
+   * connection, its cloud's API domains are what the engine's network reaches.
+   */
   async forRun(id: RunIdentity): Promise<RunCredentials> {
     const org = id.organization_uuid;
     const connection = org ? await engineCloudConnection(this.deps.db, org, id.cloud) : undefined;
+    const c = await this.credentialsFor(id, org, connection);
+    return connection ? { ...c, domains: CLOUD_DOMAINS[connection.provider] ?? [] } : c;
+  }
+
+  private async credentialsFor(
+    id: RunIdentity,
+    org: string | undefined,
+    connection: Awaited<ReturnType<typeof engineCloudConnection>>,
+  ): Promise<RunCredentials> {
     if (!org || !connection) {
       if (id.cloud === 'aws' && this.deps.awsEmulator)
         return { env: this.deps.awsEmulator, expiresAt: Number.POSITIVE_INFINITY };

@@ -13,6 +13,8 @@ import type { RunCredentials } from './cloud-credentials';
 import type { ManagedRoot, ManagedState } from './managed-state';
 import { ProcessError, runProcess, type RunResult } from './process';
 import { WORKER_CLOUD_CREDENTIALS } from './cloud-credentials';
+import { logger } from '../shared/infra/logger';
+import { EgressGate, endpointsOfEnv, mergeRules, refusedDials, type EgressRules } from './egress';
 import { checkoutOf, gitMetadataOf, SANDBOX_HOME, SandboxUnavailable, type EngineSandbox } from './sandbox';
 import { stateVersionOf } from './plan-reader';
 import { providersStillBuilding, waitForTool } from '../shared/infra/tools.mjs';
@@ -260,8 +262,15 @@ export class EngineClient {
 
   /** An engine failure, with why the run had no cloud credentials when that is so. */
   private engineError(message: string, permanent: boolean, output: string): EngineError {
-    const why = this.missingCredentials;
-    return new EngineError(why ? `${message} (${why})` : message, permanent, output);
+    const why = [
+      ...(this.missingCredentials ? [this.missingCredentials] : []),
+      ...(this.egressRefused.length > 0
+        ? [
+            `the engine's network refused ${this.egressRefused.join(', ')}: not a destination of this run (engine.egress_allow names more)`,
+          ]
+        : []),
+    ];
+    return new EngineError(why.length ? `${message} (${why.join('; ')})` : message, permanent, output);
   }
 
   private credentials?: Promise<RunCredentials | undefined>;
@@ -322,6 +331,7 @@ export class EngineClient {
     args: string[],
     env: Record<string, string>,
     writable: string[] = [],
+    gate?: EgressGate,
   ): { command: string; args: string[]; fd3?: string } {
     // `npm start` builds only the configured engine; a run that asks for the other one says so.
     if (!existsSync(this.opts.binary))
@@ -344,8 +354,25 @@ export class EngineClient {
       protect: checkout ? gitMetadataOf(checkout, this.opts.runDir) : [],
       cwd: this.opts.workdir,
       env,
+      ...(gate ? { egress: { dir: gate.dir, listeners: gate.listeners } } : {}),
     });
   }
+
+  /**
+   * What this run's engine may reach: its own endpoints (its state server, its cloud's configured
+   * endpoint), its cloud's API domains when it holds that cloud's credentials, and what the
+   * configuration allows every run.
+   */
+  private async egressRules(env: Record<string, string>, sandbox: EngineSandbox): Promise<EgressRules> {
+    const run = await this.runCredentials();
+    return mergeRules(sandbox.egressAllowed(), {
+      endpoints: endpointsOfEnv(env),
+      domains: run?.domains ?? [],
+    });
+  }
+
+  /** What the engine's network refused in the last process (the run's log and its error say it). */
+  private egressRefused: string[] = [];
 
   private async exec(
     args: string[],
@@ -354,8 +381,42 @@ export class EngineClient {
     io: { stdin?: string; timeoutMs?: number; env?: Record<string, string>; writable?: string[] },
   ): Promise<RunResult> {
     const verb = args[0] ?? '';
-    const env = await this.env(io.env);
-    const cmd = this.commandLine(args, env, io.writable);
+    const baseEnv = await this.env(io.env);
+    const sandbox = this.sandboxed();
+    this.egressRefused = [];
+    const gate = sandbox?.isolatesNetwork
+      ? await EgressGate.open(await this.egressRules(baseEnv, sandbox))
+      : undefined;
+    try {
+      const r = await this.execIn(verb, args, hooks, stdoutFile, io, gate, baseEnv);
+      if (gate) {
+        const refused = gate.describe(refusedDials(`${r.stderr}\n${r.stdout}`));
+        if (refused.length > 0) {
+          this.egressRefused = refused;
+          logger.warn(
+            { engine: this.opts.kind, verb, refused, workdir: this.opts.workdir },
+            "the engine's network refused destinations that are not this run's",
+          );
+          r.stderr = `${r.stderr}\n${refused.map((d) => `Kumoss egress refused ${d}`).join('\n')}\n`;
+        }
+      }
+      return r;
+    } finally {
+      await gate?.close();
+    }
+  }
+
+  private async execIn(
+    verb: string,
+    args: string[],
+    hooks: CallHooks,
+    stdoutFile: string | undefined,
+    io: { stdin?: string; timeoutMs?: number; writable?: string[] },
+    gate: EgressGate | undefined,
+    baseEnv: Record<string, string>,
+  ): Promise<RunResult> {
+    const env = gate ? { ...baseEnv, ...gate.proxyEnv() } : baseEnv;
+    const cmd = this.commandLine(args, env, io.writable, gate);
     const start = () =>
       inSpan(
         `${this.opts.kind} ${verb}`,

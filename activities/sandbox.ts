@@ -23,6 +23,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { EGRESS_DIR_IN_SANDBOX, parseEgressAllow, type EgressListener, type EgressRules } from './egress';
 
 export type SandboxMode = 'bubblewrap' | 'off';
 
@@ -37,6 +38,17 @@ export interface SandboxOptions {
   readOnly: string[];
   /** Directories every engine process may write besides its own run directory (tests' fault wrappers). */
   readWrite?: string[];
+  /**
+   * The engine's own network (activities/egress.ts): every process in a network namespace of its
+   * own, reaching out only through the relay (worker/egress-relay) to the worker's egress gate.
+   * Absent: the engine shares the worker's network (`engine.network: shared`).
+   */
+  network?: {
+    /** The relay binary (kumoss-egress-relay). */
+    relay: string;
+    /** What every run may reach besides its own destinations (`engine.egress_allow`), read at each call. */
+    allow?: () => string[];
+  };
 }
 
 /** What an engine process of one call gets. */
@@ -54,6 +66,8 @@ export interface SandboxCall {
   readOnly?: string[];
   /** The whole environment of the process: nothing of the worker's is inherited. */
   env: Record<string, string>;
+  /** The egress gate's socket directory and the listeners the relay opens inside the namespace. */
+  egress?: { dir: string; listeners: EgressListener[] };
 }
 
 /**
@@ -119,6 +133,16 @@ export class EngineSandbox {
     return this.opts.mode;
   }
 
+  /** What the configuration lets every run's engine reach (`engine.egress_allow`). */
+  egressAllowed(): EgressRules {
+    return parseEgressAllow(this.opts.network?.allow?.() ?? []);
+  }
+
+  /** Whether each engine process gets a network namespace of its own. */
+  get isolatesNetwork(): boolean {
+    return this.opts.mode !== 'off' && Boolean(this.opts.network);
+  }
+
   /**
    * What runs `command args…` in the sandbox for `call`: bubblewrap's command line (`--args 3`,
    * then the command) and the NUL-separated options to write on its descriptor 3 — the binds and
@@ -131,6 +155,7 @@ export class EngineSandbox {
       '--unshare-ipc',
       '--unshare-uts',
       '--unshare-cgroup-try',
+      ...(this.isolatesNetwork ? ['--unshare-net'] : []),
       '--hostname',
       'kumoss-engine',
       '--cap-drop',
@@ -154,13 +179,28 @@ export class EngineSandbox {
     // After the writable binds, so that the read-only one is what the engine sees there.
     for (const p of new Set(call.protect ?? [])) if (existsSync(p)) bw.push('--ro-bind', p, p);
     for (const [k, v] of Object.entries(call.env)) bw.push('--setenv', k, v);
+    // The engine's way out of its network namespace: the relay listens inside, then runs the command.
+    const relay = this.opts.network?.relay;
+    const egress = this.isolatesNetwork && relay && call.egress?.listeners.length ? call.egress : undefined;
+    if (egress && relay) bw.push('--ro-bind', egress.dir, EGRESS_DIR_IN_SANDBOX, '--ro-bind', relay, relay);
     bw.push('--chdir', call.cwd);
     for (const a of bw)
       if (a.includes('\0')) throw new SandboxUnavailable('a sandbox setting holds a NUL character');
-    // bubblewrap takes its options from the descriptor and the command from its command line.
+    // bubblewrap takes its options from the descriptor and the command from its command line (the
+    // relay's listeners are addresses and socket names: nothing secret).
+    const run =
+      egress && relay
+        ? [
+            relay,
+            ...egress.listeners.flatMap((l) => ['-l', `${l.address}=${l.socket}`]),
+            '--',
+            command,
+            ...args,
+          ]
+        : [command, ...args];
     return {
       command: this.opts.bwrap ?? 'bwrap',
-      args: ['--args', '3', '--', command, ...args],
+      args: ['--args', '3', '--', ...run],
       fd3: `${bw.join('\0')}\0`,
     };
   }
@@ -172,6 +212,12 @@ export class EngineSandbox {
   check(): { ok: true } | { ok: false; reason: string } {
     if (this.opts.mode === 'off') return { ok: true };
     if (this.probed) return this.probed;
+    const relay = this.opts.network?.relay;
+    if (relay && !existsSync(relay))
+      return (this.probed = {
+        ok: false,
+        reason: `the engine's egress relay is not built (${relay}; \`npm run setup\` builds it)`,
+      });
     const probe = this.wrap('/bin/sh', ['-c', 'test ! -e /etc/passwd'], {
       writable: ['/tmp'],
       cwd: '/tmp',

@@ -83,10 +83,14 @@ export function managedState(config: KumossConfig, db: Db): ManagedState | undef
  * configured writable directories; each call adds its own run directory.
  */
 export function engineSandbox(config: KumossConfig): EngineSandbox {
+  const allow = config.engine.egress_allow;
   return new EngineSandbox({
     mode: config.engine.sandbox,
     readOnly: [toolPath('terraform'), toolPath('tofu'), cliConfigPath(), providerMirrorDir()],
     readWrite: config.engine.sandbox_writable,
+    ...(config.engine.network === 'isolated'
+      ? { network: { relay: toolPath('egress-relay'), allow: () => allow } }
+      : {}),
   });
 }
 

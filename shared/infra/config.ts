@@ -55,6 +55,27 @@ export const configSchema = z.object({
      */
     sandbox_writable: z.array(z.string().startsWith('/', 'must be an absolute path')).default([]),
     /**
+     * `isolated`: a sandboxed engine process runs in a network namespace of its own whose only way
+     * out is the worker's egress gate (activities/egress.ts): the run's state server, its cloud's
+     * configured endpoint, its cloud's API domains when it holds that cloud's credentials, and
+     * `egress_allow`. `shared`: the engine reaches whatever the worker reaches.
+     */
+    network: z.enum(['isolated', 'shared']).default('isolated'),
+    /**
+     * What every run's engine may reach besides its own: `host:port` or a URL (that destination
+     * exactly, loopback and private included), `.example.com` (hosts below it on public addresses).
+     */
+    egress_allow: z
+      .array(
+        z
+          .string()
+          .regex(
+            /^(\*?\.[a-z0-9.-]+|[a-z0-9.-]+:\d+|\[[0-9a-f:]+\]:\d+|https?:\/\/\S+)$/i,
+            'must be host:port, a URL or .domain',
+          ),
+      )
+      .default([]),
+    /**
      * The engine's and its providers' Go runtimes collect garbage only when a process's heap nears
      * this many MiB (`GOGC=off`, `GOMEMLIMIT`): a plan of an ordinary root never stops to collect
      * (about 8 % less CPU a plan). A process whose live heap is near the limit (a root of tens of
@@ -257,6 +278,7 @@ export const ENV_OVERRIDES: Record<string, string> = {
   KUMOSS_ENGINE_MAX_CONCURRENT: 'engine.max_concurrent',
   KUMOSS_ENGINE_MAX_CONCURRENT_DETECTIONS: 'engine.max_concurrent_detections',
   KUMOSS_ENGINE_SANDBOX: 'engine.sandbox',
+  KUMOSS_ENGINE_NETWORK: 'engine.network',
   KUMOSS_ENGINE_GO_MEMORY_LIMIT_MIB: 'engine.go_memory_limit_mib',
   KUMOSS_API_HOST: 'api.host',
   KUMOSS_API_PORT: 'api.port',
@@ -371,6 +393,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): KumossConfig {
       'security.operator_git_credentials_for',
       env.KUMOSS_OPERATOR_GIT_CREDENTIALS_FOR.split(/[\s,]+/).filter(Boolean),
     );
+  if (env.KUMOSS_ENGINE_EGRESS_ALLOW)
+    setPath(merged, 'engine.egress_allow', env.KUMOSS_ENGINE_EGRESS_ALLOW.split(/[\s,]+/).filter(Boolean));
   if (env.KUMOSS_ENGINE_SANDBOX_WRITABLE)
     setPath(merged, 'engine.sandbox_writable', env.KUMOSS_ENGINE_SANDBOX_WRITABLE.split(':').filter(Boolean));
   const parsed = configSchema.safeParse(merged);

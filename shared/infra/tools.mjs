@@ -83,6 +83,20 @@ export const GO_TOOLS = [
     provider: { namespace: 'kumoss', type: 'rest' },
   },
   {
+    name: 'egress-relay',
+    version: '0.1.0',
+    // Ours (worker/egress-relay, standard library only): inside the engine's own network namespace,
+    // the loopback listeners that relay its connections to the worker's egress gate
+    // (activities/egress.ts). Seconds to build.
+    module: '',
+    ref: '',
+    source: 'worker/egress-relay',
+    bin: 'kumoss-egress-relay',
+    versionArgs: ['-version'],
+    versionMatch: /^kumoss-egress-relay 0\.1\.0\b/,
+    envOverride: 'KUMOSS_EGRESS_RELAY_BIN',
+  },
+  {
     // The policy engine of the compliance audit (generate rounds): Rego policies in policies/<cloud>/
     // evaluated against the pinned plan's show -json. ≈ 3.5 min on 2 cores the first time, built
     // with the other foreground tools (two at a time); under `npm start` in the background once the

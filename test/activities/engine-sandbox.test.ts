@@ -95,8 +95,15 @@ describe('the engine sandbox (bubblewrap): a root reaches its own run directory 
     expect(environ).not.toContain(WORKER_SECRET);
     expect(environ).toContain('AWS_SECRET_ACCESS_KEY=run-secret');
     expect(
-      names.filter((n) => !/^(TF_|AWS_|CHECKPOINT_DISABLE$|GOGC$|GOMEMLIMIT$|PATH$|HOME$|PWD$)/.test(n)),
+      names.filter(
+        (n) =>
+          !/^(TF_|AWS_|CHECKPOINT_DISABLE$|GOGC$|GOMEMLIMIT$|PATH$|HOME$|PWD$|(HTTPS?|NO)_PROXY$|(https?|no)_proxy$)/.test(
+            n,
+          ),
+      ),
     ).toEqual([]);
+    // Its network's way out: the egress gate's proxy inside its namespace (activities/egress.ts).
+    expect(environ).toMatch(/\0HTTPS_PROXY=http:\/\/127\.0\.0\.1:\d+\0/);
     // The Go runtime's settings (engine.go_memory_limit_mib): no collection below the limit.
     expect(environ).toContain('\0GOGC=off\0');
     expect(environ).toContain('\0GOMEMLIMIT=1024MiB\0');
@@ -185,7 +192,7 @@ resource "local_file" "after" {
     }
     writeFileSync(join(root, 'looked'), '');
     await applied;
-    const engines = lines.filter((l) => /\bbwrap --args 3 -- \S*terraform apply/.test(l));
+    const engines = lines.filter((l) => /\bbwrap --args 3 -- .*\S*terraform apply/.test(l));
     expect(engines.length, lines.filter((l) => l.includes('terraform')).join('\n')).toBeGreaterThan(0);
     expect(lines.filter((l) => l.includes('run-secret') || l.includes('--setenv'))).toEqual([]);
   });
@@ -221,10 +228,14 @@ resource "local_file" "after" {
       others.join(', '),
     ).toEqual([]);
     expect(out.data).toEqual([]);
-    // Of the tool cache, only the engine binaries: no Temporal, moto or Gitea build.
+    // Of the tool cache, only the engine binaries and the egress relay: no Temporal, moto or Gitea build.
     const tools = out.tools as string[];
     expect(tools).toEqual(expect.arrayContaining([expect.stringMatching(/terraform-[^/]+\/terraform$/)]));
-    expect(tools.filter((p) => !/(terraform|tofu)-[^/]+\/(terraform|tofu)$/.test(p))).toEqual([]);
+    expect(
+      tools.filter(
+        (p) => !/(terraform|tofu)-[^/]+\/(terraform|tofu)$|egress-relay-[^/]+\/kumoss-egress-relay$/.test(p),
+      ),
+    ).toEqual([]);
     expect(out.home).toEqual([]);
     expect(out.own).toEqual(['main.tf']);
   });

@@ -9,6 +9,7 @@ import { GitClient } from '../../activities/git';
 import type { SessionRound } from '../../shared/contracts';
 import { createUser } from '../../shared/infra/db/users';
 import { createDriftTestBed, type DriftTestBed } from '../support/drift-test-bed';
+import { startObjectApi, type ObjectApi } from '../../scripts/embedded/object-api';
 import { startLauncher, type Launcher } from '../support/launcher';
 import { engineDeps, untilActivityRunning } from '../support/stack';
 
@@ -17,8 +18,12 @@ describe('npm start supervises its processes', () => {
   let bed: DriftTestBed | undefined;
   let connection: Connection | undefined;
 
+  let objectApi: ObjectApi;
+
   beforeAll(async () => {
-    launcher = await startLauncher();
+    // The bed's cloud API is up first: the workers' engines are told they may reach it.
+    objectApi = await startObjectApi();
+    launcher = await startLauncher({ KUMOSS_ENGINE_EGRESS_ALLOW: objectApi.url });
   });
   afterAll(async () => {
     await bed?.destroy();
@@ -37,6 +42,7 @@ describe('npm start supervises its processes', () => {
       gitHostUrl: `https://127.0.0.1:${launcher.ports.git}`,
       git: new GitClient({ caFile: join(launcher.dataDir, 'certs', 'ca.pem') }),
       engine: engineDeps(),
+      objectApi,
     });
     await bed.inject('ingress');
     await bed.inject('attribute');

@@ -6,7 +6,7 @@
 // hashicorp/local; time_static proves the third pinned provider installs from the mirror.
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { testCloudDir } from './test-cloud';
+import { allowTestEgress, testCloudDir } from './test-cloud';
 import { EngineClient, type EngineBinary } from '../../activities/engine';
 import type { GitClient } from '../../activities/git';
 import { startObjectApi, type ObjectApi } from '../../scripts/embedded/object-api';
@@ -130,13 +130,16 @@ export async function createDriftTestBed(opts: {
   name?: string;
   scopeId?: string;
   withTime?: boolean;
+  /** The bed's object API, when it must be up before the bed (a worker told its address at start). */
+  objectApi?: ObjectApi;
 }): Promise<DriftTestBed> {
   const dir = mkdtempSync(join(testCloudDir(), 'bed-'));
   const sourceDir = join(dir, 'src');
   const filesDir = join(dir, 'files');
   const stateDir = join(dir, 'state');
   for (const d of [sourceDir, filesDir, stateDir]) mkdirSync(d, { recursive: true });
-  const api = await startObjectApi();
+  const api = opts.objectApi ?? (await startObjectApi());
+  allowTestEgress(api.url);
   try {
     const files = rootFiles({
       apiUrl: api.url,

@@ -9,6 +9,7 @@ import { projectRoot } from '../../shared/infra/config';
 import { vi } from 'vitest';
 import { freePort } from '../../scripts/embedded/ports';
 import { stack } from './stack';
+import { testEgressFile } from './test-cloud';
 
 /** A worker process on `queue`; resolves once it polls. */
 export async function workerProcess(queue: string, env: NodeJS.ProcessEnv = {}): Promise<ChildProcess> {
@@ -17,7 +18,14 @@ export async function workerProcess(queue: string, env: NodeJS.ProcessEnv = {}):
     ['--import', 'tsx', join(projectRoot, 'test/support/worker-process.ts')],
     {
       cwd: projectRoot,
-      env: { ...process.env, ...env, KUMOSS_TEST_STACK: JSON.stringify(stack()), KUMOSS_TEST_QUEUE: queue },
+      env: {
+        ...process.env,
+        ...env,
+        KUMOSS_TEST_STACK: JSON.stringify(stack()),
+        KUMOSS_TEST_QUEUE: queue,
+        // The test cloud's APIs, made before or after it starts, as its engine.egress_allow.
+        KUMOSS_TEST_EGRESS_FILE: testEgressFile(),
+      },
       stdio: ['ignore', 'pipe', 'inherit'],
     },
   );

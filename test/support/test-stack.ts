@@ -26,7 +26,7 @@ import { cliConfigPath, providerMirrorDir, toolPath } from '../../shared/infra/t
 import { EngineSandbox } from '../../activities/sandbox';
 import { CloudCredentials } from '../../activities/cloud-credentials';
 import { STSClient } from '@aws-sdk/client-sts';
-import { testCloudDir } from './test-cloud';
+import { testCloudDir, testEgressAllowed } from './test-cloud';
 import { DEFAULT_GO_MEMORY_LIMIT_MIB, projectRoot } from '../../shared/infra/config';
 import { createDb, migrate, type Db } from '../../shared/infra/db';
 import { artifactIndex } from '../../shared/infra/db/artifacts';
@@ -232,6 +232,8 @@ export function testSandbox(writable: string[] = []): EngineSandbox {
     mode: 'bubblewrap',
     readOnly: [toolPath('terraform'), toolPath('tofu'), cliConfigPath(), providerMirrorDir()],
     readWrite: [testCloudDir(), ...writable],
+    // As a worker runs it (engine.network: isolated): the run's own endpoints and the test cloud's.
+    network: { relay: toolPath('egress-relay'), allow: testEgressAllowed },
   });
 }
 

@@ -1,0 +1,3 @@
+module github.com/kumoss/kumoss/worker/egress-relay
+
+go 1.25.0
