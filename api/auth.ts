@@ -8,6 +8,7 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { Db } from '../shared/infra/db';
 import { findUserByAuthSession } from '../shared/infra/db/auth-sessions';
 import { findUserByToken, roleAtLeast, type Role, type User } from '../shared/infra/db/users';
+import { withOrganization } from '../shared/infra/payload-codec';
 import { HttpError } from './errors';
 import type { EventsHub } from './events-hub';
 
@@ -112,7 +113,9 @@ export function authenticate(db: Db): RequestHandler {
           );
         }
         req.user = user;
-        next();
+        // What this request encrypts for a workflow the codec cannot place by its id is the
+        // caller's organization's (shared/infra/payload-codec.ts).
+        withOrganization(user.organization_uuid, next);
       })
       .catch(next);
   };

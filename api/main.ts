@@ -7,6 +7,7 @@ import { databaseUrl, gitTrustBundle, loadConfig, projectRoot, targetPolicy } fr
 import { createDb, migrate } from '../shared/infra/db';
 import { logger, quietKnownWarnings } from '../shared/infra/logger';
 import { dataConverter, payloadCodecFromEnv } from '../shared/infra/payload-codec';
+import { workflowOrganizations } from '../shared/infra/db/workflow-organizations';
 import { secretBoxFromEnv } from '../shared/infra/secret-box';
 import { connectClient, temporalTarget } from '../shared/infra/temporal-connection';
 import { ensureSearchAttributes } from '../shared/infra/temporal-setup';
@@ -27,7 +28,7 @@ const temporal = temporalTarget(config.temporal);
 const connection = await connectClient(temporal);
 const added = await ensureSearchAttributes(connection, temporal.namespace);
 if (added.length) log.info({ namespace: temporal.namespace, added }, 'search attributes registered');
-const codec = payloadCodecFromEnv();
+const codec = payloadCodecFromEnv(process.env, workflowOrganizations(db));
 const secretBox = secretBoxFromEnv();
 const artifacts = new ArtifactStore(createS3Client(config.storage), config.storage.bucket);
 const app = createApp({

@@ -43,6 +43,10 @@ export const stackScheduleId = (stackUuid: string): string => `drift-schedule:${
 /** The Temporal Schedule of a runner group. */
 export const runnerScheduleId = (groupUuid: string): string => `runner-schedule:${groupUuid}`;
 
+/** The id of a repair a detection chains (auto_apply): the group names its organization. */
+export const runnerRepairWorkflowId = (groupUuid: string, id: string): string =>
+  `runner-repair:${groupUuid}:${id}`;
+
 /** The id a stack's schedule starts its runs under (Temporal appends each run's scheduled time). */
 export const stackDetectionWorkflowId = (stackUuid: string): string => `drift-detection:${stackUuid}`;
 

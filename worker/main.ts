@@ -3,6 +3,7 @@ import { databaseUrl, loadConfig } from '../shared/infra/config';
 import { createDb, migrate } from '../shared/infra/db';
 import { logger, quietKnownWarnings } from '../shared/infra/logger';
 import { dataConverter, payloadCodecFromEnv } from '../shared/infra/payload-codec';
+import { workflowOrganizations } from '../shared/infra/db/workflow-organizations';
 import { connectNative, temporalTarget } from '../shared/infra/temporal-connection';
 import { ensureSearchAttributes } from '../shared/infra/temporal-setup';
 import { startTracing } from '../shared/infra/tracing';
@@ -58,7 +59,7 @@ const worker = await createWorker({
   namespace: temporal.namespace,
   taskQueue: config.temporal.task_queue,
   activities,
-  dataConverter: dataConverter(payloadCodecFromEnv()),
+  dataConverter: dataConverter(payloadCodecFromEnv(process.env, workflowOrganizations(db))),
   ...(tracing ? { tracing } : {}),
   ...(bundle ? { workflowBundlePath: bundle.path } : {}),
   detections: detectionsFor(config.engine.max_concurrent, config.engine.max_concurrent_detections),

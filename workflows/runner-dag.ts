@@ -35,6 +35,7 @@ import {
   KumossRunnerGroup,
 } from '../shared/search-attributes';
 import { dagStateQuery } from '../shared/messages';
+import { runnerRepairWorkflowId } from '../shared/ids';
 
 export { dagStateQuery };
 
@@ -149,8 +150,9 @@ export async function runDag(def: DagDefinition, initial: RunnerDagState): Promi
 /** Starts the chained DAG (not waited for) when auto_apply asked for it and there is work. */
 async function chain(def: DagDefinition, state: RunnerDagState): Promise<void> {
   if (!def.chain || !state.auto_apply || !state.plan_uuid || !state.actions_needed?.length) return;
-  // A UUID from the workflow's own seeded generator: the same on replay.
-  const workflowId = uuid4();
+  // A UUID from the workflow's own seeded generator (the same on replay), under the group's name:
+  // the payload codec finds the run's organization from it.
+  const workflowId = runnerRepairWorkflowId(state.runner_group_uuid, uuid4());
   const child = await startChild(def.chain.workflow_type, {
     workflowId,
     args: [

@@ -81,8 +81,9 @@ export function createAuthSessionRouter(deps: { db: Db; temporalUiUrl?: string }
     const user = currentUser(req);
     res.json({
       user: { name: user.name, role: user.role, organization_uuid: user.organization_uuid },
-      // Where the web application links each run.
-      temporal_ui_url: deps.temporalUiUrl ?? '',
+      // Where the web application links each run: an admin's only (the Web UI shows payloads
+      // through the codec endpoint, which decodes for an admin alone).
+      temporal_ui_url: user.role === 'admin' ? (deps.temporalUiUrl ?? '') : '',
     });
   });
   return router;

@@ -37,7 +37,7 @@ export async function startTestApi(
   mapping: { enabled: boolean; url: string } = { enabled: false, url: '' },
   codec?: CodecRouteDeps,
   webDist?: string,
-  extra: Pick<AppDeps, 'requestLog' | 'metrics' | 'rateLimits'> & {
+  extra: Pick<AppDeps, 'requestLog' | 'metrics' | 'rateLimits' | 'temporalUiUrl'> & {
     /** Session settings new sessions take (the configuration's `orchestration.*`). */
     orchestration?: { max_repair_cycles?: number; apply_requires_approval?: boolean };
     /** Private targets allowed (default: loopback, where the test's git hosts and receivers are). */

@@ -6672,7 +6672,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Temporal's remote codec: encode payloads (a signed-in user's token or session cookie; CORS for the Web UI's origin) */
+        /** Temporal's remote codec: encode payloads for the caller's organization (a signed-in user's token or session cookie; CORS for the Web UI's origin) */
         post: {
             parameters: {
                 query?: never;
@@ -6755,7 +6755,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Temporal's remote codec: decode payloads (a signed-in user's token or session cookie; CORS for the Web UI's origin) */
+        /** Temporal's remote codec: decode payloads of the caller's organization (an admin's token or session cookie; CORS for the Web UI's origin) */
         post: {
             parameters: {
                 query?: never;
@@ -6805,6 +6805,15 @@ export interface paths {
                 };
                 /** @description Error */
                 401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Error */
+                403: {
                     headers: {
                         [name: string]: unknown;
                     };

@@ -110,7 +110,7 @@ export function SessionPage({ sessionId, uiUrl, me }: { sessionId: string; uiUrl
               <strong>{r.kind}</strong> ·{' '}
               <span data-testid="round-status">{live[r.round_id] ?? r.status}</span>
               {r.outcome ? ` · ${r.outcome}` : ''}
-              {r.workflow_id && (
+              {uiUrl && r.workflow_id && (
                 <>
                   {' · '}
                   <a
