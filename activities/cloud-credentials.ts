@@ -125,6 +125,22 @@ export class CloudCredentials {
     return connection ? { ...c, domains: CLOUD_DOMAINS[connection.provider] ?? [] } : c;
   }
 
+  /**
+   * The credentials of one connection of the organization (a runner group's): its role assumed,
+   * or what an admin stored in it. Refused when it holds neither.
+   */
+  async forConnection(
+    organization_uuid: string,
+    connection: NonNullable<Awaited<ReturnType<typeof engineCloudConnection>>>,
+    run: string,
+  ): Promise<RunCredentials> {
+    if (!connection.role_arn && !connection.credentials_sealed)
+      throw new Error(
+        `cloud connection ${connection.name} holds no credentials: an admin stores its role_arn or credentials (POST /api/v1/cloud-connections)`,
+      );
+    return this.credentialsFor({ organization_uuid, cloud: connection.provider, run }, organization_uuid, connection);
+  }
+
   private async credentialsFor(
     id: RunIdentity,
     org: string | undefined,

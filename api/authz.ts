@@ -1,14 +1,16 @@
 // The authorization sidecar (services.authz), asked by the preflight and by every route that starts
 // or changes work on a repository — drift and generate rounds, revert, apply and its approval, pull
-// requests and merges, stacks (create, change, pause, resume, trigger, backfill) and inbox
-// remediation — with the cloud, the repository URL as the project and the IaC path as the
-// environment (never the scope id), and who asks: the organization, the user, the role and the
+// requests and merges, stacks (create, change, pause, resume, trigger, backfill), inbox
+// remediation, and runner groups' work (create, change, DAG starts and retries, schedules) — with
+// the cloud, the repository URL (a runner group: `runner-group:<name>`) as the project and the IaC
+// path (a runner group: its backend type) as the environment (never the scope id), and who asks: the organization, the user, the role and the
 // operation. Disabled (the shipped default), nothing is asked and everything is authorized.
 import { z } from 'zod';
 import type { Request } from 'express';
 import { currentUser } from './auth';
 import { HttpError } from './errors';
 import { askSidecar } from './sidecar';
+import { BACKEND_PROVIDER, type BackendType } from '../shared/runner-contracts';
 
 export interface AuthzConfig {
   enabled: boolean;
@@ -65,6 +67,21 @@ export function askAuthz(authz: AuthzConfig, target: WorkTarget, caller: AuthzCa
     code: 'authz_unavailable',
     name: 'authorization',
   });
+}
+
+/**
+ * A runner group's work as the sidecar is told it: the group's cloud, `runner-group:<name>` as the
+ * project and its backend type as the environment.
+ */
+export function runnerWorkTarget(group: {
+  name: string;
+  environment: { backend_type: BackendType };
+}): WorkTarget {
+  return {
+    cloud: BACKEND_PROVIDER[group.environment.backend_type],
+    repository_url: `runner-group:${group.name}`,
+    iac_path: group.environment.backend_type,
+  };
 }
 
 /** Throws a 403 naming the sidecar's reason unless `req`'s caller may do `operation` on `target`. */

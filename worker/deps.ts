@@ -13,7 +13,7 @@ import { GiteaPullRequests } from '../activities/gitea';
 import { GitLabMergeRequests } from '../activities/gitlab';
 import { GitHubPullRequests } from '../activities/github';
 import { createModel } from '../activities/model';
-import { awsClientFactory, GcpClient } from '../activities/runners/clouds';
+import { connectionClients } from '../activities/runners/connection-clients';
 import type { Db } from '../shared/infra/db';
 import { PromptCatalogue } from '../activities/prompt-catalogue';
 import { RoundWorkspaces, StackWorkspaces } from '../activities/workspace';
@@ -152,22 +152,22 @@ export function githubClient(config: KumossConfig, token: string): GitHubPullReq
 }
 
 /**
- * The runner DAGs' clients: AWS credentials from the SDK's default chain; Google's from Application
- * Default Credentials (google-auth-library), or a fixed GOOGLE_OAUTH_ACCESS_TOKEN when one is set.
+ * The runner DAGs' clients, per step from the group's cloud connection (its role assumed, or what an
+ * admin stored): activities/runners/connection-clients.ts. The emulator on loopback (`npm start`'s
+ * moto) takes its fixed keys for a connection that holds none.
  */
-export function runnerDeps(config: KumossConfig, db: Db) {
+export function runnerDeps(config: KumossConfig, db: Db, credentials = cloudCredentials(config, db)) {
+  const awsEndpoint = config.runners.aws.endpoint_url;
   return {
     db,
-    aws: awsClientFactory({
-      endpoint: config.runners.aws.endpoint_url,
-      // An emulator on loopback ignores credentials, but the SDK wants some.
-      ...(isLoopback(config.runners.aws.endpoint_url || 'https://aws') && !process.env.AWS_ACCESS_KEY_ID
-        ? { credentials: { accessKeyId: 'kumoss-emulator', secretAccessKey: 'kumoss-emulator' } }
+    clients: connectionClients({
+      db,
+      credentials,
+      awsEndpoint,
+      gcpEndpoint: config.runners.gcp.endpoint_url,
+      ...(awsEndpoint && isLoopback(awsEndpoint)
+        ? { awsEmulator: { accessKeyId: 'kumoss-emulator', secretAccessKey: 'kumoss-emulator' } }
         : {}),
-    }),
-    gcp: new GcpClient({
-      endpoint: config.runners.gcp.endpoint_url,
-      ...(process.env.GOOGLE_OAUTH_ACCESS_TOKEN ? { token: process.env.GOOGLE_OAUTH_ACCESS_TOKEN } : {}),
     }),
   };
 }
@@ -281,7 +281,7 @@ export function buildActivities(
       : {}),
     db,
     targets: targetPolicy(config),
-    runners: runnerDeps(config, db),
+    runners: runnerDeps(config, db, credentials),
   });
   return { activities, artifacts, sandbox };
 }

@@ -33,10 +33,19 @@ import { buildPlan, detectOutcome } from '../../shared/runner-plan';
 import type { AwsClients, GcpClient } from './clouds';
 import { RESOURCE_HANDLERS, type ResourceContext } from './resources';
 
+/** A runner group's cloud clients, signed with its connection's own credentials. */
+export interface RunnerClients {
+  aws?: AwsClients;
+  gcp?: GcpClient;
+}
+
 export interface RunnerDeps {
   db: Db;
-  aws: (region: string) => AwsClients;
-  gcp: GcpClient;
+  /**
+   * The clients for a group's connection, with that connection's credentials (its role assumed
+   * for this run, or what an admin stored) — never the worker's own (worker/deps.ts).
+   */
+  clients(organization_uuid: string, connection: CloudConnection, run: string): Promise<RunnerClients>;
 }
 
 type StepActivity = (input: StepInput) => Promise<StepResult>;
@@ -82,13 +91,36 @@ async function loadGroup(
 }
 
 export function createRunnerActivities(deps: RunnerDeps) {
-  const context = (env: ResolvedEnvironment, state: RunnerDagState): ResourceContext => ({
-    environment: env.environment,
-    connection: env.connection as CloudConnection,
-    aws: () => deps.aws(env.connection?.region ?? ''),
-    gcp: deps.gcp,
-    repairId: state.workflow_uuid,
-  });
+  const context = async (env: ResolvedEnvironment, state: RunnerDagState): Promise<ResourceContext> => {
+    const connection = env.connection as CloudConnection;
+    const clients = await deps
+      .clients(state.organization_uuid, connection, `runner ${state.workflow_uuid}`)
+      .catch((err: unknown) => {
+        if (err instanceof ApplicationFailure) throw err;
+        throw ApplicationFailure.nonRetryable(
+          `No credentials for cloud connection ${connection.name}: ${(err as Error).message}`,
+          ErrorTypes.InvalidInput,
+        );
+      });
+    const none = (cloud: string) =>
+      ApplicationFailure.nonRetryable(
+        `Cloud connection ${connection.name} is a ${connection.provider} connection: it has no ${cloud} credentials.`,
+        ErrorTypes.InvalidInput,
+      );
+    return {
+      environment: env.environment,
+      connection,
+      aws: () => {
+        if (!clients.aws) throw none('AWS');
+        return clients.aws;
+      },
+      gcp: () => {
+        if (!clients.gcp) throw none('Google Cloud');
+        return clients.gcp;
+      },
+      repairId: state.workflow_uuid,
+    };
+  };
 
   const execution = async (state: RunnerDagState) =>
     ensureExecution(deps.db, {
@@ -121,7 +153,7 @@ export function createRunnerActivities(deps: RunnerDeps) {
         };
       } else {
         Context.current().heartbeat(resource);
-        r = await RESOURCE_HANDLERS[resource].detect(context(env, state));
+        r = await RESOURCE_HANDLERS[resource].detect(await context(env, state));
       }
       return { output: { ...r } };
     };
@@ -132,7 +164,7 @@ export function createRunnerActivities(deps: RunnerDeps) {
       const env = resolved(state);
       const action = env.actions_needed?.find((a) => a.resource === resource);
       if (!action) return { output: { status: 'nothing_to_do', created: false } };
-      return { output: await RESOURCE_HANDLERS[resource].repair(context(env, state), action) };
+      return { output: await RESOURCE_HANDLERS[resource].repair(await context(env, state), action) };
     };
 
   const compensator =
@@ -140,7 +172,7 @@ export function createRunnerActivities(deps: RunnerDeps) {
     async ({ state, output }) => {
       const handler = RESOURCE_HANDLERS[resource];
       if (output.created !== true || !handler.compensate) return { status: 'nothing_to_undo' };
-      return handler.compensate(context(resolved(state), state), output);
+      return handler.compensate(await context(resolved(state), state), output);
     };
 
   const activities: Record<

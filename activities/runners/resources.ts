@@ -35,7 +35,7 @@ export interface ResourceContext {
   environment: RunnerEnvironment;
   connection: CloudConnection;
   aws: () => AwsClients;
-  gcp: GcpClient;
+  gcp: () => GcpClient;
   /** The repair's workflow id (the tag value of what it creates). */
   repairId: string;
 }
@@ -353,8 +353,8 @@ function project(ctx: ResourceContext): string {
 const serviceAccount: ResourceHandler = {
   async detect(ctx) {
     const want = envOf(ctx, 'gce', 'cloud_run').service_account;
-    const email = ctx.gcp.serviceAccountEmail(project(ctx), want.account_id);
-    const sa = await gcp(`IAM get ${email}`, () => ctx.gcp.getServiceAccount(project(ctx), email));
+    const email = ctx.gcp().serviceAccountEmail(project(ctx), want.account_id);
+    const sa = await gcp(`IAM get ${email}`, () => ctx.gcp().getServiceAccount(project(ctx), email));
     if (sa?.disabled) {
       return {
         resource: 'gce_service_account',
@@ -374,20 +374,20 @@ const serviceAccount: ResourceHandler = {
   async repair(ctx, action) {
     const want = envOf(ctx, 'gce', 'cloud_run').service_account;
     const p = project(ctx);
-    const email = ctx.gcp.serviceAccountEmail(p, want.account_id);
-    const sa = await gcp(`IAM get ${email}`, () => ctx.gcp.getServiceAccount(p, email));
+    const email = ctx.gcp().serviceAccountEmail(p, want.account_id);
+    const sa = await gcp(`IAM get ${email}`, () => ctx.gcp().getServiceAccount(p, email));
     if (!sa) {
       await gcp(`IAM create ${email}`, () =>
-        ctx.gcp.createServiceAccount(p, want.account_id, {
+        ctx.gcp().createServiceAccount(p, want.account_id, {
           displayName: want.display_name,
           description: `${REPAIR_TAG}=${ctx.repairId}`,
         }),
       );
       return { status: 'repaired', target: email, created: true };
     }
-    if (sa.disabled) await gcp(`IAM enable ${email}`, () => ctx.gcp.enableServiceAccount(p, email));
+    if (sa.disabled) await gcp(`IAM enable ${email}`, () => ctx.gcp().enableServiceAccount(p, email));
     if (want.display_name && sa.displayName !== want.display_name) {
-      await gcp(`IAM patch ${email}`, () => ctx.gcp.patchServiceAccount(p, email, want.display_name));
+      await gcp(`IAM patch ${email}`, () => ctx.gcp().patchServiceAccount(p, email, want.display_name));
     }
     return {
       status: 'repaired',
@@ -398,7 +398,7 @@ const serviceAccount: ResourceHandler = {
   },
   async compensate(ctx, output) {
     const email = String(output.target);
-    await gcp(`IAM delete ${email}`, () => ctx.gcp.deleteServiceAccount(project(ctx), email));
+    await gcp(`IAM delete ${email}`, () => ctx.gcp().deleteServiceAccount(project(ctx), email));
     return { status: 'deleted', target: email };
   },
 };
@@ -416,7 +416,7 @@ const instanceTemplate: ResourceHandler = {
     const env = envOf(ctx, 'gce');
     const want = env.instance_template;
     const t = await gcp(`Compute get instance template ${want.name}`, () =>
-      ctx.gcp.getInstanceTemplate(project(ctx), want.name),
+      ctx.gcp().getInstanceTemplate(project(ctx), want.name),
     );
     // Instance templates are immutable: drift means replace.
     return result(
@@ -427,7 +427,7 @@ const instanceTemplate: ResourceHandler = {
         {
           machine_type: want.machine_type,
           source_image: want.source_image,
-          service_account: ctx.gcp.serviceAccountEmail(project(ctx), env.service_account.account_id),
+          service_account: ctx.gcp().serviceAccountEmail(project(ctx), env.service_account.account_id),
         },
         templateShape(t),
       ),
@@ -439,24 +439,24 @@ const instanceTemplate: ResourceHandler = {
     const want = env.instance_template;
     const p = project(ctx);
     const existing = await gcp(`Compute get instance template ${want.name}`, () =>
-      ctx.gcp.getInstanceTemplate(p, want.name),
+      ctx.gcp().getInstanceTemplate(p, want.name),
     );
     if (existing?.properties.labels?.[REPAIR_TAG] === labelValue(ctx.repairId)) {
       return { status: 'repaired', target: want.name, created: action.action === 'create' };
     }
     if (existing)
       await gcp(`Compute delete instance template ${want.name}`, () =>
-        ctx.gcp.deleteInstanceTemplate(p, want.name),
+        ctx.gcp().deleteInstanceTemplate(p, want.name),
       );
     await gcp(`Compute insert instance template ${want.name}`, () =>
-      ctx.gcp.insertInstanceTemplate(p, {
+      ctx.gcp().insertInstanceTemplate(p, {
         name: want.name,
         properties: {
           machineType: want.machine_type,
           disks: [{ boot: true, initializeParams: { sourceImage: want.source_image } }],
           serviceAccounts: [
             {
-              email: ctx.gcp.serviceAccountEmail(p, env.service_account.account_id),
+              email: ctx.gcp().serviceAccountEmail(p, env.service_account.account_id),
               scopes: ['https://www.googleapis.com/auth/cloud-platform'],
             },
           ],
@@ -470,7 +470,7 @@ const instanceTemplate: ResourceHandler = {
   async compensate(ctx, output) {
     const name = String(output.target);
     await gcp(`Compute delete instance template ${name}`, () =>
-      ctx.gcp.deleteInstanceTemplate(project(ctx), name),
+      ctx.gcp().deleteInstanceTemplate(project(ctx), name),
     );
     return { status: 'deleted', target: name };
   },
@@ -491,7 +491,7 @@ function jobSpec(ctx: ResourceContext) {
     template: {
       template: {
         containers: [{ image: env.cloud_run_job.image }],
-        serviceAccount: ctx.gcp.serviceAccountEmail(project(ctx), env.service_account.account_id),
+        serviceAccount: ctx.gcp().serviceAccountEmail(project(ctx), env.service_account.account_id),
       },
     },
   };
@@ -502,7 +502,7 @@ const cloudRunJob: ResourceHandler = {
     const env = envOf(ctx, 'cloud_run');
     const want = env.cloud_run_job;
     const job = await gcp(`Cloud Run get job ${want.name}`, () =>
-      ctx.gcp.getJob(project(ctx), ctx.connection.region, want.name),
+      ctx.gcp().getJob(project(ctx), ctx.connection.region, want.name),
     );
     return result(
       'cloud_run_job',
@@ -511,7 +511,7 @@ const cloudRunJob: ResourceHandler = {
       differences(
         {
           image: want.image,
-          service_account: ctx.gcp.serviceAccountEmail(project(ctx), env.service_account.account_id),
+          service_account: ctx.gcp().serviceAccountEmail(project(ctx), env.service_account.account_id),
         },
         {
           image: job?.template.template.containers[0]?.image ?? null,
@@ -524,16 +524,16 @@ const cloudRunJob: ResourceHandler = {
     const want = envOf(ctx, 'cloud_run').cloud_run_job;
     const p = project(ctx);
     const region = ctx.connection.region;
-    const job = await gcp(`Cloud Run get job ${want.name}`, () => ctx.gcp.getJob(p, region, want.name));
+    const job = await gcp(`Cloud Run get job ${want.name}`, () => ctx.gcp().getJob(p, region, want.name));
     if (!job) {
       await gcp(`Cloud Run create job ${want.name}`, () =>
-        ctx.gcp.createJob(p, region, want.name, jobSpec(ctx)),
+        ctx.gcp().createJob(p, region, want.name, jobSpec(ctx)),
       );
       return { status: 'repaired', target: want.name, created: true };
     }
     const ours = job.labels?.[REPAIR_TAG] === labelValue(ctx.repairId);
     await gcp(`Cloud Run update job ${want.name}`, () =>
-      ctx.gcp.patchJob(p, region, want.name, {
+      ctx.gcp().patchJob(p, region, want.name, {
         ...jobSpec(ctx),
         labels: { ...job.labels, ...(ours ? jobSpec(ctx).labels : {}) },
       }),
@@ -543,7 +543,7 @@ const cloudRunJob: ResourceHandler = {
   async compensate(ctx, output) {
     const name = String(output.target);
     await gcp(`Cloud Run delete job ${name}`, () =>
-      ctx.gcp.deleteJob(project(ctx), ctx.connection.region, name),
+      ctx.gcp().deleteJob(project(ctx), ctx.connection.region, name),
     );
     return { status: 'deleted', target: name };
   },

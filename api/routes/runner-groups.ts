@@ -1,5 +1,6 @@
 // The runner registry over HTTP, always within the caller's organization: cloud connections,
 // runner groups (the environment each should have), their executions and drift plans.
+import { requireAuthorized, runnerWorkTarget, type AuthzConfig } from '../authz';
 import type { SecretBox } from '../../shared/infra/secret-box';
 import { roleAtLeast } from '../../shared/infra/db/users';
 import { Router } from 'express';
@@ -77,7 +78,7 @@ export const runnerGroupOperations = {
         location: '/api/v1/runner-groups/:id',
       },
     },
-    errors: [400, 401, 403, 404, 409],
+    errors: [400, 401, 403, 404, 409, 503],
   }),
   list: operation({
     method: 'get',
@@ -101,7 +102,7 @@ export const runnerGroupOperations = {
     params: groupId,
     body: runnerGroupSchema,
     responses: { 200: { description: 'Updated', schema: runnerGroupAnswerSchema } },
-    errors: [400, 401, 403, 404, 409],
+    errors: [400, 401, 403, 404, 409, 503],
   }),
   executions: operation({
     method: 'get',
@@ -121,7 +122,7 @@ export const runnerGroupOperations = {
   }),
 };
 
-export function createRunnerGroupsRouter(deps: { db: Db; secrets?: SecretBox }): Router {
+export function createRunnerGroupsRouter(deps: { db: Db; secrets?: SecretBox; authz?: AuthzConfig }): Router {
   const router = Router();
   const auth = authenticate(deps.db);
   const ops = runnerGroupOperations;
@@ -152,6 +153,7 @@ export function createRunnerGroupsRouter(deps: { db: Db; secrets?: SecretBox }):
 
   route(router, ops.create, auth, requireRole('devops'), async (req, res) => {
     const spec = parseBody(runnerGroupSchema, req.body);
+    await requireAuthorized(deps.authz, req, 'runner_groups.create', runnerWorkTarget(spec));
     const group = await createRunnerGroup(deps.db, org(req), spec).catch(registryError);
     res.status(201).location(`/api/v1/runner-groups/${group.runner_group_uuid}`).json(group);
   });
@@ -170,6 +172,11 @@ export function createRunnerGroupsRouter(deps: { db: Db; secrets?: SecretBox }):
   route(router, ops.update, auth, requireRole('devops'), async (req, res) => {
     const id = uuidParam(req.params.id, 'Runner group');
     const spec = parseBody(runnerGroupSchema, req.body);
+    const before = await getRunnerGroup(deps.db, org(req), id);
+    if (!before) throw new HttpError(404, 'not_found', `Runner group ${id} not found.`);
+    // Asked for what the group is and for what it would become.
+    await requireAuthorized(deps.authz, req, 'runner_groups.update', runnerWorkTarget(before));
+    await requireAuthorized(deps.authz, req, 'runner_groups.update', runnerWorkTarget(spec));
     res.json(await updateRunnerGroup(deps.db, org(req), id, spec).catch(registryError));
   });
 

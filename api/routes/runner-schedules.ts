@@ -2,6 +2,7 @@
 // `runner-schedule:<group>` runs `runner.environment-drift-detect` on the group at an interval or
 // on a cron expression — repairs applied only when `auto_apply` says so (off by default) — with
 // pause and resume (with a note) and a run now. Devops change it, developers read it.
+import { requireAuthorized, runnerWorkTarget, type AuthzConfig } from '../authz';
 import { Router } from 'express';
 import type { Client } from '@temporalio/client';
 import { z } from 'zod';
@@ -80,15 +81,22 @@ export const runnerScheduleOperations = {
   }),
 };
 
-export function createRunnerSchedulesRouter(deps: { db: Db; client: Client; taskQueue: string }): Router {
+export function createRunnerSchedulesRouter(deps: {
+  db: Db;
+  client: Client;
+  taskQueue: string;
+  authz?: AuthzConfig;
+}): Router {
   const router = Router();
   const auth = authenticate(deps.db);
   const schedules = new RunnerSchedules(deps.client, deps.taskQueue);
-  const group = async (req: Parameters<typeof currentUser>[0]) => {
+  /** The caller's group, once the sidecar (if enabled) agrees to `operation` on it. */
+  const group = async (req: Parameters<typeof currentUser>[0], operation?: string) => {
     const user = currentUser(req);
     const id = uuidParam(req.params.id, 'Runner group');
     const g = await getRunnerGroup(deps.db, user.organization_uuid, id);
     if (!g) throw new HttpError(404, 'not_found', `Runner group ${id} not found.`);
+    if (operation) await requireAuthorized(deps.authz, req, operation, runnerWorkTarget(g));
     return g;
   };
   const answer = async (g: RunnerGroup): Promise<RunnerScheduleAnswer> => {
@@ -106,7 +114,7 @@ export function createRunnerSchedulesRouter(deps: { db: Db; client: Client; task
   const ops = runnerScheduleOperations;
 
   route(router, ops.put, auth, requireRole('devops'), async (req, res) => {
-    const g = await group(req);
+    const g = await group(req, 'runner_schedule.put');
     const user = currentUser(req);
     const s = parseBody(runnerScheduleSchema, req.body);
     await schedules.put(g, s, user.user_uuid).catch(unavailable);
@@ -120,7 +128,7 @@ export function createRunnerSchedulesRouter(deps: { db: Db; client: Client; task
   });
 
   route(router, ops.delete, auth, requireRole('devops'), async (req, res) => {
-    const g = await group(req);
+    const g = await group(req, 'runner_schedule.delete');
     await schedules.delete(g.runner_group_uuid).catch(unavailable);
     await setRunnerSchedule(deps.db, g.organization_uuid, g.runner_group_uuid, null);
     res.status(204).end();
@@ -128,7 +136,7 @@ export function createRunnerSchedulesRouter(deps: { db: Db; client: Client; task
 
   for (const verb of ['pause', 'resume'] as const) {
     route(router, ops[verb], auth, requireRole('devops'), async (req, res) => {
-      const g = await group(req);
+      const g = await group(req, `runner_schedule.${verb}`);
       await answer(g);
       const { note } = parseBody(scheduleNoteSchema, req.body ?? {});
       await schedules[verb](g.runner_group_uuid, note).catch(unavailable);
@@ -137,7 +145,7 @@ export function createRunnerSchedulesRouter(deps: { db: Db; client: Client; task
   }
 
   route(router, ops.trigger, auth, requireRole('devops'), async (req, res) => {
-    const g = await group(req);
+    const g = await group(req, 'runner_schedule.trigger');
     await answer(g);
     const workflow_uuid = await schedules.trigger(g.runner_group_uuid).catch(unavailable);
     res.status(202).json({ ...(await answer(g)), workflow_uuid });

@@ -3,6 +3,7 @@
 //   GET  /api/workflows/{workflow_uuid}        status and output (workflow id or run id)
 //   POST /api/workflows/{workflow_uuid}/retry  a failed run again, with retry_count / retried_from
 // organization_uuid comes from the authenticated caller, never from the body.
+import { requireAuthorized, runnerWorkTarget, type AuthzConfig } from '../authz';
 import { randomUUID } from 'node:crypto';
 import { Router, type Request } from 'express';
 import {
@@ -40,6 +41,7 @@ export interface WorkflowRouteDeps {
   db: Db;
   client: Client;
   taskQueue: string;
+  authz?: AuthzConfig;
 }
 
 const workflowId = {
@@ -134,6 +136,12 @@ async function prepareStart(deps: WorkflowRouteDeps, req: Request, body: unknown
       'initial_data.runner_group_uuid',
     );
   }
+  await requireAuthorized(
+    deps.authz,
+    req,
+    workflow_type === DETECT_WORKFLOW_TYPE ? 'runner.detect' : 'runner.repair',
+    runnerWorkTarget(group),
+  );
   if ('plan_uuid' in input) {
     const plan = await getPlan(deps.db, user.organization_uuid, input.plan_uuid);
     if (!plan || plan.runner_group_uuid !== input.runner_group_uuid) {

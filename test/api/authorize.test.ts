@@ -5,7 +5,10 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, migrate, type Db } from '../../shared/infra/db';
 import { insertSessionRow, roleTokens, startTestApi, type TestApi, testUser } from '../support/api';
+import { randomUUID } from 'node:crypto';
 import { findUserByToken } from '../../shared/infra/db/users';
+import { createRunnerGroup, getRunnerSchedule, listRunnerGroups } from '../../shared/infra/db/runners';
+import { awsEnvironment } from '../support/runner-bed';
 import { stack, temporalHarness, type TemporalHarness } from '../support/stack';
 
 describe('POST /api/v1/auth/authorize', () => {
@@ -27,12 +30,12 @@ describe('POST /api/v1/auth/authorize', () => {
       let body = '';
       req.on('data', (d: Buffer) => (body += d.toString()));
       req.on('end', () => {
-        const q = JSON.parse(body) as { environment: string };
+        const q = JSON.parse(body) as { environment: string; project: string };
         seen.push({ path: req.url, ...q });
         res.writeHead(200, { 'content-type': 'application/json' });
         res.end(
           JSON.stringify(
-            q.environment === 'envs/prod'
+            q.environment === 'envs/prod' || q.project.startsWith('runner-group:closed-')
               ? { authorized: false, reason: 'prod is closed' }
               : { authorized: true },
           ),
@@ -224,6 +227,90 @@ describe('POST /api/v1/auth/authorize', () => {
       expect((await api.call('GET', `/api/v1/stacks/${stackId}`, tokens.devops)).body).toMatchObject({
         schedule_state: expect.objectContaining({ paused: false }) as unknown,
       });
+    } finally {
+      api.close();
+    }
+  });
+
+  it('is asked by every runner route that starts or changes work — group create and change, DAG start, schedule set, pause, resume, trigger, removal — with the group as the project; each refused changes nothing', async () => {
+    const tokens = await roleTokens(db, 'authz-runner');
+    const devops = await findUserByToken(db, tokens.devops);
+    if (!devops) throw new Error('no user');
+    const api = await startTestApi(h, db, undefined, { enabled: true, url: sidecarUrl });
+    const refused = (r: { status: number; body: Record<string, unknown> }) => {
+      expect(r.status, JSON.stringify(r.body)).toBe(403);
+      expect((r.body.error as { code: string }).code).toBe('not_authorized');
+    };
+    const suffix = randomUUID().slice(0, 8);
+    try {
+      seen.length = 0;
+      refused(
+        await api.call('POST', '/api/v1/runner-groups', tokens.devops, {
+          name: `closed-${suffix}`,
+          environment: awsEnvironment(),
+        }),
+      );
+      expect((await listRunnerGroups(db, devops.organization_uuid)).map((g) => g.name)).toEqual([]);
+      const open = await api.call('POST', '/api/v1/runner-groups', tokens.devops, {
+        name: `open-${suffix}`,
+        environment: awsEnvironment(),
+      });
+      expect(open.status).toBe(201);
+      const openId = open.body.runner_group_uuid as string;
+      // Renaming it into a refused project: refused, the group unchanged.
+      refused(
+        await api.call('PUT', `/api/v1/runner-groups/${openId}`, tokens.devops, {
+          name: `closed-${suffix}`,
+          environment: awsEnvironment(),
+        }),
+      );
+      expect((await api.call('GET', `/api/v1/runner-groups/${openId}`, tokens.devops)).body.name).toBe(
+        `open-${suffix}`,
+      );
+      // A group whose project the sidecar refuses now (registered before it said no).
+      const closed = await createRunnerGroup(db, devops.organization_uuid, {
+        name: `closed-${suffix}`,
+        environment: awsEnvironment(),
+      });
+      const id = closed.runner_group_uuid;
+      refused(
+        await api.call('POST', '/api/workflows/start', tokens.devops, {
+          workflow_type: 'runner.environment-drift-detect',
+          initial_data: { runner_group_uuid: id },
+        }),
+      );
+      refused(
+        await api.call('PUT', `/api/v1/runner-groups/${id}/schedule`, tokens.devops, {
+          schedule: { interval_minutes: 60 },
+        }),
+      );
+      for (const verb of ['pause', 'resume', 'trigger'])
+        refused(await api.call('POST', `/api/v1/runner-groups/${id}/schedule/${verb}`, tokens.devops, {}));
+      refused(await api.call('DELETE', `/api/v1/runner-groups/${id}/schedule`, tokens.devops));
+      const asked = seen as { operation: string; organization: string; project: string; cloud: string }[];
+      expect(
+        asked.filter((q) => q.project === `runner-group:closed-${suffix}`).map((q) => q.operation),
+      ).toEqual([
+        'runner_groups.create',
+        'runner_groups.update',
+        'runner.detect',
+        'runner_schedule.put',
+        'runner_schedule.pause',
+        'runner_schedule.resume',
+        'runner_schedule.trigger',
+        'runner_schedule.delete',
+      ]);
+      expect(new Set(asked.map((q) => q.cloud))).toEqual(new Set(['aws']));
+      expect(new Set(asked.map((q) => q.organization))).toEqual(new Set([devops.organization_uuid]));
+      // Nothing started, nothing scheduled.
+      expect(
+        await db
+          .selectFrom('runner_executions')
+          .select('workflow_uuid')
+          .where('runner_group_uuid', '=', id)
+          .execute(),
+      ).toEqual([]);
+      expect(await getRunnerSchedule(db, devops.organization_uuid, id)).toBeFalsy();
     } finally {
       api.close();
     }

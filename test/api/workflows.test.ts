@@ -42,10 +42,13 @@ describe('runner workflows API', () => {
 
   /** Registers an AWS connection and a provisioned group through the API, as `token`'s organization. */
   const registerGroup = async (token: string, provision = true) => {
-    const conn = await call('POST', '/api/v1/cloud-connections', token, {
+    // An admin of the same organization stores the connection's credentials.
+    const admin = token === other.devops ? other.admin : tokens.admin;
+    const conn = await call('POST', '/api/v1/cloud-connections', admin, {
       name: `aws-${randomUUID().slice(0, 8)}`,
       provider: 'aws',
       region: 'eu-west-1',
+      credentials: bed.connectionCredentials('aws'),
     });
     expect(conn.status).toBe(201);
     const env = awsEnvironment();
@@ -260,11 +263,12 @@ describe('runner workflows API', () => {
   });
 
   it('a failed repair, fixed and retried through the API, carries retry_count and retried_from', async () => {
-    const conn = await call('POST', '/api/v1/cloud-connections', tokens.devops, {
+    const conn = await call('POST', '/api/v1/cloud-connections', tokens.admin, {
       name: `g-${randomUUID().slice(0, 6)}`,
       provider: 'gcp',
       region: 'europe-west1',
       project_id: `kumoss-${randomUUID().slice(0, 8)}`,
+      credentials: bed.connectionCredentials('gcp'),
     });
     const env = gceEnvironment();
     env.instance_template.machine_type = 'e2-imaginary'; // GCE refuses it

@@ -173,16 +173,24 @@ describe('secrets stay out of histories, artifacts, logs and responses', () => {
     await call('GET', `/api/v1/sessions/${String(failing.body.session_id)}`);
 
     // Runner DAGs with AWS credentials and a Google token, a repair included.
-    const aws = await call('POST', '/api/v1/cloud-connections', {
+    // An admin stores each connection's credentials; the steps sign with those.
+    const asAdmin = async (body: unknown) => {
+      const r = await api.call('POST', '/api/v1/cloud-connections', tokens.admin, body);
+      responses.push(JSON.stringify(r.body));
+      return r;
+    };
+    const aws = await asAdmin({
       name: `aws-${randomUUID().slice(0, 6)}`,
       provider: 'aws',
       region: 'us-west-2',
+      credentials: runners.connectionCredentials('aws'),
     });
-    const gcp = await call('POST', '/api/v1/cloud-connections', {
+    const gcp = await asAdmin({
       name: `gcp-${randomUUID().slice(0, 6)}`,
       provider: 'gcp',
       region: 'europe-west1',
       project_id: `kumoss-${randomUUID().slice(0, 8)}`,
+      credentials: runners.connectionCredentials('gcp'),
     });
     for (const [conn, environment] of [
       [aws, awsEnvironment()],

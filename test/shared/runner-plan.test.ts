@@ -95,8 +95,7 @@ describe('the DAGs as data', () => {
   it('the worker registers an activity for every step and compensation both DAGs name', () => {
     const activities = createRunnerActivities({
       db: {} as Db,
-      aws: () => ({}) as never,
-      gcp: new GcpClient({}),
+      clients: () => Promise.resolve({}),
     });
     for (const type of [
       ...dagActivityTypes(DETECT_DAG),

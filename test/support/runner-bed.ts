@@ -1,7 +1,18 @@
 // What the runner DAG tests run against: moto_server (the real AWS APIs' wire protocol, from PyPI)
-// with its request recorder, the loopback Google APIs, the metadata store, and helpers that build
-// a runner group's environment with plain SDK / REST calls — independent of Kumoss's own repairs.
+// with its request recorder, the loopback Google APIs (and their token service), the metadata
+// store, and helpers that build a runner group's environment with plain SDK / REST calls —
+// independent of Kumoss's own repairs. The worker's clients are the real ones
+// (activities/runners/connection-clients.ts): each group's connection holds its own credentials —
+// AWS keys an admin stored, a Google workload identity federation configuration — and each step
+// signs with those.
 import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { STSClient } from '@aws-sdk/client-sts';
+import { CloudCredentials } from '../../activities/cloud-credentials';
+import { connectionClients } from '../../activities/runners/connection-clients';
+import { secretBoxFromEnv, type SecretBox } from '../../shared/infra/secret-box';
 import { CreateLogGroupCommand, PutRetentionPolicyCommand } from '@aws-sdk/client-cloudwatch-logs';
 import { CreateClusterCommand, RegisterTaskDefinitionCommand } from '@aws-sdk/client-ecs';
 import { CreateSecretCommand, DescribeSecretCommand } from '@aws-sdk/client-secrets-manager';
@@ -19,7 +30,7 @@ import { ensureOrganization } from '../../shared/infra/db/users';
 import type { RunnerEnvironment } from '../../shared/runner-contracts';
 import { startGcpLoopback, type GcpLoopback } from './gcp-loopback';
 
-/** The access key id the worker's AWS clients sign with. */
+/** The access key id the AWS connections hold, which the worker's AWS clients sign with. */
 export const WORKER_ACCESS_KEY = 'AKIAKUMOSSTEST000001';
 
 export interface RunnerBed {
@@ -40,6 +51,11 @@ export interface RunnerBed {
   gcpClient: GcpClient;
   organization(name?: string): Promise<string>;
   connection(org: string, provider: 'aws' | 'gcp', region?: string): Promise<CloudConnection>;
+  /**
+   * The credentials a connection of `provider` stores (what an admin sends in
+   * `POST /api/v1/cloud-connections`): the worker's steps sign with these.
+   */
+  connectionCredentials(provider: 'aws' | 'gcp'): Record<string, string>;
   group(
     org: string,
     connection: CloudConnection | null,
@@ -53,22 +69,39 @@ export async function startRunnerBed(databaseUrl: string): Promise<RunnerBed> {
   // Test secrets carry KUMOSS-SECRET: the run's last step scans histories and artifacts for it.
   const gcpToken = `ya29.KUMOSS-SECRET-gcp-${randomBytes(12).toString('hex')}`;
   const awsSecret = `KUMOSS-SECRET-aws-${randomBytes(12).toString('hex')}`;
+  // The identity provider's token a Google connection's federation configuration reads from a file.
+  const subjectToken = `KUMOSS-SECRET-subject-${randomBytes(12).toString('hex')}`;
+  const dir = mkdtempSync(join(tmpdir(), 'kumoss-runner-bed-'));
+  const subjectFile = join(dir, 'subject-token');
+  writeFileSync(subjectFile, subjectToken);
   const [aws, gcp] = await Promise.all([
     startAwsEmulator({ record: true }),
-    startGcpLoopback({ token: gcpToken }),
+    startGcpLoopback({ token: gcpToken, sts: { subjectToken, lifetimeSeconds: 3600 } }),
   ]);
   const db = createDb(databaseUrl);
   await migrate(db);
-  // The worker and the test's own setup sign with different keys, so the recorder tells them apart.
-  const factory = awsClientFactory({
-    endpoint: aws.endpoint,
-    credentials: { accessKeyId: WORKER_ACCESS_KEY, secretAccessKey: awsSecret },
-  });
+  // The secret box the connections' credentials are sealed with (the test stack sets KUMOSS_SECRETS_KEY).
+  const box = secretBoxFromEnv() as SecretBox;
+  // The worker (with its connections' keys) and the test's own setup sign with different keys, so
+  // the recorder tells them apart.
   const setup = awsClientFactory({
     endpoint: aws.endpoint,
     credentials: { accessKeyId: 'AKIAKUMOSSSETUP00001', secretAccessKey: 'setup' },
   });
   const gcpClient = new GcpClient({ endpoint: gcp.url, token: gcpToken });
+  const connectionCredentials = (provider: 'aws' | 'gcp'): Record<string, string> =>
+    provider === 'gcp'
+      ? {
+          credential_json: JSON.stringify({
+            type: 'external_account',
+            audience:
+              '//iam.googleapis.com/projects/123/locations/global/workloadIdentityPools/kumoss/providers/runner',
+            subject_token_type: 'urn:ietf:params:oauth:token-type:jwt',
+            token_url: `${gcp.url}/v1/token`,
+            credential_source: { file: subjectFile },
+          }),
+        }
+      : { access_key_id: WORKER_ACCESS_KEY, secret_access_key: awsSecret };
   /** The AWS actions the worker (not the test's setup) sent in `region`. */
   const workerActions = async (region: string) =>
     (await aws.recordedRequests())
@@ -80,19 +113,45 @@ export async function startRunnerBed(databaseUrl: string): Promise<RunnerBed> {
     db,
     awsSecret,
     gcpToken,
-    deps: { db, aws: factory, gcp: gcpClient },
+    deps: {
+      db,
+      clients: connectionClients({
+        db,
+        credentials: new CloudCredentials({
+          db,
+          durationSeconds: 900,
+          sts: () =>
+            new STSClient({
+              region: 'us-east-1',
+              endpoint: aws.endpoint,
+              credentials: { accessKeyId: 'AKIAKUMOSSWORKER0001', secretAccessKey: 'worker' },
+            }),
+          box,
+          googleEndpoints: [new URL(gcp.url).origin],
+        }),
+        awsEndpoint: aws.endpoint,
+        gcpEndpoint: gcp.url,
+      }),
+    },
     awsClients: setup,
     workerMutations: async (region) => mutatingActions(await workerActions(region)),
     workerCalls: async (region) => (await workerActions(region)).length,
     gcpClient,
     organization: (name) => ensureOrganization(db, name ?? `runner-org-${randomUUID().slice(0, 8)}`),
+    connectionCredentials,
     connection: (org, provider, region) =>
-      createCloudConnection(db, org, {
-        name: `${provider}-${randomUUID().slice(0, 8)}`,
-        provider,
-        region: region ?? (provider === 'aws' ? 'us-east-1' : 'europe-west1'),
-        ...(provider === 'gcp' ? { project_id: `kumoss-${randomUUID().slice(0, 8)}` } : {}),
-      }),
+      createCloudConnection(
+        db,
+        org,
+        {
+          name: `${provider}-${randomUUID().slice(0, 8)}`,
+          provider,
+          region: region ?? (provider === 'aws' ? 'us-east-1' : 'europe-west1'),
+          ...(provider === 'gcp' ? { project_id: `kumoss-${randomUUID().slice(0, 8)}` } : {}),
+          credentials: connectionCredentials(provider),
+        },
+        box,
+      ),
     group: (org, connection, environment) =>
       createRunnerGroup(db, org, {
         name: `group-${randomUUID().slice(0, 8)}`,
@@ -101,6 +160,7 @@ export async function startRunnerBed(databaseUrl: string): Promise<RunnerBed> {
       }),
     async close() {
       await Promise.allSettled([aws.stop(), gcp.close(), db.destroy()]);
+      rmSync(dir, { recursive: true, force: true });
     },
   };
 }

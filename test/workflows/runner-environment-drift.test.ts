@@ -389,7 +389,8 @@ describe('runner.environment-drift-detect', () => {
     expect(g.repair_workflow_uuid).toBeNull();
     await eventually(async () => expect(await bed.workerCalls(aws.region)).toBeGreaterThan(0));
     expect(await bed.workerMutations(aws.region)).toEqual([]);
-    const gcpCalls = bed.gcp.requests.slice(gcpBefore);
+    // The Google APIs were only read (the token service's exchanges are the connection's sign-in).
+    const gcpCalls = bed.gcp.requests.slice(gcpBefore).filter((r) => r.path !== '/v1/token');
     expect(gcpCalls.length).toBeGreaterThan(0);
     expect(gcpCalls.filter((r) => r.method !== 'GET')).toEqual([]);
   });
@@ -483,15 +484,19 @@ describe('runner.environment-drift-detect', () => {
   it('a detector failing (AWS emulator down) fails the run with the step and layer named', async () => {
     const { awsClientFactory } = await import('../../activities/runners/clouds');
     const { freePort } = await import('../../scripts/embedded/ports');
+    const port = await freePort();
     const down = await temporalHarness(
       'runner-dag-down',
       testActivities({
         runners: {
           ...bed.deps,
-          aws: awsClientFactory({
-            endpoint: `http://127.0.0.1:${await freePort()}`,
-            credentials: { accessKeyId: 'AKIAKUMOSSTEST000001', secretAccessKey: bed.awsSecret },
-          }),
+          clients: (_org, connection) => {
+            const aws = awsClientFactory({
+              endpoint: `http://127.0.0.1:${port}`,
+              credentials: { accessKeyId: 'AKIAKUMOSSTEST000001', secretAccessKey: bed.awsSecret },
+            });
+            return Promise.resolve({ aws: aws(connection.region) });
+          },
         },
       }),
     );

@@ -120,6 +120,20 @@ export async function getCloudConnection(
  * The connection an organization's engine runs on `provider` take their credentials from: the oldest
  * of its connections for that cloud that names a role or holds credentials.
  */
+/** A connection of the organization with its sealed credentials (the worker, for a runner run). */
+export async function cloudConnectionForRun(
+  db: Db,
+  organization_uuid: string,
+  cloud_connection_uuid: string,
+): Promise<(Omit<CloudConnection, 'has_credentials'> & { credentials_sealed: string | null }) | undefined> {
+  return db
+    .selectFrom('cloud_connections')
+    .select([...CONNECTION_COLUMNS, 'credentials_sealed'])
+    .where('organization_uuid', '=', organization_uuid)
+    .where('cloud_connection_uuid', '=', cloud_connection_uuid)
+    .executeTakeFirst();
+}
+
 export async function engineCloudConnection(
   db: Db,
   organization_uuid: string,
