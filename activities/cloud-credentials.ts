@@ -138,7 +138,11 @@ export class CloudCredentials {
       throw new Error(
         `cloud connection ${connection.name} holds no credentials: an admin stores its role_arn or credentials (POST /api/v1/cloud-connections)`,
       );
-    return this.credentialsFor({ organization_uuid, cloud: connection.provider, run }, organization_uuid, connection);
+    return this.credentialsFor(
+      { organization_uuid, cloud: connection.provider, run },
+      organization_uuid,
+      connection,
+    );
   }
 
   private async credentialsFor(

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CloudCredentials } from '../../activities/cloud-credentials';
 import { connectionClients } from '../../activities/runners/connection-clients';
 import { createCloudConnection } from '../../shared/infra/db/runners';
-import { secretBoxFromEnv, type SecretBox } from '../../shared/infra/secret-box';
+import { secretBoxFromEnv } from '../../shared/infra/secret-box';
 import type { RunnerDagState } from '../../shared/runner-contracts';
 import {
   awsEnvironment,
@@ -64,7 +64,7 @@ describe("a runner group's calls carry its connection's credentials, never the w
             endpoint: sts.endpoint,
             credentials: { accessKeyId: 'AKIAKUMOSSWORKER0001', secretAccessKey: 'worker' },
           }),
-        box: secretBoxFromEnv() as SecretBox,
+        box: secretBoxFromEnv(),
         googleEndpoints: [new URL(bed.gcp.url).origin],
       }),
       awsEndpoint: bed.aws.endpoint,
