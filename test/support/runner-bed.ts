@@ -131,6 +131,9 @@ export async function startRunnerBed(databaseUrl: string): Promise<RunnerBed> {
         }),
         awsEndpoint: aws.endpoint,
         gcpEndpoint: gcp.url,
+        // moto on loopback is the worker's AWS emulator, as under `npm start`: a connection that
+        // holds nothing (one a devops user made in the web application) signs with its fixed keys.
+        awsEmulator: { accessKeyId: WORKER_ACCESS_KEY, secretAccessKey: awsSecret },
       }),
     },
     awsClients: setup,
