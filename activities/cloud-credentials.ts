@@ -19,7 +19,11 @@ import { IdentityPoolClient, JWT } from 'google-auth-library';
 import { CLOUD_DOMAINS } from './egress';
 import { GOOGLE_AUTH_ORIGINS, googleCredentialProblem } from '../shared/google-credentials';
 import type { Db } from '../shared/infra/db';
-import { engineCloudConnection, openConnectionCredentials } from '../shared/infra/db/runners';
+import {
+  engineCloudConnection,
+  openConnectionCredentials,
+  type ConnectionForRun,
+} from '../shared/infra/db/runners';
 import { sessionOrganization } from '../shared/infra/db/sessions';
 import type { SecretBox } from '../shared/infra/secret-box';
 
@@ -131,7 +135,7 @@ export class CloudCredentials {
    */
   async forConnection(
     organization_uuid: string,
-    connection: NonNullable<Awaited<ReturnType<typeof engineCloudConnection>>>,
+    connection: ConnectionForRun,
     run: string,
   ): Promise<RunCredentials> {
     if (!connection.role_arn && !connection.credentials_sealed)
@@ -148,7 +152,7 @@ export class CloudCredentials {
   private async credentialsFor(
     id: RunIdentity,
     org: string | undefined,
-    connection: Awaited<ReturnType<typeof engineCloudConnection>>,
+    connection: ConnectionForRun | undefined,
   ): Promise<RunCredentials> {
     if (!org || !connection) {
       if (id.cloud === 'aws' && this.deps.awsEmulator)

@@ -165,9 +165,7 @@ export function runnerDeps(config: KumossConfig, db: Db, credentials = cloudCred
       credentials,
       awsEndpoint,
       gcpEndpoint: config.runners.gcp.endpoint_url,
-      ...(awsEndpoint && isLoopback(awsEndpoint)
-        ? { awsEmulator: { accessKeyId: 'kumoss-emulator', secretAccessKey: 'kumoss-emulator' } }
-        : {}),
+      ...(awsEndpoint && isLoopback(awsEndpoint) ? { awsEmulator: EMULATOR_KEYS } : {}),
     }),
   };
 }

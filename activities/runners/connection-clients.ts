@@ -16,8 +16,8 @@ export interface ConnectionClientsOptions {
   awsEndpoint?: string;
   /** runners.gcp.endpoint_url (empty: Google's own). */
   gcpEndpoint?: string;
-  /** The AWS emulator's keys, when awsEndpoint is one on loopback. */
-  awsEmulator?: { accessKeyId: string; secretAccessKey: string };
+  /** The AWS emulator's keys as the SDK's variables, when awsEndpoint is one on loopback. */
+  awsEmulator?: Record<string, string>;
 }
 
 export function connectionClients(opts: ConnectionClientsOptions): RunnerDeps['clients'] {
@@ -25,16 +25,10 @@ export function connectionClients(opts: ConnectionClientsOptions): RunnerDeps['c
     const stored = await cloudConnectionForRun(opts.db, organization_uuid, connection.cloud_connection_uuid);
     if (!stored)
       throw new Error(`cloud connection ${connection.name} is not one of the organization's any more`);
-    const holdsNothing = !stored.role_arn && !stored.credentials_sealed;
-    if (stored.provider === 'aws' && holdsNothing && opts.awsEmulator) {
-      return {
-        aws: awsClientFactory({
-          ...(opts.awsEndpoint ? { endpoint: opts.awsEndpoint } : {}),
-          credentials: opts.awsEmulator,
-        })(stored.region),
-      };
-    }
-    const { env } = await opts.credentials.forConnection(organization_uuid, stored, run);
+    // A connection that holds nothing, on the loopback emulator: its fixed keys.
+    const emulated =
+      stored.provider === 'aws' && !stored.role_arn && !stored.credentials_sealed && opts.awsEmulator;
+    const env = emulated || (await opts.credentials.forConnection(organization_uuid, stored, run)).env;
     switch (stored.provider) {
       case 'aws':
         return {

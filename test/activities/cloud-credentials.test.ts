@@ -20,7 +20,7 @@ import { createCloudConnection } from '../../shared/infra/db/runners';
 import { cloudConnectionSchema, type CloudConnectionSpec } from '../../shared/runner-contracts';
 import { GOOGLE_AUTH_ORIGINS, googleCredentialProblem } from '../../shared/google-credentials';
 import { secretBoxFromEnv, type SecretBox } from '../../shared/infra/secret-box';
-import { startGcpLoopback } from '../support/gcp-loopback';
+import { federationCredential, startGcpLoopback } from '../support/gcp-loopback';
 import { SECRET_MARKER } from '../support/secret-scan';
 import { createUser } from '../../shared/infra/db/users';
 import { sessionBranch } from '../../shared/ids';
@@ -315,14 +315,7 @@ describe("a run's own cloud credentials", () => {
         region: 'europe-west1',
         project_id: 'kumoss-engine-1',
         credentials: {
-          credential_json: JSON.stringify({
-            type: 'external_account',
-            audience:
-              '//iam.googleapis.com/projects/123/locations/global/workloadIdentityPools/kumoss/providers/ci',
-            subject_token_type: 'urn:ietf:params:oauth:token-type:jwt',
-            token_url: `${gcp.url}/v1/token`,
-            credential_source: { file: tokenFile },
-          }),
+          credential_json: JSON.stringify(federationCredential(gcp, tokenFile)),
         },
       };
       // While the token service is not a Google endpoint of this worker, the configuration is

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { GcpClient, gcpFailure } from '../../activities/runners/clouds';
-import { startGcpLoopback, type GcpLoopback } from '../support/gcp-loopback';
+import { federationCredential, startGcpLoopback, type GcpLoopback } from '../support/gcp-loopback';
 
 // google-auth-library refreshes a token five minutes before it expires: a lifetime of 5 min + 1 s
 // is one second of reuse, then a refresh.
@@ -22,17 +22,7 @@ describe('GCP credentials through google-auth-library (Application Default Crede
   /** A workload identity federation credential file whose subject token is read from `tokenFile`. */
   const credentialFile = (name: string, tokenFile: string): string => {
     const path = join(dir, `${name}.json`);
-    writeFileSync(
-      path,
-      JSON.stringify({
-        type: 'external_account',
-        audience:
-          '//iam.googleapis.com/projects/123/locations/global/workloadIdentityPools/kumoss/providers/ci',
-        subject_token_type: 'urn:ietf:params:oauth:token-type:jwt',
-        token_url: `${gcp.url}/v1/token`,
-        credential_source: { file: tokenFile },
-      }),
-    );
+    writeFileSync(path, JSON.stringify(federationCredential(gcp, tokenFile)));
     return path;
   };
 

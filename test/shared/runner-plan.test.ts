@@ -1,7 +1,6 @@
 // The runner drift plan's pure logic, and the DAGs declared as data.
 import { describe, expect, it } from 'vitest';
 import { createRunnerActivities } from '../../activities/runners';
-import { GcpClient } from '../../activities/runners/clouds';
 import type { Db } from '../../shared/infra/db';
 import {
   RUNNER_RESOURCES,

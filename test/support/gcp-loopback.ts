@@ -61,6 +61,20 @@ async function readJson(req: IncomingMessage): Promise<Record<string, unknown>> 
   return text ? (JSON.parse(text) as Record<string, unknown>) : {};
 }
 
+/**
+ * A workload identity federation configuration (google-auth-library's `external_account`) that
+ * reads its subject token from `tokenFile` and exchanges it at `gcp`'s token service.
+ */
+export function federationCredential(gcp: { url: string }, tokenFile: string): Record<string, unknown> {
+  return {
+    type: 'external_account',
+    audience: '//iam.googleapis.com/projects/123/locations/global/workloadIdentityPools/kumoss/providers/ci',
+    subject_token_type: 'urn:ietf:params:oauth:token-type:jwt',
+    token_url: `${gcp.url}/v1/token`,
+    credential_source: { file: tokenFile },
+  };
+}
+
 export interface StsOptions {
   /** The subject token (an identity provider's token, read from a file by the caller). */
   subjectToken: string;

@@ -28,7 +28,7 @@ import {
 } from '../../shared/infra/db/runners';
 import { ensureOrganization } from '../../shared/infra/db/users';
 import type { RunnerEnvironment } from '../../shared/runner-contracts';
-import { startGcpLoopback, type GcpLoopback } from './gcp-loopback';
+import { federationCredential, startGcpLoopback, type GcpLoopback } from './gcp-loopback';
 
 /** The access key id the AWS connections hold, which the worker's AWS clients sign with. */
 export const WORKER_ACCESS_KEY = 'AKIAKUMOSSTEST000001';
@@ -92,14 +92,7 @@ export async function startRunnerBed(databaseUrl: string): Promise<RunnerBed> {
   const connectionCredentials = (provider: 'aws' | 'gcp'): Record<string, string> =>
     provider === 'gcp'
       ? {
-          credential_json: JSON.stringify({
-            type: 'external_account',
-            audience:
-              '//iam.googleapis.com/projects/123/locations/global/workloadIdentityPools/kumoss/providers/runner',
-            subject_token_type: 'urn:ietf:params:oauth:token-type:jwt',
-            token_url: `${gcp.url}/v1/token`,
-            credential_source: { file: subjectFile },
-          }),
+          credential_json: JSON.stringify(federationCredential(gcp, subjectFile)),
         }
       : { access_key_id: WORKER_ACCESS_KEY, secret_access_key: awsSecret };
   /** The AWS actions the worker (not the test's setup) sent in `region`. */
@@ -133,7 +126,7 @@ export async function startRunnerBed(databaseUrl: string): Promise<RunnerBed> {
         gcpEndpoint: gcp.url,
         // moto on loopback is the worker's AWS emulator, as under `npm start`: a connection that
         // holds nothing (one a devops user made in the web application) signs with its fixed keys.
-        awsEmulator: { accessKeyId: WORKER_ACCESS_KEY, secretAccessKey: awsSecret },
+        awsEmulator: { AWS_ACCESS_KEY_ID: WORKER_ACCESS_KEY, AWS_SECRET_ACCESS_KEY: awsSecret },
       }),
     },
     awsClients: setup,

@@ -116,33 +116,39 @@ export async function getCloudConnection(
     .executeTakeFirst();
 }
 
-/**
- * The connection an organization's engine runs on `provider` take their credentials from: the oldest
- * of its connections for that cloud that names a role or holds credentials.
- */
+/** A connection with its sealed credentials, as the worker reads it for a run. */
+export type ConnectionForRun = Omit<CloudConnection, 'has_credentials'> & {
+  credentials_sealed: string | null;
+};
+
+/** The organization's connections with their sealed credentials (the worker's reads). */
+const connectionsForRun = (db: Db, organization_uuid: string) =>
+  db
+    .selectFrom('cloud_connections')
+    .select([...CONNECTION_COLUMNS, 'credentials_sealed'])
+    .where('organization_uuid', '=', organization_uuid);
+
 /** A connection of the organization with its sealed credentials (the worker, for a runner run). */
 export async function cloudConnectionForRun(
   db: Db,
   organization_uuid: string,
   cloud_connection_uuid: string,
-): Promise<(Omit<CloudConnection, 'has_credentials'> & { credentials_sealed: string | null }) | undefined> {
-  return db
-    .selectFrom('cloud_connections')
-    .select([...CONNECTION_COLUMNS, 'credentials_sealed'])
-    .where('organization_uuid', '=', organization_uuid)
+): Promise<ConnectionForRun | undefined> {
+  return connectionsForRun(db, organization_uuid)
     .where('cloud_connection_uuid', '=', cloud_connection_uuid)
     .executeTakeFirst();
 }
 
+/**
+ * The connection an organization's engine runs on `provider` take their credentials from: the oldest
+ * of its connections for that cloud that names a role or holds credentials.
+ */
 export async function engineCloudConnection(
   db: Db,
   organization_uuid: string,
   provider: string,
-): Promise<(Omit<CloudConnection, 'has_credentials'> & { credentials_sealed: string | null }) | undefined> {
-  return db
-    .selectFrom('cloud_connections')
-    .select([...CONNECTION_COLUMNS, 'credentials_sealed'])
-    .where('organization_uuid', '=', organization_uuid)
+): Promise<ConnectionForRun | undefined> {
+  return connectionsForRun(db, organization_uuid)
     .where('provider', '=', provider as CloudConnectionsTable['provider'])
     .where((eb) => eb.or([eb('role_arn', 'is not', null), eb('credentials_sealed', 'is not', null)]))
     .orderBy('created_at')

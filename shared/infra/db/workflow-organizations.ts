@@ -4,48 +4,38 @@
 // started by the API from its execution's row. The payload codec encrypts each workflow's payloads
 // with its organization's key (shared/infra/payload-codec.ts).
 import type { OrganizationOf } from '../payload-codec';
+import { sessionOrganization } from './sessions';
 import type { Db } from './index';
 
 const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}';
 const SESSION = /^(?:session|generate-round|apply-round|drift-round):([^:]+)/;
-const STACK = new RegExp(`^(?:drift-schedule|drift-detection|drift-events):(${UUID})`);
-const GROUP = new RegExp(`^(?:runner-schedule|runner-detect|runner-repair):(${UUID})`);
-const RUN = new RegExp(`^${UUID}$`);
+
+/** Ids owned by a row: the id's pattern, the table and the column the captured key is in. */
+const OWNERS = [
+  {
+    id: new RegExp(`^(?:drift-schedule|drift-detection|drift-events):(${UUID})`),
+    table: 'stacks',
+    key: 'stack_uuid',
+  },
+  {
+    id: new RegExp(`^(?:runner-schedule|runner-detect|runner-repair):(${UUID})`),
+    table: 'runner_groups',
+    key: 'runner_group_uuid',
+  },
+  { id: new RegExp(`^(${UUID})$`), table: 'runner_executions', key: 'workflow_uuid' },
+] as const;
 
 export function workflowOrganizations(db: Db): OrganizationOf {
   return async (workflowId) => {
     const session = SESSION.exec(workflowId)?.[1];
-    if (session) {
+    if (session) return sessionOrganization(db, session);
+    for (const owner of OWNERS) {
+      const key = owner.id.exec(workflowId)?.[1];
+      if (!key) continue;
       const row = await db
-        .selectFrom('sessions')
+        .selectFrom(owner.table)
         .select('organization_uuid')
-        .where('session_id', '=', session)
-        .executeTakeFirst();
-      return row?.organization_uuid;
-    }
-    const stack = STACK.exec(workflowId)?.[1];
-    if (stack) {
-      const row = await db
-        .selectFrom('stacks')
-        .select('organization_uuid')
-        .where('stack_uuid', '=', stack)
-        .executeTakeFirst();
-      return row?.organization_uuid;
-    }
-    const group = GROUP.exec(workflowId)?.[1];
-    if (group) {
-      const row = await db
-        .selectFrom('runner_groups')
-        .select('organization_uuid')
-        .where('runner_group_uuid', '=', group)
-        .executeTakeFirst();
-      return row?.organization_uuid;
-    }
-    if (RUN.test(workflowId)) {
-      const row = await db
-        .selectFrom('runner_executions')
-        .select('organization_uuid')
-        .where('workflow_uuid', '=', workflowId)
+        .where(owner.key, '=', key)
         .executeTakeFirst();
       return row?.organization_uuid;
     }
